@@ -1,0 +1,61 @@
+"""The one error tree of raetlike.
+
+Every exception raetlike raises on purpose derives from :class:`RaetError`.
+Garbage from the network is *not* raised out of a stack: the stack drops it and
+counts it (see the stacks' stats); these classes are what codecs raise to the
+stack, and what commands raise to the caller.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "RaetError",
+    "ProtocolError",
+    "LocalProtocolError",
+    "RemoteProtocolError",
+    "PacketError",
+    "CryptoError",
+    "KeepError",
+    "BackpressureError",
+]
+
+
+class RaetError(Exception):
+    """Base of every error raetlike raises on purpose."""
+
+
+class ProtocolError(RaetError):
+    """Something broke the rules of the protocol."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We were asked to do something the protocol does not allow (caller's bug)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer broke the rules of the protocol."""
+
+
+class PacketError(RemoteProtocolError):
+    """Bytes that do not decode into a valid packet, page or tag stack.
+
+    ``reason`` is a short, stable, machine-friendly word (used as a stats key),
+    the message says what exactly was wrong.
+    """
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class CryptoError(RaetError):
+    """A signature did not verify, a box did not open, or a key is malformed."""
+
+
+class KeepError(RaetError):
+    """A keep file is missing, corrupt or unreadable; the message names the file."""
+
+
+class BackpressureError(RaetError):
+    """An outbox is full: the caller must slow down or drop the message itself."""
