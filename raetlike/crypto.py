@@ -1,0 +1,323 @@
+"""The one facade over libsodium (through libnacl).
+
+No other module imports :mod:`libnacl`.  Keys are typed objects made from raw
+bytes or from hex *explicitly* (``from_hex``) — an encoding is never guessed
+from a length.  Nonces for boxes are made in exactly one place,
+:func:`new_nonce`; AEAD nonces of the fast path come from packet counters
+(:func:`counter_nonce`) and are never random.
+
+RAET 0.6.8's keys map onto these as: a signing key is the Ed25519 *seed*
+(``sighex``), a verify key the Ed25519 public key (``verhex``), a private key
+the Curve25519 secret (``prihex``), a public key the Curve25519 public key
+(``pubhex``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hmac
+from typing import Self
+
+import libnacl
+
+from raetlike.errors import CryptoError
+
+# libnacl 2.1's crypto_box_easy wrapper calls the zero-padded crypto_box and
+# fails on short messages, so the box functions call libsodium directly.
+_sodium = libnacl.nacl
+
+__all__ = [
+    "KEY_SIZE",
+    "NONCE_SIZE",
+    "MAC_SIZE",
+    "SIGNATURE_SIZE",
+    "AEAD_KEY_SIZE",
+    "AEAD_NONCE_SIZE",
+    "AEAD_TAG_SIZE",
+    "SigningKey",
+    "VerifyKey",
+    "PrivateKey",
+    "PublicKey",
+    "SessionBox",
+    "AeadKey",
+    "box",
+    "box_open",
+    "new_nonce",
+    "counter_nonce",
+    "random_bytes",
+    "derive_key",
+]
+
+KEY_SIZE = 32
+NONCE_SIZE = 24
+MAC_SIZE = 16
+SIGNATURE_SIZE = 64
+AEAD_KEY_SIZE = 32
+AEAD_NONCE_SIZE = 12
+AEAD_TAG_SIZE = 16
+
+
+def _raw(data: bytes, size: int, what: str) -> bytes:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise CryptoError(f"{what} must be bytes, not {type(data).__name__}")
+    raw = bytes(data)
+    if len(raw) != size:
+        raise CryptoError(f"{what} must be {size} bytes, got {len(raw)}")
+    return raw
+
+
+def _from_hex(text: str | bytes, size: int, what: str) -> bytes:
+    if isinstance(text, bytes | bytearray):
+        try:
+            text = bytes(text).decode("ascii")
+        except UnicodeDecodeError as exc:
+            raise CryptoError(f"{what} hex is not ASCII") from exc
+    try:
+        raw = bytes.fromhex(text)
+    except ValueError as exc:
+        raise CryptoError(f"{what} is not valid hex") from exc
+    return _raw(raw, size, what)
+
+
+class _Key:
+    """Common shape of the four key types: 32 raw bytes, explicit hex."""
+
+    __slots__ = ("_raw",)
+    _what = "key"
+
+    def __init__(self, raw: bytes) -> None:
+        self._raw = _raw(raw, KEY_SIZE, self._what)
+
+    @classmethod
+    def from_hex(cls, text: str | bytes) -> Self:
+        """Make the key from 64 hex characters."""
+        return cls(_from_hex(text, KEY_SIZE, cls._what))
+
+    def __bytes__(self) -> bytes:
+        return self._raw
+
+    @property
+    def raw(self) -> bytes:
+        """The 32 raw bytes."""
+        return self._raw
+
+    def hex(self) -> str:
+        """64 lowercase hex characters, as RAET writes them."""
+        return self._raw.hex()
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return hmac.compare_digest(self._raw, other._raw)
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._raw))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._raw[:4].hex()}…)"
+
+
+class VerifyKey(_Key):
+    """An Ed25519 public key: checks signatures."""
+
+    __slots__ = ()
+    _what = "verify key"
+
+    def verify(self, signature: bytes, message: bytes) -> None:
+        """Raise :class:`CryptoError` unless ``signature`` signs ``message``."""
+        if len(signature) != SIGNATURE_SIZE:
+            raise CryptoError(f"signature must be {SIGNATURE_SIZE} bytes, got {len(signature)}")
+        try:
+            libnacl.crypto_sign_verify_detached(bytes(signature), bytes(message), self._raw)
+        except (ValueError, libnacl.CryptError) as exc:
+            raise CryptoError("signature does not verify") from exc
+
+    def is_valid(self, signature: bytes, message: bytes) -> bool:
+        """True when ``signature`` signs ``message``."""
+        try:
+            self.verify(signature, message)
+        except CryptoError:
+            return False
+        return True
+
+
+class SigningKey(_Key):
+    """An Ed25519 signing key, held as its 32-byte seed (RAET's ``sighex``)."""
+
+    __slots__ = ("_secret", "_verify")
+    _what = "signing key seed"
+
+    def __init__(self, raw: bytes) -> None:
+        super().__init__(raw)
+        public, secret = libnacl.crypto_sign_seed_keypair(self._raw)
+        self._secret: bytes = secret
+        self._verify = VerifyKey(public)
+
+    @classmethod
+    def generate(cls) -> Self:
+        """A fresh random signing key."""
+        return cls(random_bytes(KEY_SIZE))
+
+    @property
+    def verify_key(self) -> VerifyKey:
+        """The matching verify key."""
+        return self._verify
+
+    def sign(self, message: bytes) -> bytes:
+        """The 64-byte detached signature of ``message``."""
+        signature: bytes = libnacl.crypto_sign_detached(bytes(message), self._secret)
+        return signature
+
+
+class PublicKey(_Key):
+    """A Curve25519 public key (RAET's ``pubhex``)."""
+
+    __slots__ = ()
+    _what = "public key"
+
+
+class PrivateKey(_Key):
+    """A Curve25519 private key (RAET's ``prihex``)."""
+
+    __slots__ = ("_public",)
+    _what = "private key"
+
+    def __init__(self, raw: bytes) -> None:
+        super().__init__(raw)
+        self._public = PublicKey(libnacl.crypto_scalarmult_base(self._raw))
+
+    @classmethod
+    def generate(cls) -> Self:
+        """A fresh random private key."""
+        return cls(random_bytes(KEY_SIZE))
+
+    @property
+    def public_key(self) -> PublicKey:
+        """The matching public key."""
+        return self._public
+
+
+def random_bytes(size: int) -> bytes:
+    """``size`` bytes from libsodium's CSPRNG."""
+    data: bytes = libnacl.randombytes(size)
+    return data
+
+
+def new_nonce() -> bytes:
+    """A fresh random 24-byte box nonce — the one place box nonces are made."""
+    return random_bytes(NONCE_SIZE)
+
+
+def counter_nonce(prefix: int, counter: int) -> bytes:
+    """The 12-byte AEAD nonce for packet number ``counter`` in direction ``prefix``.
+
+    4 bytes of direction/epoch prefix, then the 64-bit counter, big endian.
+    Each (key, prefix, counter) must be used once: callers rekey before the
+    counter could wrap.
+    """
+    if not 0 <= counter < 1 << 64:
+        raise CryptoError("AEAD packet counter out of range")
+    return (prefix & 0xFFFFFFFF).to_bytes(4, "big") + counter.to_bytes(8, "big")
+
+
+def box(plain: bytes, nonce: bytes, secret: PrivateKey, peer: PublicKey) -> bytes:
+    """``crypto_box``: MAC ‖ ciphertext of ``plain`` (the nonce is not included)."""
+    _raw(nonce, NONCE_SIZE, "nonce")
+    plain = bytes(plain)
+    out = ctypes.create_string_buffer(len(plain) + MAC_SIZE)
+    if _sodium.crypto_box_easy(
+        out, plain, ctypes.c_ulonglong(len(plain)), nonce, peer.raw, secret.raw
+    ):
+        raise CryptoError("box failed (weak public key?)")
+    return out.raw
+
+
+def box_open(sealed: bytes, nonce: bytes, secret: PrivateKey, peer: PublicKey) -> bytes:
+    """Open a ``crypto_box``; raise :class:`CryptoError` when it does not authenticate."""
+    _raw(nonce, NONCE_SIZE, "nonce")
+    if len(sealed) < MAC_SIZE:
+        raise CryptoError("box too short")
+    sealed = bytes(sealed)
+    out = ctypes.create_string_buffer(len(sealed) - MAC_SIZE)
+    if _sodium.crypto_box_open_easy(
+        out, sealed, ctypes.c_ulonglong(len(sealed)), nonce, peer.raw, secret.raw
+    ):
+        raise CryptoError("box does not open")
+    return out.raw
+
+
+class SessionBox:
+    """A precomputed ``crypto_box`` between one secret key and one peer key.
+
+    ``beforenm`` runs once; each :meth:`seal` / :meth:`open` is then a
+    symmetric XSalsa20-Poly1305 operation, the same bytes as :func:`box`.
+    """
+
+    __slots__ = ("_shared",)
+
+    def __init__(self, secret: PrivateKey, peer: PublicKey) -> None:
+        try:
+            self._shared: bytes = libnacl.crypto_box_beforenm(peer.raw, secret.raw)
+        except (ValueError, libnacl.CryptError) as exc:
+            raise CryptoError(f"key agreement failed: {exc}") from exc
+
+    def seal(self, plain: bytes, nonce: bytes) -> bytes:
+        """MAC ‖ ciphertext of ``plain``."""
+        _raw(nonce, NONCE_SIZE, "nonce")
+        plain = bytes(plain)
+        out = ctypes.create_string_buffer(len(plain) + MAC_SIZE)
+        _sodium.crypto_box_easy_afternm(
+            out, plain, ctypes.c_ulonglong(len(plain)), nonce, self._shared
+        )
+        return out.raw
+
+    def open(self, sealed: bytes, nonce: bytes) -> bytes:
+        """Plaintext of ``sealed``; :class:`CryptoError` when it does not authenticate."""
+        _raw(nonce, NONCE_SIZE, "nonce")
+        if len(sealed) < MAC_SIZE:
+            raise CryptoError("box too short")
+        sealed = bytes(sealed)
+        out = ctypes.create_string_buffer(len(sealed) - MAC_SIZE)
+        if _sodium.crypto_box_open_easy_afternm(
+            out, sealed, ctypes.c_ulonglong(len(sealed)), nonce, self._shared
+        ):
+            raise CryptoError("box does not open")
+        return out.raw
+
+    def derive(self, context: bytes) -> bytes:
+        """A 32-byte key bound to this shared secret and ``context`` (BLAKE2b keyed)."""
+        return derive_key(self._shared, context)
+
+
+def derive_key(secret: bytes, context: bytes) -> bytes:
+    """32 bytes of BLAKE2b keyed by ``secret`` over ``context``."""
+    out: bytes = libnacl.crypto_generichash(bytes(context), bytes(secret))
+    return out
+
+
+class AeadKey:
+    """ChaCha20-Poly1305 (IETF) with one key: the fast path's packet protection."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, key: bytes) -> None:
+        self._key = _raw(key, AEAD_KEY_SIZE, "AEAD key")
+
+    def seal(self, plain: bytes, nonce: bytes, associated: bytes) -> bytes:
+        """Ciphertext ‖ 16-byte tag; ``associated`` is authenticated, not encrypted."""
+        out: bytes = libnacl.crypto_aead_chacha20poly1305_ietf_encrypt(
+            bytes(plain), bytes(associated), nonce, self._key
+        )
+        return out
+
+    def open(self, sealed: bytes, nonce: bytes, associated: bytes) -> bytes:
+        """Plaintext; :class:`CryptoError` when the packet does not authenticate."""
+        if len(sealed) < AEAD_TAG_SIZE:
+            raise CryptoError("AEAD packet too short")
+        try:
+            plain: bytes = libnacl.crypto_aead_chacha20poly1305_ietf_decrypt(
+                bytes(sealed), bytes(associated), nonce, self._key
+            )
+        except (ValueError, libnacl.CryptError) as exc:
+            raise CryptoError("AEAD packet does not authenticate") from exc
+        return plain
