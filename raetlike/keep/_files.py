@@ -1,0 +1,142 @@
+"""Owner-only directories and atomic, fsynced JSON files for the keep.
+
+Every write goes to a temporary file in the target's own directory, is
+fsynced, renamed over the target and followed by an fsync of the directory, so
+a reader (RAET, the CLI, a running stack) sees either the old file or the new
+one, never a torn one.  Temporary names start with a dot and end in ``.tmp``,
+so neither raetlike nor RAET 0.6.8 ever mistakes one for a keep file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from raetlike.errors import KeepError
+
+__all__ = [
+    "DIRECTORY_MODE",
+    "FILE_MODE",
+    "TEMP_SUFFIX",
+    "ensure_private_directory",
+    "read_json",
+    "remove_file",
+    "tighten_file",
+    "write_json",
+]
+
+logger = logging.getLogger(__name__)
+
+DIRECTORY_MODE = 0o700
+"""Keep directories: owner only."""
+FILE_MODE = 0o600
+"""Keep files: owner only."""
+TEMP_SUFFIX = ".tmp"
+"""How the names of in-flight temporary files end."""
+
+_GROUP_OR_OTHER = stat.S_IRWXG | stat.S_IRWXO
+
+
+def ensure_private_directory(path: Path) -> None:
+    """Create ``path`` (and parents) if missing; make it owner-only (0700).
+
+    An existing directory that group or others may use (RAET creates its keep
+    directories with the default umask) is tightened, with a warning.
+    """
+    try:
+        path.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode != DIRECTORY_MODE:
+            if mode & _GROUP_OR_OTHER:
+                logger.warning("keep directory %s was mode %o; making it owner-only", path, mode)
+            path.chmod(DIRECTORY_MODE)
+    except OSError as exc:
+        raise KeepError(f"{path}: cannot make an owner-only keep directory: {exc}") from exc
+
+
+def tighten_file(path: Path) -> None:
+    """Make an existing keep file owner-only (0600), warning if it was not."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & _GROUP_OR_OTHER:
+            logger.warning("keep file %s was mode %o; making it owner-only", path, mode)
+            path.chmod(FILE_MODE)
+    except OSError as exc:
+        raise KeepError(f"{path}: cannot make the keep file owner-only: {exc}") from exc
+
+
+def read_json(path: Path) -> object | None:
+    """The JSON value in ``path``; ``None`` when the file does not exist.
+
+    Unreadable or corrupt files raise :class:`KeepError` naming the file.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KeepError(f"{path}: cannot read keep file: {exc}") from exc
+    try:
+        value: object = json.loads(text)
+    except ValueError as exc:
+        raise KeepError(f"{path}: keep file is not valid JSON: {exc}") from exc
+    return value
+
+
+def write_json(path: Path, value: object) -> None:
+    """Atomically replace ``path`` with ``value`` as JSON (RAET's 2-space indent)."""
+    try:
+        text = json.dumps(value, indent=2)
+    except (TypeError, ValueError) as exc:
+        raise KeepError(f"{path}: cannot encode keep data: {exc}") from exc
+    data = text.encode("utf-8")
+    directory = path.parent
+    try:
+        descriptor, temp_name = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=directory
+        )
+    except OSError as exc:
+        raise KeepError(f"{path}: cannot create a temporary file: {exc}") from exc
+    temp = Path(temp_name)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            os.fchmod(handle.fileno(), FILE_MODE)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise KeepError(f"{path}: cannot write keep file: {exc}") from exc
+    _sync_directory(directory)
+
+
+def remove_file(path: Path) -> bool:
+    """Remove ``path`` durably; False when it did not exist."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise KeepError(f"{path}: cannot remove keep file: {exc}") from exc
+    _sync_directory(path.parent)
+    return True
+
+
+def _sync_directory(directory: Path) -> None:
+    try:
+        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise KeepError(f"{directory}: cannot open keep directory to sync it: {exc}") from exc
+    try:
+        os.fsync(descriptor)
+    except OSError as exc:
+        raise KeepError(f"{directory}: cannot sync keep directory: {exc}") from exc
+    finally:
+        os.close(descriptor)
