@@ -16,6 +16,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from raetlike.errors import KeepError
 
@@ -70,10 +71,11 @@ def tighten_file(path: Path) -> None:
         raise KeepError(f"{path}: cannot make the keep file owner-only: {exc}") from exc
 
 
-def read_json(path: Path) -> object | None:
-    """The JSON value in ``path``; ``None`` when the file does not exist.
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; ``None`` only when the file does not exist.
 
-    Unreadable or corrupt files raise :class:`KeepError` naming the file.
+    Unreadable or corrupt files, and files holding anything but a JSON object,
+    raise :class:`KeepError` naming the file.
     """
     try:
         text = path.read_text(encoding="utf-8")
@@ -85,6 +87,8 @@ def read_json(path: Path) -> object | None:
         value: object = json.loads(text)
     except ValueError as exc:
         raise KeepError(f"{path}: keep file is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise KeepError(f"{path}: keep file must hold a JSON object, not {type(value).__name__}")
     return value
 
 
