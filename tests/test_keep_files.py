@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -20,8 +20,9 @@ def mode(path: Path) -> int:
 
 
 def an_estate() -> LocalEstate:
-    return LocalEstate(name="alpha", uid=1, host_address=("127.0.0.1", 7530), role="alpha",
-                       last_uid=1)
+    return LocalEstate(
+        name="alpha", uid=1, host_address=("127.0.0.1", 7530), role="alpha", last_uid=1
+    )
 
 
 def every_file_and_directory(root: Path) -> tuple[list[Path], list[Path]]:
@@ -36,8 +37,7 @@ def filled_keep(base: Path) -> Keep:
     keep = Keep(base, "alpha")
     keep.create_local(an_estate())
     keep.dump_remote(RemoteEstate(name="beta", uid=2, host_address=("h", 1), role="beta"))
-    keep.acceptance_for("beta", SigningKey.generate().verify_key,
-                        PrivateKey.generate().public_key)
+    keep.acceptance_for("beta", SigningKey.generate().verify_key, PrivateKey.generate().public_key)
     return keep
 
 
@@ -72,7 +72,10 @@ def test_normal_writes_leave_no_temporary_files(tmp_path: Path) -> None:
         keep.reject("beta")
     files, _ = every_file_and_directory(keep.directory)
     assert sorted(f.name for f in files) == [
-        "estate.beta.json", "estate.json", "role.beta.json", "role.json",
+        "estate.beta.json",
+        "estate.json",
+        "role.beta.json",
+        "role.json",
     ]
 
 
@@ -80,8 +83,11 @@ def test_a_half_written_temporary_file_is_ignored(tmp_path: Path) -> None:
     keep = filled_keep(tmp_path)
     before = keep.load_role("beta")
     # What a writer that crashed mid-write leaves behind, beside each kind of file.
-    for path in (keep.remote_role_path("beta"), keep.remote_estate_path("gamma"),
-                 keep.local_estate_path):
+    for path in (
+        keep.remote_role_path("beta"),
+        keep.remote_estate_path("gamma"),
+        keep.local_estate_path,
+    ):
         (path.parent / f".{path.name}.x1y2z3.tmp").write_text('{"role": "be')
     again = Keep(tmp_path, "alpha")
     assert again.load_role("beta") == before
@@ -154,8 +160,15 @@ def test_a_local_role_file_with_bad_fields_names_file_and_field(
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("uid", "1"), ("uid", True), ("ha", ["h"]), ("ha", None), ("fuid", 1.5),
-     ("main", "yes"), ("name", "a b")],
+    [
+        ("uid", "1"),
+        ("uid", True),
+        ("ha", ["h"]),
+        ("ha", None),
+        ("fuid", 1.5),
+        ("main", "yes"),
+        ("name", "a b"),
+    ],
 )
 def test_a_remote_estate_file_with_bad_fields_raises_keep_error(
     tmp_path: Path, field: str, value: object
@@ -179,8 +192,9 @@ def test_an_unknown_acceptance_raises_keep_error(tmp_path: Path, value: object) 
     data["acceptance"] = value
     path.write_text(json.dumps(data))
     with pytest.raises(KeepError, match="'acceptance'"):
-        keep.acceptance_for("beta", SigningKey.generate().verify_key,
-                            PrivateKey.generate().public_key)
+        keep.acceptance_for(
+            "beta", SigningKey.generate().verify_key, PrivateKey.generate().public_key
+        )
     assert json.loads(path.read_text())["acceptance"] == value
 
 

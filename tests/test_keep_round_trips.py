@@ -77,19 +77,44 @@ def test_files_are_where_raet_puts_them_with_raets_keys(tmp_path: Path) -> None:
     keep.dump_local(a_local_estate())
     keep.create_local(a_local_estate(), replace=True)
     keep.dump_remote(a_remote_estate())
-    keep.acceptance_for("beta-role", SigningKey.generate().verify_key,
-                        PrivateKey.generate().public_key)
+    keep.acceptance_for(
+        "beta-role", SigningKey.generate().verify_key, PrivateKey.generate().public_key
+    )
     base = tmp_path / "alpha"
     local = json.loads((base / "local" / "estate.json").read_text())
-    assert list(local) == ["name", "uid", "ha", "iha", "natted", "fqdn", "dyned", "sid",
-                           "puid", "aha", "role"]
+    assert list(local) == [
+        "name",
+        "uid",
+        "ha",
+        "iha",
+        "natted",
+        "fqdn",
+        "dyned",
+        "sid",
+        "puid",
+        "aha",
+        "role",
+    ]
     assert local["ha"] == ["10.0.0.1", 7530]
     assert local["puid"] == 7
     role = json.loads((base / "role" / "local" / "role.json").read_text())
     assert list(role) == ["role", "sighex", "prihex"]
     remote = json.loads((base / "remote" / "estate.beta.json").read_text())
-    assert list(remote) == ["name", "uid", "fuid", "ha", "iha", "natted", "fqdn", "dyned",
-                            "sid", "main", "kind", "joined", "role"]
+    assert list(remote) == [
+        "name",
+        "uid",
+        "fuid",
+        "ha",
+        "iha",
+        "natted",
+        "fqdn",
+        "dyned",
+        "sid",
+        "main",
+        "kind",
+        "joined",
+        "role",
+    ]
     assert remote["fuid"] == 9
     remote_role = json.loads((base / "role" / "remote" / "role.beta-role.json").read_text())
     assert list(remote_role) == ["role", "acceptance", "verhex", "pubhex"]
