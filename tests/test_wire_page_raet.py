@@ -79,8 +79,12 @@ def _cases() -> list[dict[str, Any]]:
         ("bigpack", 5, big, PageKind.MSGPACK),
         ("edge1", 7, _sized_message(MAX_PAGE_SIZE, "edge1", PageKind.JSON), PageKind.JSON),
         ("edge2", 7, _sized_message(MAX_PAGE_SIZE + 1, "edge2", PageKind.JSON), PageKind.JSON),
-        ("edge3", 7, _sized_message(MAX_PAGE_SIZE + 1, "edge3", PageKind.MSGPACK),
-         PageKind.MSGPACK),
+        (
+            "edge3",
+            7,
+            _sized_message(MAX_PAGE_SIZE + 1, "edge3", PageKind.MSGPACK),
+            PageKind.MSGPACK,
+        ),
         ("huge", 8, {"blob": "y" * 1_000_000, "tail": list(range(100))}, PageKind.JSON),
     ]
     return [

@@ -69,9 +69,7 @@ _FORBIDDEN_IN_NAME = frozenset(" \n")
 def _check_name(what: str, name: str) -> None:
     """Raise LocalProtocolError unless ``name`` can stand as a yard name in a head."""
     if any(char in _FORBIDDEN_IN_NAME or ord(char) > 0xFF for char in name):
-        raise LocalProtocolError(
-            f"{what} {name!r} must be Latin-1 without spaces or newlines"
-        )
+        raise LocalProtocolError(f"{what} {name!r} must be Latin-1 without spaces or newlines")
 
 
 @dataclass(frozen=True, slots=True)

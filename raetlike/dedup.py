@@ -1,0 +1,117 @@
+"""Receiver-side duplicate filter: a window of 32-bit message ids.
+
+A :class:`SeenWindow` remembers the highest id seen (``max_seen``) and the
+ids below it that have *not* been seen (the complement), so in-order traffic
+costs nothing.  Ids are compared in serial-number arithmetic (RFC 1982): an
+id is ahead of ``max_seen`` when ``(id - max_seen) mod 2**32 < 2**31``.
+
+The rule for old ids: an id more than ``window`` below ``max_seen`` is
+treated as already seen and refused.  So memory is bounded: the complement
+holds at most ``window`` ids.
+
+Before the first id nothing has been seen; ids below the first one (within the
+window) are new.  They are tracked lazily: ``low`` marks the bottom of the
+explicitly tracked range ``[low, max_seen]``; ids within the window below
+``low`` have never been seen.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from raetlike.errors import LocalProtocolError
+
+__all__ = ["ID_MODULUS", "SeenWindow"]
+
+ID_MODULUS = 1 << 32
+"""Message ids are 32-bit and wrap around."""
+
+_HALF = ID_MODULUS >> 1
+_MAX_WINDOW = 1 << 30
+
+
+class SeenWindow:
+    """Tells new message ids from repeats, in bounded memory."""
+
+    __slots__ = ("_gaps", "_low", "_max_seen", "_started", "window")
+
+    def __init__(self, window: int = 4096) -> None:
+        """A window that remembers up to ``window`` ids below the highest seen."""
+        if not 1 <= window <= _MAX_WINDOW:
+            raise LocalProtocolError(f"window must be between 1 and {_MAX_WINDOW}")
+        self.window = window
+        self._started = False
+        self._max_seen = 0
+        self._low = 0
+        # Unseen ids in [low, max_seen), in ascending serial order.
+        self._gaps: OrderedDict[int, None] = OrderedDict()
+
+    @property
+    def max_seen(self) -> int | None:
+        """The highest id seen so far (in serial order), None before the first."""
+        return self._max_seen if self._started else None
+
+    @property
+    def unseen(self) -> frozenset[int]:
+        """Ids tracked below ``max_seen`` and not seen yet (never more than ``window``)."""
+        return frozenset(self._gaps)
+
+    def _behind(self, message_id: int) -> int:
+        """How far ``message_id`` lies below max_seen, mod 2**32."""
+        return (self._max_seen - message_id) % ID_MODULUS
+
+    def check_and_mark(self, message_id: int) -> bool:
+        """True if ``message_id`` is new (and now marked seen), False for a repeat.
+
+        Ids more than ``window`` below the highest seen count as repeats.
+        """
+        if not 0 <= message_id < ID_MODULUS:
+            raise LocalProtocolError(f"message id {message_id} is not 32-bit")
+        if not self._started:
+            self._started = True
+            self._max_seen = self._low = message_id
+            return True
+        ahead = (message_id - self._max_seen) % ID_MODULUS
+        if ahead == 0:
+            return False
+        if ahead < _HALF:
+            self._advance(message_id, ahead)
+            return True
+        return self._mark_behind(message_id, ID_MODULUS - ahead)
+
+    def _mark_behind(self, message_id: int, behind: int) -> bool:
+        """Check and mark ``message_id``, ``behind`` below max_seen."""
+        if behind > self.window:
+            return False
+        if behind <= self._behind(self._low):
+            if message_id in self._gaps:
+                del self._gaps[message_id]
+                return True
+            return False
+        # Below low: never seen.  Track everything between it and low as unseen.
+        step = self._low
+        while True:
+            step = (step - 1) % ID_MODULUS
+            if step == message_id:
+                break
+            self._gaps[step] = None
+            self._gaps.move_to_end(step, last=False)
+        self._low = message_id
+        return True
+
+    def _advance(self, message_id: int, ahead: int) -> None:
+        """Make ``message_id`` the new max_seen, ``ahead`` above the old one."""
+        old = self._max_seen
+        first_gap = (old + 1) if ahead - 1 <= self.window else (message_id - self.window)
+        gap = first_gap % ID_MODULUS
+        while gap != message_id:
+            self._gaps[gap] = None
+            gap = (gap + 1) % ID_MODULUS
+        self._max_seen = message_id
+        if self._behind(self._low) > self.window:
+            self._low = (message_id - self.window) % ID_MODULUS
+        while self._gaps:
+            oldest = next(iter(self._gaps))
+            if self._behind(oldest) <= self.window:
+                break
+            del self._gaps[oldest]
