@@ -219,7 +219,7 @@ class RemoteEstate:
     far_uid: int = 0
     """The remote's uid for us (``fuid``); 0 before a join."""
     session_id: int = 0
-    """The remote's session id (``sid``)."""
+    """This stack's session id with the remote (``sid``); RAET bumps it at each restart."""
     main: bool | None = False
     """Whether the remote is the road's main estate (``main``)."""
     kind: int | None = 0
