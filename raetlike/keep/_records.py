@@ -395,7 +395,7 @@ class _Fields:
         value = self._get(key, default, "true, false or null")
         if value is None or isinstance(value, bool):
             return value
-        if isinstance(value, int) and value in {0, 1}:  # older writers used 0/1
+        if isinstance(value, int) and value in {0, 1}:  # tolerate 0/1 for false/true
             return bool(value)
         raise self._fail(key, "true, false or null")
 
