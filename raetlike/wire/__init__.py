@@ -5,6 +5,16 @@ No sockets and no clocks here; see docs/wire.md for the byte layouts.
 
 from __future__ import annotations
 
+from raetlike.wire.body import coat, pack_body, parse_body, uncoat
+from raetlike.wire.head import (
+    BINARY_HEAD_SIZE,
+    BINARY_MAGIC,
+    Head,
+    foot_length,
+    head_size,
+    pack_head,
+    parse_head,
+)
 from raetlike.wire.kinds import (
     Acceptance,
     AutoMode,
@@ -17,8 +27,11 @@ from raetlike.wire.kinds import (
     PageKind,
     TransactionKind,
 )
+from raetlike.wire.packet import Packet, pack_packet, parse_packet, signed_bytes
+from raetlike.wire.segment import SEGMENT_EXTRA, Reassembly, segment, segment_size
 
 __all__ = [
+    # kinds
     "Acceptance",
     "AutoMode",
     "BodyKind",
@@ -29,4 +42,27 @@ __all__ = [
     "PacketKind",
     "PageKind",
     "TransactionKind",
+    # heads
+    "Head",
+    "pack_head",
+    "parse_head",
+    "head_size",
+    "foot_length",
+    "BINARY_HEAD_SIZE",
+    "BINARY_MAGIC",
+    # bodies and coats
+    "pack_body",
+    "parse_body",
+    "coat",
+    "uncoat",
+    # packets
+    "Packet",
+    "pack_packet",
+    "parse_packet",
+    "signed_bytes",
+    # segments
+    "segment",
+    "segment_size",
+    "Reassembly",
+    "SEGMENT_EXTRA",
 ]

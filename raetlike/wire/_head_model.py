@@ -1,0 +1,124 @@
+"""The :class:`Head` value and the field rules every head codec shares.
+
+A head is the same set of fields whatever its wire form (native lines, JSON
+or the binary fast-path layout); this module holds that set, the RAET
+defaults, the field widths and the checks that bound them.  The packet,
+head and foot lengths (``pl``, ``hl``, ``fl``) are not fields of a
+:class:`Head`: codecs compute them when packing and check them when parsing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from raetlike.errors import LocalProtocolError, PacketError
+from raetlike.wire.kinds import (
+    BodyKind,
+    CoatKind,
+    Flag,
+    FootKind,
+    HeadKind,
+    PacketKind,
+    TransactionKind,
+)
+
+__all__ = [
+    "Head",
+    "NO_FLAGS",
+    "UINT32_MAX",
+    "UINT16_MAX",
+    "UINT8_MAX",
+    "check_head",
+    "check_parsed",
+    "foot_length",
+]
+
+UINT32_MAX = 0xFFFF_FFFF
+UINT16_MAX = 0xFFFF
+UINT8_MAX = 0xFF
+
+
+NO_FLAGS = Flag(0)
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """The fields of a road packet head (wire keys in the comments)."""
+
+    packet_kind: PacketKind = PacketKind.MESSAGE  # pk
+    transaction_kind: TransactionKind = TransactionKind.MESSAGE  # tk
+    source_uid: int = 0  # se
+    destination_uid: int = 0  # de
+    session_id: int = 0  # si
+    transaction_id: int = 0  # ti
+    flags: Flag = NO_FLAGS  # packed into fg
+    segment_number: int = 0  # sn
+    segment_count: int = 1  # sc
+    message_length: int = 0  # ml
+    body_kind: BodyKind = BodyKind.NADA  # bk
+    coat_kind: CoatKind = CoatKind.NADA  # ck
+    foot_kind: FootKind = FootKind.NADA  # fk
+    head_kind: HeadKind = HeadKind.RAET  # hk
+    stamp: float = 0.0  # dt (native heads write it with "%f": six decimals)
+    order_index: int = 0  # oi
+    version: int = 0  # vn
+
+
+_FOOT_LENGTHS = {FootKind.NADA: 0, FootKind.NACL: 64}
+
+
+def foot_length(kind: FootKind) -> int:
+    """How many bytes a foot of ``kind`` takes (``fl``)."""
+    return _FOOT_LENGTHS[kind]
+
+
+_WIDE_FIELDS = ("source_uid", "destination_uid", "session_id", "transaction_id",
+                "order_index", "message_length")
+
+
+def _in_range(value: object, top: int) -> bool:
+    return type(value) is int and 0 <= value <= top
+
+
+def _range_problems(head: Head) -> list[str]:
+    """Name what is out of range in ``head`` (an empty list when it all fits)."""
+    problems = [
+        f"{name} must be an int in 0..0xffffffff"
+        for name in _WIDE_FIELDS
+        if not _in_range(getattr(head, name), UINT32_MAX)
+    ]
+    stamp = head.stamp
+    checks = (
+        (_in_range(head.segment_count, UINT16_MAX) and head.segment_count >= 1,
+         "segment_count must be an int in 1..0xffff"),
+        (_in_range(head.segment_number, UINT16_MAX),
+         "segment_number must be an int in 0..0xffff"),
+        (head.segment_number < head.segment_count,
+         "segment_number must be below segment_count"),
+        (_in_range(head.version, UINT8_MAX), "version must be an int in 0..0xff"),
+        (type(stamp) in (int, float) and math.isfinite(stamp), "stamp must be a finite number"),
+        (_in_range(int(head.flags), UINT8_MAX), "flags must fit one byte"),
+    )
+    problems.extend(problem for fits, problem in checks if not fits)
+    return problems
+
+
+def check_head(head: Head) -> None:
+    """Raise :class:`LocalProtocolError` unless every field of ``head`` fits its wire width."""
+    problems = _range_problems(head)
+    if problems:
+        raise LocalProtocolError("; ".join(problems))
+
+
+def check_parsed(head: Head) -> None:
+    """Raise :class:`PacketError` unless a head read off the wire is one we accept.
+
+    Every codec accepts exactly the same heads: fields within their widths,
+    ``sn < sc`` and version 0 (RAET 0.6.8 knows no other).
+    """
+    problems = _range_problems(head)
+    if problems:
+        raise PacketError("bad-field", "; ".join(problems))
+    if head.version != 0:
+        raise PacketError("bad-version", f"version {head.version} is not 0")

@@ -1,0 +1,157 @@
+"""Segmentation of a message's coat into packets, and reassembly.
+
+RAET's rule: the body is serialized and coated once; when head + coat + foot
+would exceed 1024 bytes, the coat is cut into equal chunks (the last one
+shorter) of ``1024 - (head size + extra + foot size)`` bytes, where the head
+size is that of the *unsegmented* head and ``extra`` (27 native, 36 JSON,
+0 binary) covers the ``sn``/``sc``/``ml`` fields a segment head adds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from raetlike.errors import LocalProtocolError, PacketError
+from raetlike.wire.head import Head, head_size
+from raetlike.wire.kinds import (
+    MAX_MESSAGE_SIZE,
+    MAX_PACKET_SIZE,
+    MAX_SEGMENT_COUNT,
+    SIGNATURE_SIZE,
+    Flag,
+    FootKind,
+    HeadKind,
+)
+
+__all__ = ["segment", "segment_size", "Reassembly", "SEGMENT_EXTRA"]
+
+SEGMENT_EXTRA = {HeadKind.RAET: 27, HeadKind.JSON: 36, HeadKind.BINARY: 0}
+"""Room a segment head may need beyond the unsegmented head, per head kind."""
+
+
+def _unsegmented(head: Head, signed: bool) -> Head:
+    return replace(
+        head,
+        foot_kind=FootKind.NACL if signed else FootKind.NADA,
+        segment_number=0,
+        segment_count=1,
+        message_length=0,
+        flags=head.flags & ~Flag.SEGMENTED,
+    )
+
+
+def segment_size(head: Head, signed: bool, limit: int = MAX_PACKET_SIZE) -> int:
+    """How many coat bytes each segment of a message with ``head`` carries."""
+    base = _unsegmented(head, signed)
+    foot = SIGNATURE_SIZE if signed else 0
+    size = limit - (head_size(base) + SEGMENT_EXTRA[head.head_kind] + foot)
+    if size <= 0:
+        raise LocalProtocolError(f"a limit of {limit} bytes leaves no room for a segment")
+    return size
+
+
+def segment(
+    head: Head, coat: bytes, signed: bool, *, limit: int = MAX_PACKET_SIZE
+) -> list[tuple[Head, bytes]]:
+    """Cut one message's ``coat`` into (head, chunk) pairs, one per packet.
+
+    One pair (the head with ``fk`` set from ``signed``) when the whole packet
+    fits in ``limit`` bytes; otherwise every head carries ``sn``, ``sc``,
+    ``ml`` and the SEGMENTED flag.  Raises :class:`LocalProtocolError` for a
+    coat over 67,107,840 bytes or more than 65,535 segments.
+    """
+    if len(coat) > MAX_MESSAGE_SIZE:
+        raise LocalProtocolError(f"message of {len(coat)} bytes exceeds {MAX_MESSAGE_SIZE}")
+    base = _unsegmented(head, signed)
+    foot = SIGNATURE_SIZE if signed else 0
+    if head_size(base) + len(coat) + foot <= limit:
+        return [(base, coat)]
+    size = segment_size(head, signed, limit)
+    count = -(-len(coat) // size)
+    if count > MAX_SEGMENT_COUNT:
+        raise LocalProtocolError(f"message needs {count} segments, more than {MAX_SEGMENT_COUNT}")
+    flags = head.flags | Flag.SEGMENTED
+    total = len(coat)
+    return [
+        (
+            replace(base, segment_number=number, segment_count=count,
+                    message_length=total, flags=flags),
+            coat[number * size:(number + 1) * size],
+        )
+        for number in range(count)
+    ]
+
+
+class Reassembly:
+    """The received segments of one message, joined when all are in."""
+
+    __slots__ = ("_chunks", "_count", "_highest", "_length", "_missing", "_received")
+
+    def __init__(self, segment_count: int, message_length: int) -> None:
+        if not 1 <= segment_count <= MAX_SEGMENT_COUNT:
+            raise PacketError("bad-segment", f"segment count {segment_count} out of range")
+        if not 0 <= message_length <= MAX_MESSAGE_SIZE:
+            raise PacketError("bad-segment", f"message length {message_length} out of range")
+        self._count = segment_count
+        self._length = message_length
+        self._chunks: list[bytes | None] = [None] * segment_count
+        self._missing = segment_count
+        self._received = 0
+        self._highest = -1
+
+    @property
+    def segment_count(self) -> int:
+        """How many segments the message has."""
+        return self._count
+
+    @property
+    def message_length(self) -> int:
+        """The whole coat's length as the heads announce it."""
+        return self._length
+
+    @property
+    def highest(self) -> int:
+        """The highest segment number received so far (-1 before any)."""
+        return self._highest
+
+    def add(self, segment_number: int, chunk: bytes) -> bool:
+        """Keep one segment; True when it is new, False for a duplicate.
+
+        Raises :class:`PacketError` (``bad-segment``) for a number out of
+        range or when the chunks would exceed the announced message length.
+        """
+        if not 0 <= segment_number < self._count:
+            raise PacketError("bad-segment", f"segment {segment_number} of {self._count}")
+        if self._chunks[segment_number] is not None:
+            return False
+        if self._received + len(chunk) > self._length:
+            raise PacketError("bad-segment", "segments exceed the announced message length")
+        self._chunks[segment_number] = bytes(chunk)
+        self._received += len(chunk)
+        self._missing -= 1
+        self._highest = max(self._highest, segment_number)
+        return True
+
+    @property
+    def complete(self) -> bool:
+        """True when every segment is in."""
+        return self._missing == 0
+
+    def missing(self, begin: int = 0, end: int | None = None) -> list[int]:
+        """Segment numbers not yet received in ``begin`` ≤ n < ``end`` (default: all)."""
+        stop = self._count if end is None else min(end, self._count)
+        return [n for n in range(max(begin, 0), stop) if self._chunks[n] is None]
+
+    def coat(self) -> bytes:
+        """The joined coat; :class:`PacketError` when its length is not the announced one.
+
+        Raises :class:`LocalProtocolError` when segments are still missing.
+        """
+        if self._missing:
+            raise LocalProtocolError(f"{self._missing} segments still missing")
+        joined = b"".join(chunk for chunk in self._chunks if chunk is not None)
+        if len(joined) != self._length:
+            raise PacketError(
+                "bad-length", f"segments join to {len(joined)} bytes, heads say {self._length}"
+            )
+        return joined
