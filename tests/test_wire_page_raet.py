@@ -25,7 +25,8 @@ import msgpack
 msgpack.dumps, msgpack.loads = msgpack.packb, msgpack.unpackb
 from raet.lane import paging, stacking, yarding
 
-cases = load_input()
+given = load_input()
+cases, sequences = given["cases"], given["sequences"]
 packed = []
 for case in cases:
     book = paging.TxBook(
@@ -48,9 +49,19 @@ with tempfile.TemporaryDirectory() as tmp:
             messages = [body for body, _ in stack.rxMsgs]
             stack.rxMsgs.clear()
             received.append(messages)
+        sequenced = []
+        for sequence in sequences:
+            for page in sequence:
+                sn = paging.RxPage(packed=page)
+                sn.head.parse()
+                ha, _ = yarding.Yard.computeHa(tmp, "lane", sn.data["sn"])
+                stack.rxes.append((page, ha))
+                stack.serviceRxOnce()
+            sequenced.append([body for body, _ in stack.rxMsgs])
+            stack.rxMsgs.clear()
     finally:
         stack.server.close()
-emit({"packed": packed, "received": received})
+emit({"packed": packed, "received": received, "sequenced": sequenced})
 """
 
 
@@ -101,10 +112,32 @@ def _cases() -> list[dict[str, Any]]:
     ]
 
 
+OTHER_SESSION = "660d36504ba2af87ef"
+
+
+def _sequences() -> list[list[bytes]]:
+    """Page orders that exercise missed first pages and session changes."""
+
+    def book(source: str, session: str, book_id: int, fill: str) -> list[bytes]:
+        message = {"fill": fill * 150_000, "book": book_id}
+        return paginate(source, "main", session, book_id, message, PageKind.JSON)
+
+    a1, a2 = book("seqa", SESSION, 1, "a"), book("seqa", SESSION, 2, "b")
+    b1 = book("seqa", OTHER_SESSION, 1, "c")
+    c1 = book("seqc", SESSION, 1, "d")
+    return [
+        [*a1[1:], a1[0], *a2],  # first page missed: book 1 never completes
+        [a1[0], a1[1], b1[0], *b1[1:], a1[2]],  # new session drops the half book
+        [a1[0], b1[0], a1[1], *b1[1:]],  # a late old page switches back
+        [c1[0], a1[0], *c1[1:], *a1[1:]],  # interleaved yards
+        [a1[0], a1[1], a1[1], *a1[2:]],  # a repeated page
+    ]
+
+
 @pytest.fixture(scope="module")
 def exchange() -> tuple[list[dict[str, Any]], dict[str, Any]]:
     cases = _cases()
-    return cases, run_raet(RAET_SCRIPT, cases)
+    return cases, run_raet(RAET_SCRIPT, {"cases": cases, "sequences": _sequences()})
 
 
 def test_the_cases_cover_one_page_and_many_page_books(
@@ -144,3 +177,16 @@ def test_our_binder_reassembles_every_book_raet_paginates(
         assert results[:-1] == [None] * (len(results) - 1)
         assert results[-1] == case["message"], case["source"]
     assert binder.open_books == 0
+
+
+def test_our_binder_delivers_what_raet_delivers_for_tricky_page_orders(
+    exchange: tuple[list[dict[str, Any]], dict[str, Any]],
+) -> None:
+    _, answer = exchange
+    sequences = _sequences()
+    ours = []
+    binder = Binder()  # one receiver throughout, like the one RAET stack
+    for sequence in sequences:
+        ours.append([m for m in (binder.add(page) for page in sequence) if m is not None])
+    assert [[m["book"] for m in delivered] for delivered in ours] == [[2], [1], [], [1, 1], [1]]
+    assert ours == answer["sequenced"]
