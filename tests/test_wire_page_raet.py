@@ -184,9 +184,10 @@ def test_our_binder_delivers_what_raet_delivers_for_tricky_page_orders(
 ) -> None:
     _, answer = exchange
     sequences = _sequences()
-    ours = []
     binder = Binder()  # one receiver throughout, like the one RAET stack
-    for sequence in sequences:
-        ours.append([m for m in (binder.add(page) for page in sequence) if m is not None])
+    ours = [
+        [m for m in (binder.add(page) for page in sequence) if m is not None]
+        for sequence in sequences
+    ]
     assert [[m["book"] for m in delivered] for delivered in ours] == [[2], [1], [], [1, 1], [1]]
     assert ours == answer["sequenced"]
