@@ -94,8 +94,10 @@ def _range_problems(head: Head) -> list[str]:
          "segment_count must be an int in 1..0xffff"),
         (_in_range(head.segment_number, UINT16_MAX),
          "segment_number must be an int in 0..0xffff"),
-        (head.segment_number < head.segment_count,
-         "segment_number must be below segment_count"),
+        # RAET's message acks carry the highest segment seen in sn with sc 1,
+        # so sn < sc holds only for segments (the SEGMENTED flag).
+        (head.segment_number < head.segment_count or not head.flags & Flag.SEGMENTED,
+         "segment_number must be below segment_count in a segment"),
         (_in_range(head.version, UINT8_MAX), "version must be an int in 0..0xff"),
         (type(stamp) in (int, float) and math.isfinite(stamp), "stamp must be a finite number"),
         (_in_range(int(head.flags), UINT8_MAX), "flags must fit one byte"),

@@ -1,0 +1,118 @@
+"""Alive (tk 4): presence checks, encrypted and signed, answered by ack."""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from raetlike.wire.kinds import PacketKind, TransactionKind
+from raetlike.wire.packet import Packet
+from road._transaction import Transaction
+
+if TYPE_CHECKING:
+    from road.remote import Remote
+
+__all__ = ["Aliver", "answer_alive"]
+
+
+class Aliver(Transaction):
+    """We ask whether the remote is there."""
+
+    kind: ClassVar[TransactionKind] = TransactionKind.ALIVE
+    timeout: ClassVar[float] = 2.0
+    redo_min: ClassVar[float] = 0.25
+    redo_max: ClassVar[float] = 1.0
+
+    class States(enum.Enum):
+        ASKED = "asked"
+
+    def __init__(self, stack: Any, remote: Remote) -> None:
+        super().__init__(
+            stack, remote, correspondent=False, session_id=remote.session_id,
+            transaction_id=remote.next_transaction_id(),
+        )
+
+    def initial_state(self) -> enum.Enum:
+        return self.States.ASKED
+
+    def start(self) -> None:
+        """Send the (empty, coated and signed) request."""
+        remote = self.remote
+        self.register((False, remote.uid, remote.far_uid, self.session_id,
+                       self.transaction_id, False))
+        self.send(PacketKind.REQUEST, None, secure=True)
+
+    def on_timeout(self) -> None:
+        self.fail("no answer")
+        self.stack._presence(self.remote, alive=False, reason="no answer to alive")
+
+    def on_ack(self, packet: Packet) -> None:
+        if self.open(packet, signed=True) is None:
+            return
+        self.end()
+        self.stack._presence(self.remote, alive=True)
+
+    def on_refuse(self, packet: Packet) -> None:
+        if self.open(packet, signed=True) is None:
+            return
+        self.fail("refused")
+
+    def on_reject(self, packet: Packet) -> None:
+        if self.open(packet, signed=True) is None:
+            return
+        self.fail("rejected")
+        self.stack._presence(self.remote, alive=False, reason="alive rejected")
+
+    def on_unjoined(self, packet: Packet) -> None:
+        if self.open(packet, signed=True) is None:
+            return
+        self.remote.joined = False
+        self.fail("far side says we are not joined")
+        self.stack._start_join(self.remote)
+
+    def on_unallowed(self, packet: Packet) -> None:
+        if self.open(packet, signed=True) is None:
+            return
+        self.remote.allowed = False
+        self.fail("far side says we are not allowed")
+        self.stack._start_allow(self.remote)
+
+    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {
+        (States.ASKED, PacketKind.ACK): on_ack,
+        (States.ASKED, PacketKind.NACK): on_refuse,
+        (States.ASKED, PacketKind.REFUSE): on_refuse,
+        (States.ASKED, PacketKind.REJECT): on_reject,
+        (States.ASKED, PacketKind.UNJOINED): on_unjoined,
+        (States.ASKED, PacketKind.UNALLOWED): on_unallowed,
+    }
+
+
+class _Alivent(Transaction):
+    """A one-shot answer; never registered, so it has no timers."""
+
+    kind: ClassVar[TransactionKind] = TransactionKind.ALIVE
+    timeout: ClassVar[float] = 0.0
+
+    class States(enum.Enum):
+        ANSWERING = "answering"
+
+    def initial_state(self) -> enum.Enum:
+        return self.States.ANSWERING
+
+
+def answer_alive(stack: Any, remote: Remote, packet: Packet) -> None:
+    """Answer an alive request: ack, or unjoined / unallowed."""
+    answer = _Alivent(
+        stack, remote, correspondent=True, session_id=packet.head.session_id,
+        transaction_id=packet.head.transaction_id,
+    )
+    if answer.open(packet, signed=True) is None:
+        return
+    if not remote.joined:
+        answer.send(PacketKind.UNJOINED, None, secure=True, remember=False)
+        return
+    if not remote.allowed or remote.session_box is None:
+        answer.send(PacketKind.UNALLOWED, None, secure=True, remember=False)
+        return
+    answer.send(PacketKind.ACK, None, secure=True, remember=False)
+    stack._presence(remote, alive=True)

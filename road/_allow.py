@@ -1,0 +1,321 @@
+"""Allow (tk 3): the CurveCP-style handshake that sets up a session.
+
+hello → cookie → initiate → ack → final ack.  It proves both sides hold the
+long-term keys exchanged at join, and sets up fresh short-term keys whose
+precomputed box coats every alive and message packet of the session.
+"""
+
+from __future__ import annotations
+
+import enum
+import hmac
+import logging
+import struct
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from raetlike import crypto
+from raetlike.errors import CryptoError
+from raetlike.wire.kinds import BodyKind, FootKind, PacketKind, TransactionKind
+from raetlike.wire.packet import Packet
+from road import events
+from road._transaction import Transaction
+from road.stats import Drop
+
+if TYPE_CHECKING:
+    from road.remote import Remote
+
+__all__ = ["Allower", "Allowent"]
+
+log = logging.getLogger(__name__)
+
+HELLO = struct.Struct("!64s32s80s24s")  # plain, I short pub, box(plain), nonce
+COOKIE = struct.Struct("!80s24s")  # box(cookie stuff), nonce
+COOKIE_STUFF = struct.Struct("!32sLL24s")  # C short pub, C's id for I, I's id, oreo
+INITIATE = struct.Struct("!32s24s248s24s")  # I short pub, oreo, box(initiate stuff), nonce
+INITIATE_STUFF = struct.Struct("!32s48s24s128s")  # I long pub, vouch, vouch nonce, fqdn
+HELLO_PLAIN = b"0" * 64  # hexlify of 32 zero bytes, as RAET writes it
+FQDN_SIZE = 128
+
+
+class _Allow(Transaction):
+    kind: ClassVar[TransactionKind] = TransactionKind.ALLOW
+    timeout: ClassVar[float] = 4.0
+    redo_min: ClassVar[float] = 0.25
+    redo_max: ClassVar[float] = 1.0
+
+    def head(self, packet_kind: PacketKind, **fields: Any) -> Any:
+        fields.setdefault("body_kind", BodyKind.RAW)
+        fields.setdefault("foot_kind", FootKind.NACL)
+        return super().head(packet_kind, **fields)
+
+    def nack(self, kind: PacketKind) -> None:
+        self.send(kind, b"", secure=False, remember=False)
+        self.stack.stats.nacks_sent += 1
+        self.fail(f"sent {kind.name}")
+
+    def open_raw(self, packet: Packet) -> bytes | None:
+        body = self.open(packet, signed=True)
+        if body is None:
+            return None
+        if not isinstance(body, bytes):
+            self.stack.stats.drop(Drop.INVALID_BODY)
+            return None
+        return body
+
+    def on_refuse(self, packet: Packet) -> None:
+        if self.open(packet, signed=True) is None:
+            return
+        self.fail("refused")
+        self.stack._emit(events.AllowFailed(self.remote.name, "refused by the far side"))
+
+    def on_reject(self, packet: Packet) -> None:
+        if self.open(packet, signed=True) is None:
+            return
+        self.remote.allowed = False
+        self.fail("rejected")
+        self.stack._emit(events.AllowFailed(self.remote.name, "rejected by the far side"))
+
+    def on_timeout(self) -> None:
+        self.fail("timed out")
+        self.stack._emit(events.AllowFailed(self.remote.name, "timed out"))
+
+
+class Allower(_Allow):
+    """We start the handshake (the initiator)."""
+
+    class States(enum.Enum):
+        HELLO = "hello"
+        INITIATE = "initiate"
+
+    def __init__(self, stack: Any, remote: Remote) -> None:
+        super().__init__(
+            stack, remote, correspondent=False, session_id=remote.session_id,
+            transaction_id=remote.next_transaction_id(),
+        )
+        self.oreo = b""
+
+    def initial_state(self) -> enum.Enum:
+        return self.States.HELLO
+
+    def start(self) -> None:
+        """Fresh short-term keys, then hello."""
+        remote = self.remote
+        assert remote.public_key is not None  # noqa: S101 - joined remotes have keys
+        remote.rekey()
+        nonce = crypto.new_nonce()
+        sealed = crypto.box(HELLO_PLAIN, nonce, remote.short_private, remote.public_key)
+        body = HELLO.pack(HELLO_PLAIN, remote.short_private.public_key.raw, sealed, nonce)
+        self.register((False, remote.uid, remote.far_uid, self.session_id,
+                       self.transaction_id, False))
+        self.send(PacketKind.HELLO, body, secure=False)
+
+    def on_cookie(self, packet: Packet) -> None:
+        body = self.open_raw(packet)
+        if body is None:
+            return
+        remote, local = self.remote, self.stack.local
+        assert remote.public_key is not None  # noqa: S101
+        if len(body) != COOKIE.size:
+            self.nack(PacketKind.REJECT)
+            return
+        sealed, nonce = COOKIE.unpack(body)
+        try:
+            stuff = crypto.box_open(sealed, nonce, remote.short_private, remote.public_key)
+        except CryptoError:
+            self.nack(PacketKind.REJECT)
+            return
+        if len(stuff) != COOKIE_STUFF.size:
+            self.nack(PacketKind.REJECT)
+            return
+        short_raw, their_uid_for_us, our_uid_for_them, oreo = COOKIE_STUFF.unpack(stuff)
+        if their_uid_for_us != remote.far_uid or our_uid_for_them != remote.uid:
+            self.nack(PacketKind.REJECT)
+            return
+        self.oreo = oreo
+        remote.set_short_peer(crypto.PublicKey(short_raw))
+        vouch_nonce = crypto.new_nonce()
+        vouch = crypto.box(remote.short_private.public_key.raw, vouch_nonce,
+                           local.private_key, remote.public_key)
+        fqdn = remote.fqdn.encode("ascii", "ignore").ljust(FQDN_SIZE, b" ")[:FQDN_SIZE]
+        stuff = INITIATE_STUFF.pack(local.private_key.public_key.raw, vouch, vouch_nonce, fqdn)
+        assert remote.session_box is not None  # noqa: S101
+        nonce = crypto.new_nonce()
+        sealed = remote.session_box.seal(stuff, nonce)
+        initiate = INITIATE.pack(remote.short_private.public_key.raw, oreo, sealed, nonce)
+        self.state = self.States.INITIATE
+        self.send(PacketKind.INITIATE, initiate, secure=False)
+
+    def on_duplicate(self, _packet: Packet) -> None:
+        self.stack.stats.drop(Drop.DUPLICATE)
+
+    def on_ack(self, packet: Packet) -> None:
+        if self.open(packet, signed=True) is None:
+            return
+        self.send(PacketKind.ACK, b"", secure=False, remember=False)
+        self.end()
+        self.stack._session_started(self.remote)
+        self.stack._allowed(self.remote)
+
+    def on_unjoined(self, packet: Packet) -> None:
+        if self.open(packet, signed=True) is None:
+            return
+        self.remote.joined = False
+        self.fail("far side says we are not joined")
+        self.stack._start_join(self.remote)
+
+    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {
+        (States.HELLO, PacketKind.COOKIE): on_cookie,
+        (States.INITIATE, PacketKind.COOKIE): on_duplicate,
+        (States.INITIATE, PacketKind.ACK): on_ack,
+    }
+
+
+class Allowent(_Allow):
+    """The remote started the handshake; we correspond."""
+
+    class States(enum.Enum):
+        COOKIE = "cookie"
+        ACKED = "acked"
+
+    def __init__(self, stack: Any, remote: Remote, packet: Packet) -> None:
+        super().__init__(
+            stack, remote, correspondent=True, session_id=packet.head.session_id,
+            transaction_id=packet.head.transaction_id,
+        )
+        self.hello = packet
+        self.oreo = b""
+
+    def initial_state(self) -> enum.Enum:
+        return self.States.COOKIE
+
+    def start(self, index: Any) -> None:
+        """Check the hello that created us, answer with a cookie."""
+        stack, remote = self.stack, self.remote
+        body = self.open_raw(self.hello)
+        if body is None:
+            return
+        if remote.in_process(TransactionKind.JOIN):
+            self.nack(PacketKind.REFUSE)
+            return
+        for other in remote.in_process(TransactionKind.ALLOW):
+            if other.correspondent:
+                self.nack(PacketKind.REFUSE)
+                return
+            if stack.local.name < remote.name:
+                self.nack(PacketKind.REFUSE)
+                return
+            assert isinstance(other, _Allow)  # noqa: S101
+            other.nack(PacketKind.REFUSE)
+        remote.allowed = None
+        if not remote.joined:
+            self.nack(PacketKind.UNJOINED)
+            return
+        remote.rekey()
+        self.register(index)
+        if len(body) != HELLO.size:
+            self.nack(PacketKind.REJECT)
+            return
+        plain, short_raw, sealed, nonce = HELLO.unpack(body)
+        short_peer = crypto.PublicKey(short_raw)
+        try:
+            opened = crypto.box_open(sealed, nonce, stack.local.private_key, short_peer)
+        except CryptoError:
+            opened = b""
+        if not hmac.compare_digest(opened, plain):
+            self.nack(PacketKind.REJECT)
+            return
+        remote.set_short_peer(short_peer)
+        self.oreo = crypto.new_nonce()
+        stuff = COOKIE_STUFF.pack(remote.short_private.public_key.raw, remote.uid,
+                                  remote.far_uid, self.oreo)
+        nonce = crypto.new_nonce()
+        sealed = crypto.box(stuff, nonce, stack.local.private_key, short_peer)
+        self.send(PacketKind.COOKIE, COOKIE.pack(sealed, nonce), secure=False)
+
+    def on_initiate(self, packet: Packet) -> None:
+        body = self.open_raw(packet)
+        if body is None:
+            return
+        remote, local = self.remote, self.stack.local
+        if len(body) != INITIATE.size:
+            self.nack(PacketKind.REJECT)
+            return
+        short_raw, oreo, sealed, nonce = INITIATE.unpack(body)
+        assert remote.short_peer is not None  # noqa: S101
+        assert remote.session_box is not None  # noqa: S101
+        assert remote.public_key is not None  # noqa: S101
+        if not hmac.compare_digest(short_raw, remote.short_peer.raw):
+            self.nack(PacketKind.REJECT)
+            return
+        if not hmac.compare_digest(oreo, self.oreo):
+            self.nack(PacketKind.REJECT)
+            return
+        try:
+            stuff = remote.session_box.open(sealed, nonce)
+        except CryptoError:
+            self.nack(PacketKind.REJECT)
+            return
+        if len(stuff) != INITIATE_STUFF.size:
+            self.nack(PacketKind.REJECT)
+            return
+        long_raw, vouch, vouch_nonce, fqdn = INITIATE_STUFF.unpack(stuff)
+        if not hmac.compare_digest(long_raw, remote.public_key.raw):
+            self.nack(PacketKind.REJECT)
+            return
+        try:
+            vouched = crypto.box_open(vouch, vouch_nonce, local.private_key, remote.public_key)
+        except CryptoError:
+            vouched = b""
+        if not hmac.compare_digest(vouched, short_raw):
+            self.nack(PacketKind.REJECT)
+            return
+        log.debug("%s: initiate from %s (fqdn %r)", self.stack.name, remote.name,
+                  fqdn.rstrip(b" "))
+        self.send(PacketKind.ACK, b"", secure=False)
+        self.state = self.States.ACKED
+        self.stack._session_started(remote)
+
+    def on_duplicate_hello(self, _packet: Packet) -> None:
+        self.stack.stats.drop(Drop.DUPLICATE)
+
+    def on_duplicate_initiate(self, packet: Packet) -> None:
+        """Our ack was lost: say it again, without allowing twice."""
+        if self.open(packet, signed=True) is None:
+            return
+        self.resend_last()
+
+    def on_final(self, packet: Packet) -> None:
+        if self.open(packet, signed=True) is None:
+            return
+        self.end()
+        self.stack._allowed(self.remote)
+
+    def on_timeout(self) -> None:
+        if self.state is self.States.ACKED:
+            # The final ack was lost; the initiator is allowed all the same.
+            self.end()
+            self.stack._allowed(self.remote)
+            return
+        self.send(PacketKind.REFUSE, b"", secure=False, remember=False)
+        super().on_timeout()
+
+    def on_redo(self) -> None:
+        if self.state is self.States.COOKIE:
+            self.resend_last()
+
+    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {
+        (States.COOKIE, PacketKind.HELLO): on_duplicate_hello,
+        (States.COOKIE, PacketKind.INITIATE): on_initiate,
+        (States.ACKED, PacketKind.HELLO): on_duplicate_hello,
+        (States.ACKED, PacketKind.INITIATE): on_duplicate_initiate,
+        (States.ACKED, PacketKind.ACK): on_final,
+    }
+
+
+for _cls in (Allower, Allowent):
+    for _state in _cls.States:
+        _cls.RULES[(_state, PacketKind.NACK)] = _Allow.on_refuse
+        _cls.RULES[(_state, PacketKind.REFUSE)] = _Allow.on_refuse
+        _cls.RULES[(_state, PacketKind.REJECT)] = _Allow.on_reject
+for _state in Allower.States:
+    Allower.RULES[(_state, PacketKind.UNJOINED)] = Allower.on_unjoined

@@ -1,0 +1,575 @@
+"""Join (tk 1): key exchange and acceptance, joiner and joinent sides.
+
+RAET 0.6.8's rules (see docs/road.md): join packets are cleartext and
+unsigned, session id 0; only a main estate accepts vacuous joins; an
+immutable road rejects changed credentials; acceptance comes from the keep
+by role; simultaneous joins are resolved (non-vacuous beats vacuous, else the
+lesser local name refuses).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from raetlike.crypto import PublicKey, VerifyKey
+from raetlike.errors import CryptoError
+from raetlike.wire.kinds import Acceptance, BodyKind, PacketKind, TransactionKind
+from raetlike.wire.packet import Packet
+from road import events
+from road._transaction import Transaction
+from road.stats import Drop
+
+if TYPE_CHECKING:
+    from road.remote import Remote
+
+__all__ = ["Joiner", "Joinent", "JoinCredentials", "parse_credentials"]
+
+log = logging.getLogger(__name__)
+
+MAIN_MODE_BIT = 0x01  # bit 0 of the join body's "mode" byte marks a main estate
+PENDING_TIMEOUT = 60.0  # a join waiting on an operator stays open this long (RAET: 5 s)
+
+
+class JoinCredentials:
+    """The fields a join request or response carries, checked."""
+
+    __slots__ = ("extra", "kind", "main", "name", "public_key", "role", "uid", "verify_key")
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        main: bool,
+        kind: int,
+        verify_key: VerifyKey,
+        public_key: PublicKey,
+        role: str,
+        uid: int | None,
+        extra: dict[str, Any],
+    ) -> None:
+        self.name = name
+        self.main = main
+        self.kind = kind
+        self.verify_key = verify_key
+        self.public_key = public_key
+        self.role = role
+        self.uid = uid
+        self.extra = extra
+
+
+def parse_credentials(body: Any, *, need_uid: bool) -> JoinCredentials | None:
+    """Credentials from a join body, or None when anything required is missing or bad."""
+    if not isinstance(body, dict):
+        return None
+    name, mode, kind = body.get("name"), body.get("mode"), body.get("kind")
+    role, verhex, pubhex = body.get("role"), body.get("verhex"), body.get("pubhex")
+    if not isinstance(name, str) or not name:
+        return None
+    if not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 255:
+        return None
+    if not isinstance(kind, int) or isinstance(kind, bool):
+        return None
+    if not isinstance(role, str) or not role:
+        return None
+    if not isinstance(verhex, str) or not isinstance(pubhex, str):
+        return None
+    uid = body.get("uid")
+    if need_uid and (not isinstance(uid, int) or isinstance(uid, bool) or uid <= 0):
+        return None
+    try:
+        verify_key, public_key = VerifyKey.from_hex(verhex), PublicKey.from_hex(pubhex)
+    except CryptoError:
+        return None
+    known = {"name", "mode", "kind", "uid", "verhex", "pubhex", "role"}
+    extra = {k: v for k, v in body.items() if k not in known}
+    return JoinCredentials(
+        name=name, main=bool(mode & MAIN_MODE_BIT), kind=kind, verify_key=verify_key,
+        public_key=public_key, role=role, uid=uid if need_uid else None, extra=extra,
+    )
+
+
+def same_role_keys(remote: Remote, cred: JoinCredentials) -> bool:
+    """The remote already holds exactly these role and keys."""
+    return (
+        cred.role == remote.role
+        and remote.verify_key == cred.verify_key
+        and remote.public_key == cred.public_key
+    )
+
+
+def adopt(remote: Remote, cred: JoinCredentials) -> None:
+    """Take over the credentials into the remote record (name changes go through the stack)."""
+    remote.main = cred.main
+    remote.kind = cred.kind
+    remote.role = cred.role
+    remote.verify_key = cred.verify_key
+    remote.public_key = cred.public_key
+
+
+class Joiner(Transaction):
+    """We ask the remote (usually main) to join."""
+
+    kind: ClassVar[TransactionKind] = TransactionKind.JOIN
+    timeout: ClassVar[float] = 5.0
+    redo_min: ClassVar[float] = 1.0
+    redo_max: ClassVar[float] = 4.0
+    pend_redo: ClassVar[float] = 1.0  # RAET re-checks after 60 s; we re-check the keep sooner
+
+    class States(enum.Enum):
+        REQUESTED = "requested"
+        PENDED = "pended"  # the far side's keep holds the decision
+        PENDING = "pending"  # our keep holds the decision
+
+    def __init__(self, stack: Any, remote: Remote, *, renewal: bool = False) -> None:
+        super().__init__(
+            stack, remote, correspondent=False, session_id=0,
+            transaction_id=remote.next_transaction_id(),
+        )
+        self.vacuous = remote.far_uid == 0
+        self.renewal = renewal
+        self.far_uid_at_start = remote.far_uid
+
+    def initial_state(self) -> enum.Enum:
+        return self.States.REQUESTED
+
+    def head(self, packet_kind: PacketKind, **fields: Any) -> Any:
+        fields.setdefault("body_kind", BodyKind.JSON)
+        fields.setdefault("destination_uid", self.far_uid_at_start)
+        return super().head(packet_kind, **fields)
+
+    def start(self) -> None:
+        """Send the join request."""
+        self.remote.joined = None
+        local = self.stack.local
+        body = {
+            "name": local.name,
+            "mode": MAIN_MODE_BIT if local.main else 0,
+            "kind": local.kind,
+            "verhex": local.signing_key.verify_key.hex(),
+            "pubhex": local.private_key.public_key.hex(),
+            "role": local.role,
+        }
+        body.update(self.stack._join_extras())
+        data = self.send(PacketKind.REQUEST, body, secure=False)
+        self.register(self.stack._tx_index_of(data, self.address))
+        if self.vacuous:
+            self.stack.joinees[self.address] = self.remote
+
+    def end(self) -> None:
+        super().end()
+        if (self.vacuous and self.stack.joinees.get(self.address) is self.remote
+                and not self.remote.in_process(TransactionKind.JOIN)):
+            del self.stack.joinees[self.address]
+
+    def on_redo(self) -> None:
+        if self.state is self.States.REQUESTED:
+            self.resend_last()
+            return
+        self.redo_interval = self.pend_redo
+        if self.state is self.States.PENDING:
+            self.recheck()
+
+    def on_timeout(self) -> None:
+        self.fail("timed out")
+        self.stack._emit(events.JoinFailed(self.remote.name, "timed out"))
+        self.stack._join_ended(self.remote, joined=False)
+
+    # -- rules ------------------------------------------------------------
+
+    def on_pend(self, packet: Packet) -> None:
+        if self.open(packet, signed=False) is None:
+            return
+        if self.state is not self.States.PENDED:
+            self.stack._emit(events.JoinPending(self.remote.name, self.remote.role, local=False))
+        self.state = self.States.PENDED
+        self.redo_at = self.stack.now + self.pend_redo
+        self.timeout_at = self.stack.now + PENDING_TIMEOUT
+
+    def on_response(self, packet: Packet) -> None:
+        body = self.open(packet, signed=False)
+        if body is None:
+            return
+        cred = parse_credentials(body, need_uid=True)
+        if cred is None or cred.uid is None:
+            self.stack.stats.drop(Drop.INVALID_BODY)
+            self.fail("invalid join response")
+            return
+        remote, stack = self.remote, self.stack
+        address = self.address
+        if self.vacuous and not self._adopt_vacuous(cred):
+            return
+        same_keys = remote.verify_key is not None and same_role_keys(remote, cred)
+        same_all = (
+            same_keys and cred.name == remote.name and address == remote.host_address
+            and cred.uid == remote.far_uid and cred.main == remote.main
+            and cred.kind == remote.kind
+        )
+        if not same_all and not stack.config.mutable:
+            log.warning("%s: %s tried to change an immutable road; rejecting", stack.name,
+                        remote.name)
+            self.nack(PacketKind.REJECT)
+            return
+        status = stack._acceptance(cred.role, cred.verify_key, cred.public_key)
+        if status is Acceptance.REJECTED:
+            if same_keys:
+                self.end()
+                stack._remove_remote(remote, "keys rejected")
+            else:
+                self.nack(PacketKind.REJECT)
+            stack._emit(events.JoinRejected(remote.name, "our keep rejects its keys"))
+            return
+        remote.acceptance = status
+        if not same_all:
+            other = stack.names.get(cred.name)
+            if other is not None and other is not remote:
+                self.nack(PacketKind.REJECT)
+                return
+            if cred.name != remote.name:
+                stack._rename(remote, cred.name)
+            remote.host_address = address
+            remote.far_uid = cred.uid
+            adopt(remote, cred)
+        stack._capabilities(remote, cred.extra)
+        if status is Acceptance.ACCEPTED:
+            self.complete()
+            return
+        stack._save_remote(remote)
+        self.state = self.States.PENDING
+        self.send(PacketKind.PEND, None, secure=False, remember=False)
+        self.redo_at = stack.now + self.pend_redo
+        self.timeout_at = stack.now + PENDING_TIMEOUT
+        stack._emit(events.JoinPending(remote.name, remote.role, local=True))
+
+    def _adopt_vacuous(self, cred: JoinCredentials) -> bool:
+        """A vacuous join learns the far side's uid, name and keys; False after a reject."""
+        remote = self.remote
+        assert cred.uid is not None  # noqa: S101 - responses always carry the uid
+        remote.far_uid = cred.uid
+        if self.renewal:
+            return True
+        if cred.name != remote.name:
+            other = self.stack.names.get(cred.name)
+            if other is not None and other is not remote:
+                self.nack(PacketKind.REJECT)
+                return False
+            self.stack._rename(remote, cred.name)
+        adopt(remote, cred)
+        return True
+
+    def recheck(self) -> None:
+        """Our keep held the decision: see whether an operator made it."""
+        remote = self.remote
+        assert remote.verify_key is not None  # noqa: S101
+        assert remote.public_key is not None  # noqa: S101
+        status = self.stack._acceptance(remote.role, remote.verify_key, remote.public_key)
+        if status is Acceptance.ACCEPTED:
+            remote.acceptance = status
+            self.complete()
+        elif status is Acceptance.REJECTED:
+            self.end()
+            self.stack._remove_remote(remote, "keys rejected by operator")
+            self.stack._emit(events.JoinRejected(remote.name, "rejected by operator"))
+
+    def complete(self) -> None:
+        remote = self.remote
+        if remote.session_id == 0:
+            remote.next_session_id()
+            self.stack._replace_stale_initiators(remote)
+        if self.vacuous:
+            remote.remote_session_id = 0
+        remote.joined = True
+        self.send(PacketKind.ACK, None, secure=False, remember=False)
+        self.end()
+        self.stack._joined(remote, initiator=True)
+
+    def on_refuse(self, packet: Packet) -> None:
+        if self.open(packet, signed=False) is None:
+            return
+        self.fail("refused")
+        self.stack._emit(events.JoinFailed(self.remote.name, "refused by the far side"))
+        self.stack._join_ended(self.remote, joined=False)
+
+    def on_reject(self, packet: Packet) -> None:
+        if self.open(packet, signed=False) is None:
+            return
+        self.fail("rejected")
+        self.stack._emit(events.JoinRejected(self.remote.name, "rejected by the far side"))
+        self.stack._remove_remote(self.remote, "join rejected by the far side")
+
+    def on_renew(self, packet: Packet) -> None:
+        if self.open(packet, signed=False) is None:
+            return
+        if not self.stack.config.mutable:
+            self.fail("renew on an immutable road")
+            self.stack._emit(events.JoinFailed(self.remote.name, "renew refused: road immutable"))
+            return
+        self.end()
+        self.remote.far_uid = 0
+        self.stack._save_remote(self.remote)
+        self.stack._start_join(self.remote, renewal=True)
+
+    def nack(self, kind: PacketKind) -> None:
+        """Tell the joinent we give up (refuse, reject or nack) and end."""
+        self.send(kind, None, secure=False, remember=False)
+        self.stack.stats.nacks_sent += 1
+        self.fail(f"sent {kind.name}")
+
+    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {}
+
+
+for _state in Joiner.States:
+    Joiner.RULES[(_state, PacketKind.RESPONSE)] = Joiner.on_response
+    Joiner.RULES[(_state, PacketKind.PEND)] = Joiner.on_pend
+    Joiner.RULES[(_state, PacketKind.NACK)] = Joiner.on_refuse
+    Joiner.RULES[(_state, PacketKind.REFUSE)] = Joiner.on_refuse
+    Joiner.RULES[(_state, PacketKind.REJECT)] = Joiner.on_reject
+    Joiner.RULES[(_state, PacketKind.RENEW)] = Joiner.on_renew
+
+
+class Joinent(Transaction):
+    """The remote asked us to join."""
+
+    kind: ClassVar[TransactionKind] = TransactionKind.JOIN
+    timeout: ClassVar[float] = 5.0
+    redo_min: ClassVar[float] = 0.1
+    redo_max: ClassVar[float] = 2.0
+    pend_redo: ClassVar[float] = 1.0
+
+    class States(enum.Enum):
+        RECEIVED = "received"
+        RESPONDED = "responded"  # response sent, waiting for the joiner's ack
+        PENDING = "pending"  # our keep holds the decision
+        PENDED = "pended"  # the joiner's keep holds the decision
+
+    def __init__(self, stack: Any, remote: Remote, packet: Packet, source: Any) -> None:
+        super().__init__(
+            stack, remote, correspondent=True, session_id=packet.head.session_id,
+            transaction_id=packet.head.transaction_id, address=source,
+        )
+        self.request = packet
+        self.vacuous = packet.head.destination_uid == 0
+        # RAET answers with se and de swapped from the request, so a vacuous
+        # join is answered with se 0 (our uid travels in the body).
+        self.reply_source = packet.head.destination_uid
+        self.reply_destination = packet.head.source_uid
+
+    def initial_state(self) -> enum.Enum:
+        return self.States.RECEIVED
+
+    def head(self, packet_kind: PacketKind, **fields: Any) -> Any:
+        fields.setdefault("body_kind", BodyKind.JSON)
+        fields.setdefault("source_uid", self.reply_source)
+        fields.setdefault("destination_uid", self.reply_destination)
+        return super().head(packet_kind, **fields)
+
+    def end(self) -> None:
+        super().end()
+        if (self.vacuous and self.stack.joinees.get(self.address) is self.remote
+                and not self.remote.in_process(TransactionKind.JOIN)):
+            del self.stack.joinees[self.address]
+
+    def nack(self, kind: PacketKind = PacketKind.NACK) -> None:
+        """Answer the request with a refusal of ``kind`` and end."""
+        self.send(kind, None, secure=False, remember=False)
+        self.stack.stats.nacks_sent += 1
+        self.fail(f"sent {kind.name}")
+
+    def start(self, index: Any) -> None:
+        """Handle the join request that created this transaction."""
+        stack = self.stack
+        body = self.open(self.request, signed=False)
+        if body is None:
+            return
+        cred = parse_credentials(body, need_uid=False)
+        if cred is None:
+            stack.stats.drop(Drop.INVALID_BODY)
+            return
+        if not self._wins_races(cred) or not self._bind(cred):
+            return
+        status = self._admit(cred)
+        if status is None:
+            return
+        remote = self.remote
+        stack._capabilities(remote, cred.extra)
+        self.register(index)
+        if self.vacuous:
+            stack.joinees[self.address] = remote
+        remote.joined = None
+        if status is Acceptance.ACCEPTED:
+            self.respond()
+            return
+        stack._save_remote(remote)
+        self.state = self.States.PENDING
+        self.send(PacketKind.PEND, None, secure=False, remember=False)
+        self.redo_at = stack.now + self.pend_redo
+        self.timeout_at = stack.now + PENDING_TIMEOUT
+        stack._emit(events.JoinPending(remote.name, remote.role, local=True))
+
+    def _wins_races(self, cred: JoinCredentials) -> bool:
+        """Resolve joins already open with this remote; False when this one must yield."""
+        for other in self.remote.in_process(TransactionKind.JOIN):
+            if other.correspondent:
+                self.nack(PacketKind.REFUSE)
+                return False
+            assert isinstance(other, Joiner)  # noqa: S101
+            if self.vacuous and not other.vacuous:
+                self.nack(PacketKind.REFUSE)
+                return False
+            if not self.vacuous and other.vacuous:
+                other.nack(PacketKind.REFUSE)
+            elif self.stack.local.name < cred.name:
+                self.nack(PacketKind.REFUSE)
+                return False
+            else:
+                other.nack(PacketKind.REFUSE)
+        return True
+
+    def _bind(self, cred: JoinCredentials) -> bool:
+        """Find the remote record this join is about; False (after a reject) when none fits."""
+        stack, remote = self.stack, self.remote
+        far_uid = self.request.head.source_uid
+        if not self.vacuous:
+            if stack.remotes.get(self.request.head.destination_uid) is not remote:
+                self.nack(PacketKind.REJECT)
+                return False
+            return True
+        if not stack.local.main:
+            log.info("%s: vacuous join from %s but we are not main; rejecting",
+                     stack.name, cred.name)
+            self.nack(PacketKind.REJECT)
+            return False
+        known = stack.names.get(cred.name)
+        if known is not None:
+            self.remote = known
+            return True
+        remote.name = cred.name
+        adopt(remote, cred)
+        if remote.far_uid not in (far_uid, 0):
+            self.nack(PacketKind.REJECT)
+            return False
+        remote.far_uid = far_uid
+        return True
+
+    def _admit(self, cred: JoinCredentials) -> Acceptance | None:
+        """Apply road mutability and the keep's verdict; None when the join ends here."""
+        stack, remote = self.stack, self.remote
+        far_uid = self.request.head.source_uid
+        same_keys = remote.verify_key is not None and same_role_keys(remote, cred)
+        same_all = (
+            same_keys and cred.name == remote.name and self.address == remote.host_address
+            and far_uid == remote.far_uid and cred.main == remote.main
+            and cred.kind == remote.kind
+        )
+        if not same_all and not stack.config.mutable:
+            log.warning("%s: %s tried to change an immutable road; rejecting", stack.name,
+                        cred.name)
+            self.nack(PacketKind.REJECT)
+            return None
+        status = stack._acceptance(cred.role, cred.verify_key, cred.public_key)
+        if status is Acceptance.REJECTED:
+            log.warning("%s: keys of role %r rejected (estate %s)", stack.name, cred.role,
+                        cred.name)
+            if same_keys and remote.uid in stack.remotes:
+                stack._remove_remote(remote, "keys rejected")
+            else:
+                self.nack(PacketKind.REJECT)
+            return None
+        remote.acceptance = status
+        if not same_all:
+            other = stack.names.get(cred.name)
+            if other is not None and other is not remote:
+                self.nack(PacketKind.REJECT)
+                return None
+            if cred.name != remote.name:
+                stack._rename(remote, cred.name)
+            remote.host_address = self.address
+            remote.far_uid = far_uid
+            adopt(remote, cred)
+        if remote.uid not in stack.remotes:
+            stack._add_remote(remote)
+        return status
+
+    def respond(self) -> None:
+        """Send the accepting response (our credentials and our uid for the joiner)."""
+        local = self.stack.local
+        body = {
+            "name": local.name,
+            "mode": MAIN_MODE_BIT if local.main else 0,
+            "kind": local.kind,
+            "uid": self.remote.uid,
+            "verhex": local.signing_key.verify_key.hex(),
+            "pubhex": local.private_key.public_key.hex(),
+            "role": local.role,
+        }
+        body.update(self.stack._join_extras())
+        self.state = self.States.RESPONDED
+        self.send(PacketKind.RESPONSE, body, secure=False)
+
+    def on_redo(self) -> None:
+        if self.state is self.States.RESPONDED:
+            self.resend_last()
+            return
+        self.redo_interval = self.pend_redo
+        if self.state is self.States.PENDING:
+            remote = self.remote
+            assert remote.verify_key is not None  # noqa: S101
+            assert remote.public_key is not None  # noqa: S101
+            status = self.stack._acceptance(remote.role, remote.verify_key, remote.public_key)
+            if status is Acceptance.ACCEPTED:
+                remote.acceptance = status
+                self.respond()
+            elif status is Acceptance.REJECTED:
+                self.end()
+                self.stack._remove_remote(remote, "keys rejected by operator")
+
+    def on_timeout(self) -> None:
+        self.nack(PacketKind.NACK)
+
+    # -- rules ------------------------------------------------------------
+
+    def on_duplicate(self, _packet: Packet) -> None:
+        self.stack.stats.drop(Drop.DUPLICATE)
+
+    def on_ack(self, packet: Packet) -> None:
+        if self.open(packet, signed=False) is None:
+            return
+        remote = self.remote
+        if remote.session_id == 0:
+            remote.next_session_id()
+            self.stack._replace_stale_initiators(remote)
+        if self.vacuous:
+            remote.remote_session_id = 0
+        remote.joined = True
+        self.end()
+        self.stack._joined(remote, initiator=False)
+
+    def on_pend(self, packet: Packet) -> None:
+        if self.open(packet, signed=False) is None:
+            return
+        self.state = self.States.PENDED
+        self.redo_at = self.stack.now + self.pend_redo
+
+    def on_refuse(self, packet: Packet) -> None:
+        if self.open(packet, signed=False) is None:
+            return
+        self.fail("refused by joiner")
+
+    def on_reject(self, packet: Packet) -> None:
+        if self.open(packet, signed=False) is None:
+            return
+        self.fail("rejected by joiner")
+        self.stack._remove_remote(self.remote, "joiner rejected us")
+
+    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {}
+
+
+for _joinent_state in Joinent.States:
+    Joinent.RULES[(_joinent_state, PacketKind.REQUEST)] = Joinent.on_duplicate
+    Joinent.RULES[(_joinent_state, PacketKind.NACK)] = Joinent.on_refuse
+    Joinent.RULES[(_joinent_state, PacketKind.REFUSE)] = Joinent.on_refuse
+    Joinent.RULES[(_joinent_state, PacketKind.REJECT)] = Joinent.on_reject
+for _waiting in (Joinent.States.RESPONDED, Joinent.States.PENDED):
+    Joinent.RULES[(_waiting, PacketKind.ACK)] = Joinent.on_ack
+    Joinent.RULES[(_waiting, PacketKind.PEND)] = Joinent.on_pend

@@ -1,0 +1,364 @@
+"""Message (tk 0): segmented, acknowledged, encrypted messages.
+
+The sender (Messenger) sends bursts of segments, the last of each burst with
+the wait flag; the receiver (Messengent) answers a wait with ack (the highest
+segment seen) or resend (the missing ones, at most 64 per packet), and a
+complete message with done.  Bursts are bounded by the remote's window, so a
+10 MB message never floods the socket buffers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from raetlike.errors import CryptoError, LocalProtocolError, PacketError
+from raetlike.wire.body import coat as coat_body
+from raetlike.wire.body import pack_body, parse_body, uncoat
+from raetlike.wire.head import Head
+from raetlike.wire.kinds import BodyKind, CoatKind, Flag, FootKind, PacketKind, TransactionKind
+from raetlike.wire.packet import Packet, pack_packet
+from raetlike.wire.segment import Reassembly, segment
+from road._transaction import Transaction
+from road.stats import Drop
+
+if TYPE_CHECKING:
+    from road.remote import Outgoing, Remote
+
+__all__ = ["Messenger", "Messengent", "MAX_MISSEDS_PER_PACKET"]
+
+log = logging.getLogger(__name__)
+
+MAX_MISSEDS_PER_PACKET = 64
+
+
+class Messenger(Transaction):
+    """We send one message."""
+
+    kind: ClassVar[TransactionKind] = TransactionKind.MESSAGE
+    timeout: ClassVar[float] = 0.0  # the message's own time to live bounds it instead
+    redo_min: ClassVar[float] = 0.2
+    redo_max: ClassVar[float] = 0.5
+
+    class States(enum.Enum):
+        SENDING = "sending"
+
+    def __init__(self, stack: Any, remote: Remote, outgoing: Outgoing) -> None:
+        super().__init__(
+            stack, remote, correspondent=False, session_id=remote.session_id,
+            transaction_id=remote.next_transaction_id(),
+        )
+        self.outgoing = outgoing
+        self.segments: list[tuple[Head, bytes]] = []
+        self.current = 0  # next segment of the normal flow
+        self.misseds: dict[int, None] = {}  # ordered set of segments to resend
+        self.acked = False
+        self.outstanding = 0  # segments sent since the last answer
+        self.redos_unanswered = 0
+
+    def initial_state(self) -> enum.Enum:
+        return self.States.SENDING
+
+    def start(self) -> bool:
+        """Serialize, coat and segment the message; False when it cannot be packed."""
+        config, remote = self.stack.config, self.remote
+        body = self.outgoing.body
+        body_kind = BodyKind.RAW if isinstance(body, bytes | bytearray) else config.body_kind
+        try:
+            payload = pack_body(body_kind, body)
+            if payload:
+                assert remote.session_box is not None  # noqa: S101 - allowed remotes have one
+                payload = coat_body(payload, remote.session_box)
+            template = self.head(
+                PacketKind.MESSAGE, body_kind=body_kind, coat_kind=CoatKind.NACL,
+                foot_kind=FootKind.NACL,
+            )
+            self.segments = segment(template, payload, True)
+        except (PacketError, LocalProtocolError, CryptoError, TypeError, ValueError) as exc:
+            log.warning("%s: cannot send message %d to %s: %s", self.stack.name,
+                        self.outgoing.message_id, remote.name, exc)
+            self.stack._expire(remote, self.outgoing, f"cannot be packed: {exc}")
+            return False
+        self.register((False, remote.uid, remote.far_uid, self.session_id,
+                       self.transaction_id, False))
+        self.pump()
+        return True
+
+    # -- sending ----------------------------------------------------------------
+
+    def _packet(self, number: int, flags: Flag) -> bytes:
+        head, chunk = self.segments[number]
+        head = dataclasses.replace(head, flags=(head.flags & ~(Flag.WAIT | Flag.AGAIN)) | flags)
+        return pack_packet(head, chunk, self.stack.local.signing_key)
+
+    def _transmit(self, numbers: list[int], again: bool) -> None:
+        if not numbers:
+            return
+        base = Flag.AGAIN if again else Flag(0)
+        last = numbers[-1]
+        for number in numbers:
+            data = self._packet(number, base | Flag.WAIT if number == last else base)
+            self.stack._queue(data, self.address)
+            self.last_sent = data
+        count = len(numbers)
+        self.outstanding += count
+        self.remote.segments_in_flight += count
+        self.stack.stats.segments_sent += count
+        if again:
+            self.stack.stats.segments_resent += count
+        self.redo_at = self.stack.now + self.redo_interval
+
+    def budget(self) -> int:
+        """How many more segments the window lets this messenger send now."""
+        config = self.stack.config
+        room = config.window - self.remote.segments_in_flight
+        return max(0, min(config.burst, room))
+
+    def pump(self) -> None:
+        """Send the next burst (resends first), if the window has room and we are not waiting."""
+        if self.ended or self.outstanding:
+            return
+        room = self.budget()
+        if room <= 0 and self.remote.segments_in_flight > 0:
+            self.stack._stall(self)
+            return
+        room = max(room, 1)
+        if self.misseds:
+            numbers = list(self.misseds)[:room]
+            for number in numbers:
+                del self.misseds[number]
+            self._transmit(numbers, again=True)
+            return
+        if self.current < len(self.segments):
+            numbers = list(range(self.current, min(len(self.segments), self.current + room)))
+            self.current = numbers[-1] + 1
+            self._transmit(numbers, again=False)
+
+    def _answered(self) -> None:
+        self.acked = True
+        self.redos_unanswered = 0
+        self.remote.segments_in_flight -= self.outstanding
+        self.outstanding = 0
+        self.redo_interval = self.redo_min
+        self.stack._presence(self.remote, alive=True)
+        self.stack._window_opened(self.remote)
+
+    def end(self) -> None:
+        if self.outstanding:
+            self.remote.segments_in_flight -= self.outstanding
+            self.outstanding = 0
+        super().end()
+        self.stack._window_opened(self.remote)
+
+    # -- answers --------------------------------------------------------------------
+
+    def on_ack(self, packet: Packet) -> None:
+        if self.open(packet, signed=True) is None:
+            return
+        self._answered()
+        if not self.misseds:
+            following = packet.head.segment_number + 1
+            self.current = min(self.current, following)
+        self.pump()
+
+    def on_resend(self, packet: Packet) -> None:
+        body = self.open(packet, signed=True)
+        if body is None:
+            return
+        self.stack.stats.resend_requests_received += 1
+        misseds = body.get("misseds") if isinstance(body, dict) else None
+        if not isinstance(misseds, list) or not all(
+            isinstance(n, int) and 0 <= n < len(self.segments) for n in misseds
+        ):
+            self.stack.stats.drop(Drop.INVALID_BODY)
+            return
+        self._answered()
+        for number in misseds:
+            self.misseds[number] = None
+        self.pump()
+
+    def on_done(self, packet: Packet) -> None:
+        if self.open(packet, signed=True) is None:
+            return
+        self._answered()
+        self.end()
+        self.stack._sent(self.remote, self.outgoing)
+
+    def on_nack(self, packet: Packet) -> None:
+        if self.open(packet, signed=True) is None:
+            return
+        self.fail("nacked by the receiver")
+        self.stack._requeue(self.remote, self.outgoing)
+
+    def on_redo(self) -> None:
+        if self.stack.now >= self.outgoing.expires:
+            self.end()
+            self.stack._expire(self.remote, self.outgoing, "time to live ran out in flight")
+            return
+        self.redos_unanswered += 1
+        if self.redos_unanswered > self.stack.config.max_redos:
+            self.end()
+            self.stack._requeue(self.remote, self.outgoing)
+            self.stack._presence(self.remote, alive=False, reason="message not acknowledged")
+            return
+        if self.last_sent is None:
+            self.pump()
+            return
+        if self.acked:
+            # RAET resends the last packet with the again flag once it had any answer.
+            last = self.current - 1 if self.current else 0
+            self.last_sent = self._packet(last, Flag.AGAIN | Flag.WAIT)
+        self.resend_last()
+        self.stack.stats.segments_resent += 1
+
+    def requeue(self) -> None:
+        """A newer session makes this transaction stale: end it, keep the message."""
+        self.end()
+        self.stack._requeue(self.remote, self.outgoing)
+
+    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {
+        (States.SENDING, PacketKind.ACK): on_ack,
+        (States.SENDING, PacketKind.RESEND): on_resend,
+        (States.SENDING, PacketKind.DONE): on_done,
+        (States.SENDING, PacketKind.NACK): on_nack,
+    }
+
+
+class Messengent(Transaction):
+    """The remote sends us one message."""
+
+    kind: ClassVar[TransactionKind] = TransactionKind.MESSAGE
+    timeout: ClassVar[float] = 0.0
+    redo_min: ClassVar[float] = 0.2
+    redo_max: ClassVar[float] = 0.5
+    idle_redos: ClassVar[int] = 60  # give up on a sender silent for ~30 s
+
+    class States(enum.Enum):
+        RECEIVING = "receiving"
+
+    def __init__(self, stack: Any, remote: Remote, packet: Packet) -> None:
+        super().__init__(
+            stack, remote, correspondent=True, session_id=packet.head.session_id,
+            transaction_id=packet.head.transaction_id,
+        )
+        first = packet.head
+        self.wait_flag = first.flags & Flag.WAIT
+        self.coat_kind, self.foot_kind = first.coat_kind, first.foot_kind
+        self.body_kind = first.body_kind
+        self.reassembly: Reassembly | None = None
+        self.highest = 0
+        self.lowest = 0
+        self.idle = 0
+
+    def initial_state(self) -> enum.Enum:
+        return self.States.RECEIVING
+
+    def head(self, packet_kind: PacketKind, **fields: Any) -> Any:
+        fields.setdefault("coat_kind", self.coat_kind)
+        fields.setdefault("foot_kind", self.foot_kind)
+        fields.setdefault("flags", self.wait_flag)
+        return super().head(packet_kind, **fields)
+
+    def _reply(self, kind: PacketKind, body: dict[str, Any] | None = None, **fields: Any) -> None:
+        self.send(kind, body, secure=False, **fields)
+
+    def start(self, index: Any, packet: Packet) -> None:
+        """Take the first segment."""
+        self.register(index)
+        self.on_message(packet)
+
+    def on_message(self, packet: Packet) -> None:
+        if not self.remote.allowed or self.remote.session_box is None:
+            self._reply(PacketKind.NACK)
+            self.fail("not allowed")
+            return
+        if not self.stack._verify(self.remote, packet, signed=True):
+            return
+        head = packet.head
+        self.idle = 0
+        self.stack.stats.segments_received += 1
+        self.stack._presence(self.remote, alive=True)
+        if head.segment_count <= 1:
+            self.finish(packet.coat, 1)
+            return
+        if self.reassembly is None:
+            try:
+                self.reassembly = Reassembly(head.segment_count, head.message_length)
+            except PacketError:
+                self.stack.stats.drop(Drop.MALFORMED)
+                self._reply(PacketKind.NACK)
+                self.fail("bad segment count")
+                return
+        try:
+            self.reassembly.add(head.segment_number, packet.coat)
+        except PacketError:
+            self.stack.stats.drop(Drop.MALFORMED)
+            return
+        self.highest = max(self.highest, head.segment_number)
+        if self.reassembly.complete:
+            try:
+                whole = self.reassembly.coat()
+            except PacketError:
+                self.stack.stats.drop(Drop.MALFORMED)
+                self._reply(PacketKind.NACK)
+                self.fail("segments do not add up")
+                return
+            self.finish(whole, head.segment_count)
+        elif head.flags & Flag.WAIT:
+            self.answer_wait()
+
+    def missing(self) -> list[int]:
+        if self.reassembly is None:
+            return []
+        return [n for n in self.reassembly.missing() if self.lowest <= n < self.highest]
+
+    def answer_wait(self) -> None:
+        misseds = self.missing()
+        if misseds:
+            self.lowest = misseds[0]
+            for i in range(0, len(misseds), MAX_MISSEDS_PER_PACKET):
+                self._reply(PacketKind.RESEND, {"misseds": misseds[i:i + MAX_MISSEDS_PER_PACKET]})
+                self.stack.stats.resend_requests_sent += 1
+        else:
+            self._reply(PacketKind.ACK, None, segment_number=self.highest)
+
+    def finish(self, whole: bytes, segments: int) -> None:
+        remote = self.remote
+        try:
+            plain = whole
+            if whole and self.coat_kind and remote.session_box is not None:
+                plain = uncoat(whole, remote.session_box)
+            body = parse_body(self.body_kind, plain)
+        except (PacketError, CryptoError):
+            self.stack.stats.drop(Drop.BAD_COAT)
+            self._reply(PacketKind.NACK)
+            self.fail("message did not decrypt or parse")
+            return
+        self._reply(PacketKind.DONE, None)
+        self.end()
+        self.stack._delivered(remote, self, body, segments)
+
+    def on_nack(self, packet: Packet) -> None:
+        if self.open(packet, signed=True) is None:
+            return
+        self.fail("sender gave up")
+
+    def on_redo(self) -> None:
+        self.idle += 1
+        if self.idle > self.idle_redos:
+            self.fail("sender went silent")
+            return
+        self.answer_wait()
+
+    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {
+        (States.RECEIVING, PacketKind.MESSAGE): on_message,
+        (States.RECEIVING, PacketKind.NACK): on_nack,
+    }
+
+
+def done_again(stack: Any, remote: Remote, packet: Packet) -> None:
+    """A message packet for a transaction already delivered: say done again."""
+    answer = Messengent(stack, remote, packet)
+    answer.send(PacketKind.DONE, None, secure=False, remember=False)

@@ -1,0 +1,233 @@
+"""The shape every road transaction shares: identity, timers, sending, dispatch.
+
+A transaction is a small state machine.  Each subclass declares a ``States``
+enum and a ``RULES`` table from ``(state, packet kind)`` to a handler method;
+a packet whose pair is missing from the table is a protocol error that is
+counted and ends the transaction (never an exception out of the stack).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from raetlike.errors import PacketError
+from raetlike.wire.body import coat as coat_body
+from raetlike.wire.body import pack_body
+from raetlike.wire.head import Head
+from raetlike.wire.kinds import CoatKind, Flag, FootKind, PacketKind, TransactionKind
+from raetlike.wire.packet import Packet, pack_packet
+from road.remote import Address, Remote
+from road.stats import Drop
+
+if TYPE_CHECKING:
+    from road.stack import RoadStack
+
+__all__ = ["Index", "Transaction", "tx_index", "rx_index"]
+
+log = logging.getLogger(__name__)
+
+Index = tuple[bool, int, "int | Address", int, int, bool]
+
+
+def tx_index(head: Head, destination: Address) -> Index:
+    """The index of a transaction, seen from the side that sends ``head`` (RAET's rule)."""
+    correspondent = bool(head.flags & Flag.CORRESPONDENT)
+    near, far = head.source_uid, head.destination_uid
+    far_key: int | Address = far
+    if (far == 0 and not correspondent) or (near == 0 and correspondent):
+        far_key = destination
+    return (
+        correspondent, near, far_key, head.session_id, head.transaction_id,
+        bool(head.flags & Flag.BROADCAST),
+    )
+
+
+def rx_index(head: Head, source: Address) -> Index:
+    """The index of a transaction, seen from the side that receives ``head`` (RAET's rule)."""
+    correspondent = bool(head.flags & Flag.CORRESPONDENT)
+    near, far = head.destination_uid, head.source_uid
+    far_key: int | Address = far
+    if (far == 0 and correspondent) or (near == 0 and not correspondent):
+        far_key = source
+    return (
+        not correspondent, near, far_key, head.session_id, head.transaction_id,
+        bool(head.flags & Flag.BROADCAST),
+    )
+
+
+Handler = Callable[[Any, Packet], None]
+
+
+class Transaction:
+    """Base of the join, allow, alive and message transactions."""
+
+    kind: ClassVar[TransactionKind]
+    timeout: ClassVar[float] = 5.0  # seconds; 0 means never
+    redo_min: ClassVar[float] = 1.0
+    redo_max: ClassVar[float] = 4.0
+    RULES: ClassVar[Mapping[tuple[enum.Enum, PacketKind], Handler]] = {}
+
+    def __init__(
+        self,
+        stack: RoadStack,
+        remote: Remote,
+        *,
+        correspondent: bool,
+        session_id: int,
+        transaction_id: int,
+        address: Address | None = None,
+    ) -> None:
+        self.stack = stack
+        self.remote = remote
+        self.correspondent = correspondent
+        self.session_id = session_id
+        self.transaction_id = transaction_id
+        self.address: Address = address or remote.host_address
+        self.index: Index | None = None
+        now = stack.now
+        self.timeout_at: float | None = now + self.timeout if self.timeout > 0 else None
+        self.redo_interval = self.redo_min
+        self.redo_at: float | None = None
+        self.last_sent: bytes | None = None
+        self.last_kind: PacketKind | None = None
+        self.ended = False
+        self.state: enum.Enum = self.initial_state()
+
+    # -- identity ---------------------------------------------------------
+
+    def initial_state(self) -> enum.Enum:
+        """The state a new transaction starts in."""
+        raise NotImplementedError
+
+    def register(self, index: Index) -> None:
+        """File this transaction under ``index`` with its remote."""
+        self.index = index
+        self.remote.transactions[index] = self
+        self.stack._track(self)
+
+    def end(self) -> None:
+        """Leave the remote's table of transactions; idempotent."""
+        if self.ended:
+            return
+        self.ended = True
+        if self.index is not None and self.remote.transactions.get(self.index) is self:
+            del self.remote.transactions[self.index]
+        self.stack._untrack(self)
+
+    def fail(self, reason: str) -> None:
+        """End as a failure: counted, logged, and subclasses may emit an event."""
+        self.stack.stats.transactions_failed += 1
+        log.debug("%s: %s with %s failed: %s", self.stack.name, type(self).__name__,
+                  self.remote.name, reason)
+        self.end()
+
+    # -- packets out --------------------------------------------------------
+
+    def head(self, packet_kind: PacketKind, **fields: Any) -> Head:
+        """A head for this transaction with RAET's fields for the given packet kind."""
+        flags = Flag.CORRESPONDENT if self.correspondent else Flag(0)
+        flags |= fields.pop("flags", Flag(0))
+        base: dict[str, Any] = {
+            "packet_kind": packet_kind,
+            "transaction_kind": self.kind,
+            "source_uid": self.remote.uid,
+            "destination_uid": self.remote.far_uid,
+            "session_id": self.session_id,
+            "transaction_id": self.transaction_id,
+            "flags": flags,
+            "head_kind": self.stack.config.head_kind,
+            "body_kind": self.stack.config.body_kind,
+        }
+        base.update(fields)
+        return Head(**base)
+
+    def pack(
+        self,
+        packet_kind: PacketKind,
+        body: Mapping[str, Any] | bytes | None = None,
+        *,
+        secure: bool,
+        **fields: Any,
+    ) -> bytes:
+        """Pack one packet; ``secure`` coats (encrypts) and signs it."""
+        if secure:
+            fields.setdefault("coat_kind", CoatKind.NACL)
+            fields.setdefault("foot_kind", FootKind.NACL)
+        head = self.head(packet_kind, **fields)
+        payload = pack_body(head.body_kind, body)
+        if head.coat_kind == CoatKind.NACL and payload:
+            box = self.remote.session_box
+            if box is None:
+                raise PacketError("no-session", "no short-term keys to coat with")
+            payload = coat_body(payload, box)
+        signer = self.stack.local.signing_key if head.foot_kind == FootKind.NACL else None
+        return pack_packet(head, payload, signer)
+
+    def send(
+        self,
+        packet_kind: PacketKind,
+        body: Mapping[str, Any] | bytes | None = None,
+        *,
+        secure: bool,
+        remember: bool = True,
+        **fields: Any,
+    ) -> bytes:
+        """Pack, queue for the wire, and (by default) remember it for redo."""
+        data = self.pack(packet_kind, body, secure=secure, **fields)
+        self.stack._queue(data, self.address)
+        if remember:
+            self.last_sent = data
+            self.last_kind = packet_kind
+            self.redo_at = self.stack.now + self.redo_interval
+        return data
+
+    def resend_last(self) -> None:
+        """Put the remembered packet on the wire again."""
+        if self.last_sent is not None:
+            self.stack._queue(self.last_sent, self.address)
+
+    # -- packets in ---------------------------------------------------------
+
+    def receive(self, packet: Packet, _source: Address) -> None:
+        """Dispatch ``packet`` by the rules table; a missing rule ends the transaction."""
+        rule = self.RULES.get((self.state, packet.head.packet_kind))
+        if rule is None:
+            self.stack.stats.drop(Drop.UNEXPECTED)
+            log.debug("%s: %s in state %s got unexpected %s; ending", self.stack.name,
+                      type(self).__name__, self.state.name, packet.head.packet_kind.name)
+            self.fail(f"unexpected {packet.head.packet_kind.name} in {self.state.name}")
+            return
+        rule(self, packet)
+
+    def open(self, packet: Packet, *, signed: bool) -> Any:
+        """Verify, decrypt and parse a packet's body; None (and counted) when it fails."""
+        return self.stack._open(self.remote, packet, signed=signed)
+
+    # -- time ---------------------------------------------------------------
+
+    def deadline(self) -> float | None:
+        """The next moment this transaction wants ``handle_timer``."""
+        times = [t for t in (self.timeout_at, self.redo_at) if t is not None]
+        return min(times) if times else None
+
+    def handle_timer(self, now: float) -> None:
+        """Time out or redo, as due."""
+        if self.timeout_at is not None and now >= self.timeout_at:
+            self.on_timeout()
+            return
+        if self.redo_at is not None and now >= self.redo_at:
+            self.redo_interval = min(max(self.redo_min, self.redo_interval * 2.0), self.redo_max)
+            self.redo_at = now + self.redo_interval
+            self.on_redo()
+
+    def on_timeout(self) -> None:
+        """The transaction ran out of time."""
+        self.fail("timed out")
+
+    def on_redo(self) -> None:
+        """The redo timer fired: by default send the remembered packet again."""
+        self.resend_last()
+

@@ -1,0 +1,113 @@
+"""What a stack knows about one remote estate."""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from raetlike.crypto import PrivateKey, PublicKey, SessionBox, VerifyKey
+from raetlike.wire.kinds import SID_ROLLOVER, TID_ROLLOVER, Acceptance
+
+if TYPE_CHECKING:
+    from road._transaction import Index, Transaction
+
+__all__ = ["Address", "Outgoing", "Remote", "session_is_valid"]
+
+Address = tuple[str, int]
+
+_HALF = 0x80000000
+_MODULO = 0x100000000
+
+
+def session_is_valid(new: int, old: int) -> bool:
+    """RAET's rule: zero is always valid, else ``new`` is not behind ``old`` (mod 2^32)."""
+    if not old or not new:
+        return True
+    return (new - old) % _MODULO < _HALF
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """A message waiting to go out (or to go out again)."""
+
+    message_id: int
+    """The id ``transmit`` returned."""
+    body: Any
+    """The message itself."""
+    expires: float
+    """When it is given back as a MessageExpired event (monotonic seconds)."""
+
+
+@dataclass(slots=True)
+class Remote:
+    """One remote estate: identity, keys, session state and its transactions.
+
+    ``uid`` is our id for it; ``far_uid`` its id for us (RAET's ``fuid``).
+    ``session_id`` is the session we use when we initiate; ``remote_session_id``
+    the latest session it used when it initiated (RAET's ``sid`` and ``rsid``).
+    """
+
+    uid: int
+    name: str
+    host_address: Address
+    far_uid: int = 0
+    main: bool = False
+    kind: int = 0
+    role: str = ""
+    verify_key: VerifyKey | None = None
+    public_key: PublicKey | None = None
+    acceptance: Acceptance | None = None
+    fqdn: str = ""
+    joined: bool | None = None
+    allowed: bool | None = None
+    alive: bool | None = None
+    reaped: bool = False
+    session_id: int = 0
+    remote_session_id: int = 0
+    transaction_id: int = 0
+    short_private: PrivateKey = field(default_factory=PrivateKey.generate)
+    short_peer: PublicKey | None = None
+    session_box: SessionBox | None = None
+    transactions: dict[Index, Transaction] = field(default_factory=dict)
+    done_transactions: OrderedDict[int, float] = field(default_factory=OrderedDict)
+    outbox: deque[Outgoing] = field(default_factory=deque)
+    presence_due: float = 0.0
+    reap_due: float = 0.0
+    segments_in_flight: int = 0
+    unanswered_redos: int = 0
+    capabilities: frozenset[str] = frozenset()
+
+    def next_transaction_id(self) -> int:
+        """The next transaction id, rolling from 0xffffffff to 1."""
+        self.transaction_id = self.transaction_id + 1 if self.transaction_id < TID_ROLLOVER else 1
+        return self.transaction_id
+
+    def next_session_id(self) -> int:
+        """Advance our session id, rolling from 0xffffffff to 1."""
+        self.session_id = self.session_id + 1 if self.session_id < SID_ROLLOVER else 1
+        return self.session_id
+
+    def remote_session_is_valid(self, session_id: int) -> bool:
+        """Whether a session id the remote initiated with is current or newer."""
+        return session_is_valid(session_id, self.remote_session_id)
+
+    def own_session_is_valid(self, session_id: int) -> bool:
+        """Whether a session id of a transaction we initiated is still current."""
+        return session_is_valid(session_id, self.session_id)
+
+    def rekey(self) -> None:
+        """Fresh short-term keys for a new allow; the old session box is gone."""
+        self.allowed = None
+        self.short_private = PrivateKey.generate()
+        self.short_peer = None
+        self.session_box = None
+
+    def set_short_peer(self, key: PublicKey) -> None:
+        """Record the remote's short-term key and precompute the session box."""
+        self.short_peer = key
+        self.session_box = SessionBox(self.short_private, key)
+
+    def in_process(self, kind: int) -> list[Transaction]:
+        """Transactions of ``kind`` (a TransactionKind) now open with this remote."""
+        return [t for t in self.transactions.values() if t.kind == kind]

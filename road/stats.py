@@ -1,0 +1,72 @@
+"""Typed counters of what a RoadStack did and what it dropped (and why)."""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import dataclass, field
+
+__all__ = ["Drop", "RoadStats"]
+
+
+class Drop(enum.Enum):
+    """Why an incoming datagram (or part of one) was dropped."""
+
+    MALFORMED = "malformed"  # the head or framing did not parse
+    BROADCAST = "broadcast"  # bf set: not supported, as in RAET
+    BAD_SIGNATURE = "bad-signature"
+    UNSIGNED = "unsigned"  # a packet that must be signed was not
+    BAD_COAT = "bad-coat"  # did not decrypt
+    BAD_BODY = "bad-body"  # did not deserialize
+    JOIN_NONZERO_SESSION = "join-nonzero-session"
+    JOIN_INVALID_ID = "join-invalid-id"
+    JOIN_MISMATCH = "join-mismatch"
+    JOIN_STALE = "join-stale"
+    ZERO_SESSION = "zero-session"
+    ZERO_ID = "zero-id"
+    STALE_SESSION = "stale-session"
+    UNKNOWN_REMOTE = "unknown-remote"
+    STALE_PACKET = "stale-packet"  # no transaction for it and it starts none
+    UNEXPECTED = "unexpected"  # a (state, packet kind) a transaction has no rule for
+    INVALID_BODY = "invalid-body"  # well-formed but missing or wrong fields
+    DUPLICATE = "duplicate"
+
+
+@dataclass(slots=True)
+class RoadStats:
+    """Counters; read them, never write them from outside the stack."""
+
+    datagrams_received: int = 0
+    datagrams_sent: int = 0
+    bytes_received: int = 0
+    bytes_sent: int = 0
+    messages_received: int = 0
+    messages_sent: int = 0
+    messages_expired: int = 0
+    segments_sent: int = 0
+    segments_received: int = 0
+    segments_resent: int = 0
+    resend_requests_sent: int = 0
+    resend_requests_received: int = 0
+    nacks_sent: int = 0
+    joins_completed: int = 0
+    allows_completed: int = 0
+    transactions_failed: int = 0
+    dropped: Counter[Drop] = field(default_factory=Counter)
+
+    def drop(self, reason: Drop) -> None:
+        """Count one dropped datagram."""
+        self.dropped[reason] += 1
+
+    @property
+    def dropped_total(self) -> int:
+        """All drops, whatever the reason."""
+        return sum(self.dropped.values())
+
+    def as_dict(self) -> dict[str, object]:
+        """A JSON-ready snapshot."""
+        out: dict[str, object] = {
+            name: getattr(self, name) for name in self.__dataclass_fields__ if name != "dropped"
+        }
+        out["dropped"] = {reason.value: count for reason, count in self.dropped.items()}
+        return out
