@@ -354,8 +354,9 @@ class Binder:
         self.stats.pages += 1
         self._note_session(head.source, head.yard_session)
         if head.page_count == 1:
+            message = decode_body(body, head.kind)
             self.stats.messages += 1
-            return decode_body(body, head.kind)
+            return message
         key = (head.source, head.yard_session, head.book_id)
         book = self._books.get(key)
         if book is None:
@@ -379,8 +380,10 @@ class Binder:
         self._buffered += len(body)
         if book.missing == 0:
             self._drop(key)
+            joined = b"".join(section for section in book.sections if section is not None)
+            message = decode_body(joined, book.kind)
             self.stats.messages += 1
-            return decode_body(b"".join(s for s in book.sections if s is not None), book.kind)
+            return message
         self._enforce_limits()
         return None
 
