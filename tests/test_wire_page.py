@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raetlike.errors import LocalProtocolError, PacketError
@@ -339,3 +339,32 @@ def test_a_sixteen_megabyte_message_goes_through_in_well_under_a_second() -> Non
     assert len(pages) == 257
     assert results[-1] == message
     assert elapsed < 2.0
+
+
+@settings(max_examples=25)
+@given(st.integers(MAX_PAGE_SIZE - 200, 3 * MAX_PAGE_SIZE), st.sampled_from(PageKind))
+def test_messages_around_page_boundaries_split_and_join_again(size: int, kind: PageKind) -> None:
+    message = {"d": "q" * size}
+    pages = paginate("other", "main", SESSION, 3, message, kind)
+    assert all(len(page) <= MAX_PAGE_SIZE for page in pages)
+    binder = Binder()
+    assert [binder.add(page) for page in pages][-1] == message
+
+
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 300), st.binary(max_size=3))))
+def test_a_binder_fed_damaged_pages_gives_messages_none_or_packet_errors(
+    damage: list[tuple[int, int, bytes]],
+) -> None:
+    pages = _pages(150_000)[:2] + paginate("x", "main", SESSION, 4, {"a": [1]}, PageKind.MSGPACK)
+    pages += _pages(150_000)[2:]
+    binder = Binder(max_open_books=2, max_buffered_bytes=100_000)
+    for index, at, splice in damage:
+        page = pages[index % len(pages)]
+        damaged = page[:at] + splice + page[at + len(splice) :]
+        try:
+            result = binder.add(damaged)
+        except PacketError:
+            continue
+        assert result is None or isinstance(result, dict)
+    assert binder.buffered_bytes <= 100_000
+    assert binder.open_books <= 2
