@@ -1,0 +1,136 @@
+"""The UDP driver: pumps one sans-IO road stack over one UDP socket.
+
+All a driver does: drain the socket into ``receive_datagram``, flush
+``datagrams_to_send``, and tell the loop when it next needs ``handle_timer``.
+IPv4 and IPv6; addresses are ``(host, port)`` pairs in and out.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+from collections import deque
+from typing import Protocol
+
+__all__ = ["Address", "DatagramStack", "UdpDriver", "parse_host_port"]
+
+log = logging.getLogger(__name__)
+
+Address = tuple[str, int]
+
+RECEIVE_BUFFER = 4 * 1024 * 1024  # room for a few windows of 1 KB segments
+SEND_BUFFER = 4 * 1024 * 1024
+MAX_DATAGRAM = 65535
+BATCH = 256  # datagrams drained per readiness, so one busy socket cannot starve the rest
+_BUSY = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS})
+
+
+class DatagramStack(Protocol):
+    """The sans-IO side a driver pumps (RoadStack, LaneStack)."""
+
+    def receive_datagram(self, data: bytes, source: Address, now: float) -> None: ...
+    def datagrams_to_send(self, now: float) -> list[tuple[bytes, Address]]: ...
+    def get_timer(self) -> float | None: ...
+    def handle_timer(self, now: float) -> None: ...
+
+
+def parse_host_port(text: str, default_host: str = "127.0.0.1") -> Address:
+    """``HOST:PORT``, ``[V6]:PORT`` or ``PORT`` as an address; ValueError names the problem."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        host, port_text = default_host, text
+    host = host.strip("[]") or default_host
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"bad port in {text!r}: expected HOST:PORT") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port {port} out of range 0..65535 in {text!r}")
+    return host, port
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def _set_buffer(sock: socket.socket, option: int, size: int) -> None:
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, option, size)
+    except OSError:  # pragma: no cover - capped by the kernel; the default still works
+        log.debug("could not set socket buffer option %s to %d", option, size)
+
+
+class UdpDriver:
+    """One bound UDP socket serving one stack."""
+
+    def __init__(self, stack: DatagramStack, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.stack = stack
+        self.sock = socket.socket(_family(host), socket.SOCK_DGRAM)
+        self.sock.setblocking(False)
+        _set_buffer(self.sock, socket.SO_RCVBUF, RECEIVE_BUFFER)
+        _set_buffer(self.sock, socket.SO_SNDBUF, SEND_BUFFER)
+        try:
+            self.sock.bind((host, port))
+        except OSError as exc:
+            self.sock.close()
+            raise OSError(exc.errno, f"cannot bind UDP {host}:{port}: {exc.strerror}") from None
+        self._pending: deque[tuple[bytes, Address]] = deque()
+        self.send_errors = 0
+
+    @property
+    def address(self) -> Address:
+        """The bound (host, port)."""
+        host, port = self.sock.getsockname()[:2]
+        return str(host), int(port)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def receive(self, now: float) -> int:
+        """Drain up to a batch of datagrams into the stack; returns how many."""
+        count = 0
+        while count < BATCH:
+            try:
+                data, source = self.sock.recvfrom(MAX_DATAGRAM)
+            except BlockingIOError:
+                break
+            except OSError as exc:  # e.g. ICMP port unreachable reported on Linux
+                log.debug("recvfrom: %s", exc)
+                break
+            self.stack.receive_datagram(data, (str(source[0]), int(source[1])), now)
+            count += 1
+        return count
+
+    def send(self, now: float) -> int:
+        """Flush what the stack has to send; what the kernel refuses now waits."""
+        self._pending.extend(self.stack.datagrams_to_send(now))
+        sent = 0
+        while self._pending:
+            data, destination = self._pending[0]
+            try:
+                self.sock.sendto(data, destination)
+            except OSError as exc:
+                if exc.errno in _BUSY:
+                    break
+                self.send_errors += 1
+                log.debug("sendto %s: %s", destination, exc)
+            self._pending.popleft()
+            sent += 1
+        return sent
+
+    @property
+    def wants_write(self) -> bool:
+        """True while datagrams wait for the kernel to take them."""
+        return bool(self._pending)
+
+    def service(self, now: float) -> None:
+        """One round: read, let timers fire, write."""
+        self.receive(now)
+        timer = self.stack.get_timer()
+        if timer is not None and timer <= now:
+            self.stack.handle_timer(now)
+        self.send(now)
+
+    def close(self) -> None:
+        self.sock.close()
