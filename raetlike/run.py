@@ -78,8 +78,7 @@ class Loop:
         ready = self._selector.select(wait)
         now = self.clock()
         for key, _ in ready:
-            driver: Driver = key.data
-            driver.receive(now)
+            key.data.receive(now)
         for driver in self.drivers:
             stack: _Timed = driver.stack  # type: ignore[assignment]
             timer = stack.get_timer()
