@@ -44,6 +44,7 @@ _FOOT_LENGTHS = tuple(foot_length(kind) for kind in FootKind)
 _FLAGS = tuple(Flag(value) for value in range(256))
 _BINARY = HeadKind.BINARY
 _PL_LIMIT = 0xFFFF
+_SEGMENTED = Flag.SEGMENTED
 
 for _kinds in (_PACKET_KINDS, _TRANSACTION_KINDS, _BODY_KINDS, _COAT_KINDS, _FOOT_KINDS):
     if [int(kind) for kind in _kinds] != list(range(len(_kinds))):  # pragma: no cover
@@ -56,8 +57,12 @@ def pack_binary(head: Head, coat_size: int) -> bytes:
     packet_size = BINARY_HEAD_SIZE + coat_size + foot_size
     if packet_size > _PL_LIMIT:
         raise LocalProtocolError(f"packet of {packet_size} bytes does not fit a binary head")
-    if head.segment_count < 1 or head.segment_number >= head.segment_count:
-        raise LocalProtocolError("segment_number must be below segment_count (at least 1)")
+    if head.segment_count < 1 or (
+        head.segment_number >= head.segment_count and head.flags & _SEGMENTED
+    ):
+        raise LocalProtocolError("segment_count must be at least 1, and above a segment's number")
+    if not math.isfinite(head.stamp):
+        raise LocalProtocolError("stamp must be finite")
     try:
         return _pack(
             MAGIC, LAYOUT, BINARY_HEAD_SIZE, head.flags, packet_size,
@@ -89,8 +94,8 @@ def parse_binary(data: bytes) -> tuple[Head, int, int]:
         raise PacketError("bad-length", "binary head lengths do not match the packet")
     if version:
         raise PacketError("bad-version", f"version {version} is not 0")
-    if segment_number >= segment_count:
-        raise PacketError("bad-field", "segment_number must be below segment_count")
+    if not segment_count or (segment_number >= segment_count and flags & _SEGMENTED):
+        raise PacketError("bad-field", "sc must be at least 1, and above sn in a segment")
     if not math.isfinite(stamp):
         raise PacketError("bad-field", "dt is not finite")
     try:
