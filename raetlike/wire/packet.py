@@ -66,13 +66,12 @@ def pack_packet(
     if head.foot_kind is not foot_kind:
         head = replace(head, foot_kind=foot_kind)
     raw_head = pack_head(head, len(coat))
+    size = len(raw_head) + len(coat) + (0 if signer is None else SIGNATURE_SIZE)
+    if size > limit:
+        raise LocalProtocolError(f"packet of {size} bytes exceeds {limit}: segment it")
     if signer is None:
-        packet = raw_head + coat
-    else:
-        packet = raw_head + coat + signer.sign(signed_bytes(raw_head, coat))
-    if len(packet) > limit:
-        raise LocalProtocolError(f"packet of {len(packet)} bytes exceeds {limit}: segment it")
-    return packet
+        return raw_head + coat
+    return raw_head + coat + signer.sign(signed_bytes(raw_head, coat))
 
 
 def parse_packet(data: bytes) -> Packet:
