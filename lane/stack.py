@@ -1,0 +1,404 @@
+"""LaneStack: a sans-IO stack of yards on UNIX-domain datagram sockets.
+
+Feed datagrams in with :meth:`LaneStack.receive_datagram`, take datagrams out
+with :meth:`LaneStack.datagrams_to_send`, report the ones the kernel refused
+with :meth:`LaneStack.send_failed`, sleep until :meth:`LaneStack.get_timer`,
+then call :meth:`LaneStack.handle_timer`; read what happened with
+:meth:`LaneStack.next_event`.  ``now`` is monotonic seconds, always passed in:
+the stack has no clock and no socket.  Addresses are socket paths (``str``).
+
+Delivery contract with the driver: every datagram handed out by
+``datagrams_to_send`` that the kernel refused is reported with ``send_failed``
+before the driver asks for more; a datagram not reported counts as taken.
+A message leaves the outbox only once every one of its pages was taken.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lane import events
+from lane.stats import Drop, LaneStats
+from lane.yard import LocalYard, Outgoing, RemoteYard, check_name, yard_path
+from raetlike.errors import BackpressureError, LocalProtocolError, PacketError
+from raetlike.wire.kinds import PageKind
+from raetlike.wire.page import Binder, PageHead, paginate, parse_page
+
+__all__ = ["BUSY_ERRORS", "LaneConfig", "LaneStack"]
+
+log = logging.getLogger(__name__)
+
+BUSY_ERRORS = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS})
+"""Errors that mean "the yard is there but its queue is full": resume where we were."""
+
+
+@dataclass(frozen=True, slots=True)
+class LaneConfig:
+    """Settings of a LaneStack."""
+
+    page_kind: PageKind = PageKind.JSON
+    """How our messages are serialized (RAET's lane default is JSON)."""
+    accept: bool = True
+    """Accept yards we do not know when they first send (RAET's default), else refuse them."""
+    allow: frozenset[str] | None = None
+    """Main yard: when given, only these yards are accepted (and routed to), whatever ``accept``."""
+    main_yard: str | None = None
+    """Name of the lane's main yard; a non-main yard routes to unknown yards through it."""
+    outbox_limit: int = 1024
+    """Messages waiting per yard before ``transmit`` raises BackpressureError."""
+    pages_per_round: int = 256
+    """Most pages handed out per yard per ``datagrams_to_send`` (fairness between yards)."""
+    busy_retry: float = 0.002
+    """First back-off after the yard's queue was full (EAGAIN, ENOBUFS)."""
+    gone_retry: float = 0.1
+    """First back-off after the yard was not there (ECONNREFUSED, ENOENT, ...)."""
+    max_retry: float = 1.0
+    """Back-off doubles up to this."""
+    unreachable_after: float = 10.0
+    """A yard failing this long gets its messages handed back as YardUnreachable."""
+    max_open_books: int = 64
+    """Half-received books kept at once."""
+    max_buffered_bytes: int = 256 * 1024 * 1024
+    """Section bytes kept at once over all half-received books."""
+
+
+class LaneStack:
+    """A sans-IO lane stack: one local yard and the yards it talks to."""
+
+    def __init__(self, local: LocalYard, config: LaneConfig | None = None,
+                 now: float = 0.0) -> None:
+        self.local = local
+        self.config = config or LaneConfig()
+        self.now = now
+        self.stats = LaneStats()
+        self.binder = Binder(max_open_books=self.config.max_open_books,
+                             max_buffered_bytes=self.config.max_buffered_bytes,
+                             stats=self.stats.binder)
+        self.yards: dict[str, RemoteYard] = {}
+        self._events: deque[events.Event] = deque()
+        self._message_id = 0
+        self._handed: set[str] = set()
+        self.closed = False
+        main = self.config.main_yard
+        if main is not None and main != local.name:
+            self.add_yard(main, main=True)
+
+    @property
+    def name(self) -> str:
+        """The local yard's name."""
+        return self.local.name
+
+    @property
+    def path(self) -> str:
+        """The local yard's socket path."""
+        return self.local.path
+
+    # == commands ==========================================================
+
+    def add_yard(self, name: str, *, path: str | None = None, main: bool = False,
+                 via: str | None = None) -> RemoteYard:
+        """Record the yard ``name`` (socket at ``path``, default the lane layout).
+
+        ``main`` marks the lane's main yard; ``via`` names the main yard to
+        route through instead of sending to the yard's own socket.
+        """
+        check_name("yard", name)
+        if name == self.local.name:
+            raise LocalProtocolError(f"{name!r} is the local yard")
+        if name in self.yards:
+            raise LocalProtocolError(f"yard {name!r} is already known")
+        if via is not None and via not in self.yards:
+            raise LocalProtocolError(f"no yard {via!r} to route through")
+        remote = RemoteYard(name=name,
+                            path=path or yard_path(self.local.directory, self.local.lane, name),
+                            via=via, main=main)
+        self.yards[name] = remote
+        return remote
+
+    def transmit(self, message: Mapping[str, Any], to: str, *, now: float | None = None) -> int:
+        """Queue ``message`` for the yard ``to``; returns its message id.
+
+        An unknown yard is added (through the main yard when one is known).
+        Raises BackpressureError when that yard's outbox is full, and
+        LocalProtocolError for a message that is not a serializable mapping
+        or is larger than a lane message may be.  If the yard stays
+        unreachable the message comes back in a YardUnreachable event.
+        """
+        self._tick(now)
+        if self.closed:
+            raise LocalProtocolError("the stack is closed")
+        if not isinstance(message, Mapping):
+            raise LocalProtocolError(f"a message must be a mapping, not {type(message).__name__}")
+        remote = self.yards.get(to) or self._add_destination(to)
+        if remote.waiting >= self.config.outbox_limit:
+            raise BackpressureError(
+                f"outbox to yard {to} is full ({self.config.outbox_limit} messages)")
+        pages = paginate(self.local.name, to, self.local.yard_session, remote.next_book_id(),
+                         message, self.config.page_kind)
+        self._message_id += 1
+        remote.outbox.append(Outgoing(self._message_id, message, pages))
+        return self._message_id
+
+    def close(self, *, now: float | None = None) -> None:
+        """Stop; every message not yet taken by the kernel comes back as YardUnreachable."""
+        self._tick(now)
+        self._confirm()
+        for remote in self.yards.values():
+            if remote.outbox:
+                self._give_up(remote, "stack closed")
+        self.closed = True
+
+    # == sans-IO pump ======================================================
+
+    def receive_datagram(self, data: bytes, source: str | None, now: float) -> None:
+        """Take one datagram from the socket ``source``; garbage is dropped and counted."""
+        self._tick(now)
+        self.stats.datagrams_received += 1
+        self.stats.bytes_received += len(data)
+        try:
+            head, body = parse_page(data)
+        except PacketError as exc:
+            self.stats.drop(Drop.MALFORMED)
+            log.debug("%s: malformed page from %s: %s", self.name, source, exc)
+            return
+        if head.source == self.local.name:
+            self.stats.drop(Drop.OWN_NAME)
+            return
+        if head.destination != self.local.name:
+            if not self.local.main:
+                self.stats.drop(Drop.WRONG_DESTINATION)
+                log.debug("%s: page for %s dropped", self.name, head.destination)
+                return
+            self._route(head, data, source)
+            return
+        remote = self._admit(head.source, source)
+        if remote is None:
+            return
+        self._note_session(remote, head.yard_session)
+        try:
+            message = self.binder.add_page(head, body)
+        except PacketError as exc:
+            self.stats.drop(Drop.BAD_BODY)
+            log.debug("%s: book from %s did not decode: %s", self.name, head.source, exc)
+            return
+        if message is not None:
+            self.stats.messages_received += 1
+            self._events.append(events.MessageReceived(
+                head.source, message, head.yard_session, head.page_count))
+
+    def datagrams_to_send(self, now: float) -> list[tuple[bytes, str]]:
+        """What to put on the wire now, as ``(page, socket path)``, in order per yard."""
+        self._tick(now)
+        self._confirm()
+        out: list[tuple[bytes, str]] = []
+        for remote in self.yards.values():
+            if not remote.outbox:
+                continue
+            if remote.blocked_until is not None:
+                if remote.blocked_until > now:
+                    continue
+                remote.blocked_until = None
+                self.stats.retries += 1
+            address = self._address(remote)
+            budget = self.config.pages_per_round
+            for outgoing in remote.outbox:
+                take = outgoing.pages[outgoing.next_page:outgoing.next_page + budget]
+                out.extend((page, address) for page in take)
+                outgoing.next_page += len(take)
+                budget -= len(take)
+                if budget <= 0:
+                    break
+            self._handed.add(remote.name)
+        self.stats.datagrams_sent += len(out)
+        self.stats.bytes_sent += sum(len(page) for page, _ in out)
+        return out
+
+    def send_failed(self, address: str, data: bytes, error: int, now: float) -> None:
+        """The kernel refused ``data`` for ``address`` with ``error`` (an errno).
+
+        The message is kept and tried again after a back-off: from the refused
+        page when the yard was busy, from its first page when it was gone (a
+        restarted yard needs the whole book).  A yard failing for
+        ``unreachable_after`` seconds gets its messages handed back.
+        """
+        self._tick(now)
+        self.stats.send_failures += 1
+        busy = error in BUSY_ERRORS
+        for remote in self.yards.values():
+            if self._address(remote) != address:
+                continue
+            for position, outgoing in enumerate(remote.outbox):
+                index = _page_index(outgoing, data)
+                if index is None:
+                    continue
+                outgoing.next_page = min(outgoing.next_page, index if busy else 0)
+                if not busy:
+                    for later in list(remote.outbox)[position + 1:]:
+                        later.next_page = 0
+                self._back_off(remote, busy, os.strerror(error))
+                return
+        log.debug("%s: failure for a page no longer queued (%s)", self.name, address)
+
+    def get_timer(self) -> float | None:
+        """The earliest moment the stack wants attention, or None when idle."""
+        times: list[float] = []
+        for remote in self.yards.values():
+            if not remote.outbox:
+                continue
+            if remote.blocked_until is not None:
+                times.append(remote.blocked_until)
+            elif any(o.next_page < len(o.pages) for o in remote.outbox):
+                times.append(self.now)
+        return min(times) if times else None
+
+    def handle_timer(self, now: float) -> None:
+        """Let due timers fire (back-offs end; the next ``datagrams_to_send`` retries)."""
+        self._tick(now)
+        self._confirm()
+
+    def next_event(self) -> events.Event | None:
+        """The oldest event not yet taken, or None."""
+        return self._events.popleft() if self._events else None
+
+    # == inbound ===========================================================
+
+    def _acceptable(self, name: str) -> bool:
+        allow = self.config.allow
+        if allow is not None:
+            return name in allow
+        return self.config.accept
+
+    def _main_paths(self) -> set[str]:
+        return {remote.path for remote in self.yards.values() if remote.main}
+
+    def _admit(self, name: str, source: str | None) -> RemoteYard | None:
+        """The known yard ``name`` sending from ``source``, or a newly accepted one."""
+        remote = self.yards.get(name)
+        if remote is not None:
+            if source and source != remote.path and source not in self._main_paths():
+                self.stats.drop(Drop.ADDRESS_MISMATCH)
+                log.debug("%s: page of %s from %s dropped", self.name, name, source)
+                return None
+            return remote
+        if not self._acceptable(name):
+            self.stats.drop(Drop.REFUSED)
+            log.debug("%s: unaccepted yard %s dropped", self.name, name)
+            return None
+        via = None
+        for main in self.yards.values():
+            if main.main and source == main.path:
+                via = main.name
+        own = yard_path(self.local.directory, self.local.lane, name)
+        path = own if via is not None or not source else source
+        remote = self.add_yard(name, path=path, via=via)
+        self.stats.yards_added += 1
+        self._events.append(events.YardAdded(name, self._address(remote)))
+        return remote
+
+    def _note_session(self, remote: RemoteYard, session: str) -> None:
+        old = remote.yard_session
+        remote.yard_session = session
+        if old is not None and old != session:
+            self._events.append(events.YardRestarted(remote.name, old, session))
+
+    def _route(self, head: PageHead, data: bytes, source: str | None) -> None:
+        """Main yard: pass a page on to the yard it is addressed to."""
+        if self._admit(head.source, source) is None:
+            return
+        destination = self.yards.get(head.destination)
+        if destination is None:
+            if not self._acceptable(head.destination):
+                self.stats.drop(Drop.UNKNOWN_DESTINATION)
+                return
+            destination = self.add_yard(head.destination)
+        if destination.via is not None or destination.waiting >= self.config.outbox_limit:
+            self.stats.drop(Drop.UNKNOWN_DESTINATION)
+            return
+        destination.outbox.append(Outgoing(0, None, [data]))
+        self.stats.pages_forwarded += 1
+
+    # == outbound ==========================================================
+
+    def _add_destination(self, name: str) -> RemoteYard:
+        main = next((r.name for r in self.yards.values() if r.main), None)
+        if self.local.main:
+            main = None
+        return self.add_yard(name, via=main)
+
+    def _address(self, remote: RemoteYard) -> str:
+        if remote.via is not None:
+            return self.yards[remote.via].path
+        return remote.path
+
+    def _confirm(self) -> None:
+        """Messages fully handed out last round and not reported as failed are sent."""
+        for name in self._handed:
+            remote = self.yards.get(name)
+            if remote is None:
+                continue
+            while remote.outbox and remote.outbox[0].next_page >= len(remote.outbox[0].pages):
+                if remote.outbox.popleft().message is not None:
+                    self.stats.messages_sent += 1
+            if remote.blocked_until is None:
+                remote.failing_since = None
+                remote.retry_delay = 0.0
+        self._handed.clear()
+
+    def _back_off(self, remote: RemoteYard, busy: bool, reason: str) -> None:
+        remote.last_error = reason
+        if remote.failing_since is None:
+            remote.failing_since = self.now
+        if remote.blocked_until is not None and remote.blocked_until > self.now:
+            return  # already backing off from an earlier page of this round
+        first = self.config.busy_retry if busy else self.config.gone_retry
+        remote.retry_delay = (first if remote.retry_delay == 0.0
+                              else min(remote.retry_delay * 2, self.config.max_retry))
+        if self.now - remote.failing_since >= self.config.unreachable_after:
+            self._give_up(remote, reason)
+            return
+        remote.blocked_until = self.now + remote.retry_delay
+        log.debug("%s: yard %s %s; retry in %.3f s", self.name, remote.name, reason,
+                  remote.retry_delay)
+
+    def _give_up(self, remote: RemoteYard, reason: str) -> None:
+        messages = [o for o in remote.outbox if o.message is not None]
+        routed = len(remote.outbox) - len(messages)
+        remote.outbox.clear()
+        remote.blocked_until = None
+        remote.failing_since = None
+        remote.retry_delay = 0.0
+        self.stats.yards_unreachable += 1
+        self.stats.messages_undelivered += len(messages)
+        self.stats.forwarded_pages_undelivered += routed
+        log.info("%s: yard %s unreachable (%s): %d messages handed back", self.name,
+                 remote.name, reason, len(messages))
+        self._events.append(events.YardUnreachable(
+            remote.name,
+            tuple(o.message_id for o in messages),
+            tuple(o.message for o in messages if o.message is not None),
+            routed,
+            reason,
+        ))
+
+    def _tick(self, now: float | None) -> None:
+        if now is not None and now > self.now:
+            self.now = now
+
+
+def _page_index(outgoing: Outgoing, data: bytes) -> int | None:
+    """Where ``data`` sits among the pages of ``outgoing`` already handed out."""
+    for index in range(outgoing.next_page):
+        if outgoing.pages[index] is data:
+            return index
+    for index in range(outgoing.next_page):
+        page = outgoing.pages[index]
+        if len(page) == len(data) and page == data:
+            return index
+    return None
+

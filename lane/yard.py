@@ -1,0 +1,128 @@
+"""Yards: who we are on a lane, and the remote yards we talk to.
+
+A yard's socket lives at ``<dir>/<lane>.<yard>.uxd`` (RAET 0.6.8's layout).
+Each process gets a fresh 18-hex-character yard session id, so receivers can
+tell a restarted yard from the one they knew.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from raetlike.errors import LocalProtocolError
+from raetlike.wire.page import MAX_BOOK_ID, YARD_SESSION_LENGTH
+
+__all__ = [
+    "SOCKET_SUFFIX",
+    "LocalYard",
+    "RemoteYard",
+    "Outgoing",
+    "new_yard_session",
+    "yard_path",
+    "check_name",
+]
+
+SOCKET_SUFFIX = ".uxd"
+_FORBIDDEN = frozenset(" \n/\x00")
+
+
+def new_yard_session() -> str:
+    """A fresh yard session id: 18 random lower-case hex characters."""
+    return secrets.token_hex(YARD_SESSION_LENGTH // 2)
+
+
+def check_name(what: str, name: str, *, dots: bool = True) -> str:
+    """``name`` if it can name a lane or yard; LocalProtocolError otherwise."""
+    bad = _FORBIDDEN if dots else _FORBIDDEN | {"."}
+    if not name or any(char in bad or ord(char) > 0xFF for char in name):
+        raise LocalProtocolError(
+            f"{what} name {name!r} must be non-empty Latin-1 without spaces, newlines"
+            + ("" if dots else ", dots") + " or slashes"
+        )
+    return name
+
+
+def yard_path(directory: str, lane: str, yard: str) -> str:
+    """The socket path of ``yard`` on ``lane`` in ``directory``."""
+    return os.path.join(directory, f"{lane}.{yard}{SOCKET_SUFFIX}")
+
+
+@dataclass(frozen=True, slots=True)
+class LocalYard:
+    """Who we are on the lane."""
+
+    name: str
+    """Our yard name (``sn`` on the pages we send)."""
+    lane: str = "lane"
+    """The lane's name; no dots (it is the first part of socket names)."""
+    directory: str = "/tmp/raetlike/uxd"  # noqa: S108 - a default dir, created 0700 by the driver
+    """Where the lane's sockets live."""
+    main: bool = False
+    """True for the lane's main yard, which routes pages between the other yards."""
+    yard_session: str = field(default_factory=new_yard_session)
+    """Fresh for each process."""
+
+    def __post_init__(self) -> None:
+        """Check the names fit the wire and the socket layout."""
+        check_name("yard", self.name)
+        check_name("lane", self.lane, dots=False)
+
+    @property
+    def path(self) -> str:
+        """Our socket path."""
+        return yard_path(self.directory, self.lane, self.name)
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """One message (or one routed page) waiting to go to a yard."""
+
+    message_id: int
+    """What ``transmit`` returned; 0 for a page the main yard routes."""
+    message: Mapping[str, Any] | None
+    """The message as given; None for a routed page."""
+    pages: list[bytes]
+    """Its datagrams."""
+    next_page: int = 0
+    """The first page not yet handed to the driver."""
+
+
+@dataclass(slots=True)
+class RemoteYard:
+    """A yard we send to or heard from."""
+
+    name: str
+    path: str
+    """Where its pages go: its own socket, or the main yard's when routed."""
+    via: str | None = None
+    """The main yard's name when we reach this yard through it."""
+    main: bool = False
+    """True when this yard is the lane's main yard (routes for us)."""
+    yard_session: str | None = None
+    """The last session id heard from it."""
+    last_book_id: int = 0
+    outbox: deque[Outgoing] = field(default_factory=deque)
+    """Not yet (fully) handed to the driver, oldest first."""
+    unconfirmed: list[Outgoing] = field(default_factory=list)
+    """Handed to the driver in the last round; done unless it reports a failure."""
+    blocked_until: float | None = None
+    """No sending before this moment (backing off after a failure)."""
+    failing_since: float | None = None
+    """When the current run of failures began."""
+    retry_delay: float = 0.0
+    last_error: str = ""
+
+    def next_book_id(self) -> int:
+        """The next book id for messages to this yard; rolls from 2**32-1 to 1."""
+        self.last_book_id = self.last_book_id + 1 if self.last_book_id < MAX_BOOK_ID else 1
+        return self.last_book_id
+
+    @property
+    def waiting(self) -> int:
+        """Messages and routed pages not yet delivered to the kernel."""
+        return len(self.outbox) + len(self.unconfirmed)
