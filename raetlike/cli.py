@@ -1,35 +1,372 @@
-"""The ``raetlike`` command line."""
+"""The ``raetlike`` command line: ``estate``, ``ping``, ``keys`` and ``demo``.
+
+Exit codes: 0 success, 1 failure (with a one-line reason on stderr), 2 usage
+error (one line naming the bad argument).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
 
 from raetlike import __version__
+from raetlike.errors import KeepError, RaetError
+from raetlike.estate import EstateOptions, default_keep_dir, run_estate
+from raetlike.keep import Acceptance, Keep
+from raetlike.ping import (
+    DEFAULT_COUNT,
+    DEFAULT_SIZE,
+    DEFAULT_TIMEOUT,
+    DEFAULT_WINDOW,
+    PingError,
+    ping,
+)
+from raetlike.udp import Address, parse_host_port
+from raetlike.wire.kinds import AutoMode
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser"]
+
+log = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port {text!r}: not a number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"invalid port {port}: must be 0..65535")
+    return port
+
+
+def _host_port(text: str) -> Address:
+    try:
+        host, port = parse_host_port(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if port == 0:
+        raise argparse.ArgumentTypeError(f"port 0 in {text!r}: give the port it listens on")
+    return host, port
+
+
+def _positive(kind: type[int] | type[float], least: float) -> Any:
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{text} is too small (at least {least:g})")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _name(text: str) -> str:
+    if not text or text in {".", ".."} or any(c.isspace() or c in "/\\\0" for c in text):
+        raise argparse.ArgumentTypeError(
+            f"invalid name {text!r}: no whitespace, '/', '\\' or NUL allowed")
+    return text
+
+
+_AUTO = {mode.name.lower(): mode for mode in AutoMode}
+
+_MAIN_EPILOG = """\
+examples:
+  raetlike demo                                    # two estates, a ping, a report
+  raetlike estate master --port 7530 --main --echo
+  raetlike estate minion1 --port 7531 --join 127.0.0.1:7530
+  raetlike ping 127.0.0.1:7530 --count 10000 --json
+  raetlike keys list
+  raetlike keys accept minion1
+"""
+
+_ESTATE_EPILOG = """\
+examples:
+  raetlike estate master --port 7530 --main --auto never
+  raetlike estate master --host 127.0.0.1 --port 0 --main --echo --keep /tmp/keep
+  raetlike estate minion1 --port 7531 --join 10.0.0.1:7530
+
+The first line on stdout is 'estate NAME listening on HOST:PORT'.
+Stop it with Ctrl-C or SIGTERM.
+"""
+
+_PING_EPILOG = """\
+examples:
+  raetlike ping 127.0.0.1:7530
+  raetlike ping 127.0.0.1:7530 --count 10000 --size 1024 --json
+  raetlike ping [::1]:7530 --count 1 --size 1000000 --timeout 30
+
+The pinged estate must be a main estate started with --echo.  Exit status 0
+only when every echo came back.
+"""
+
+_KEYS_EPILOG = """\
+examples:
+  raetlike keys list --keep /tmp/keep
+  raetlike keys accept minion1 --keep /tmp/keep
+  raetlike keys accept --all
+  raetlike keys reject intruder
+  raetlike keys delete minion1 --json
+
+--keep is the directory given to 'raetlike estate --keep' (holding one keep
+per estate; pick one with --estate when it holds several) or one estate's
+keep directory itself.
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="raetlike",
+    """The ``raetlike`` argument parser with every subcommand."""
+    common = _Parser(add_help=False)
+    common.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+    common.add_argument("-q", "--quiet", action="count", default=0, help="less log output")
+
+    parser = _Parser(
+        prog="raetlike", parents=[common],
         description="A secure, reliable, asynchronous event transport (RAET 0.6.8 compatible).",
+        epilog=_MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"raetlike {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
-    parser.add_argument("-q", "--quiet", action="count", default=0, help="less log output")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    estate = commands.add_parser(
+        "estate", parents=[common], help="run an estate until interrupted",
+        description="Run an estate on UDP until SIGINT/SIGTERM, logging joins, allows, "
+                    "presence and messages.",
+        epilog=_ESTATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    estate.add_argument("name", metavar="NAME", type=_name, help="the estate's name")
+    estate.add_argument("--port", type=_port, required=True, metavar="P",
+                        help="UDP port to listen on (0: any free port)")
+    estate.add_argument("--host", default="0.0.0.0", metavar="H",  # noqa: S104 - as RAET
+                        help="address to listen on (default: 0.0.0.0)")
+    estate.add_argument("--main", action="store_true", help="be the road's main estate")
+    estate.add_argument("--join", type=_host_port, metavar="HOST:PORT",
+                        help="join the main estate at HOST:PORT")
+    estate.add_argument("--auto", choices=list(_AUTO), default="once",
+                        help="acceptance of new keys (default: once)")
+    estate.add_argument("--keep", type=Path, metavar="DIR",
+                        help=f"keep directory (default: {default_keep_dir()})")
+    estate.add_argument("--echo", action="store_true",
+                        help="send every message received back to its sender")
+
+    pinger = commands.add_parser(
+        "ping", parents=[common], help="time echoes from an --echo estate",
+        description="Join an echoing main estate with a temporary estate, send numbered "
+                    "messages (many in flight) and report messages/s and round-trip times.",
+        epilog=_PING_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    pinger.add_argument("target", metavar="HOST:PORT", type=_host_port,
+                        help="the estate to ping")
+    pinger.add_argument("--count", type=_positive(int, 1), default=DEFAULT_COUNT,
+                        metavar="N", help=f"messages to send (default: {DEFAULT_COUNT})")
+    pinger.add_argument("--size", type=_positive(int, 0), default=DEFAULT_SIZE,
+                        metavar="BYTES", help=f"payload per message (default: {DEFAULT_SIZE})")
+    pinger.add_argument("--timeout", type=_positive(float, 0.001), default=DEFAULT_TIMEOUT,
+                        metavar="S", help=f"give up after S seconds (default: {DEFAULT_TIMEOUT:g})")
+    pinger.add_argument("--window", type=_positive(int, 1), default=DEFAULT_WINDOW,
+                        metavar="W", help=f"messages in flight (default: {DEFAULT_WINDOW})")
+    pinger.add_argument("--json", action="store_true", help="print one JSON object")
+
+    keys = commands.add_parser(
+        "keys", parents=[common], help="list, accept, reject or delete remote keys",
+        description="Manage the keys remote estates presented (by role), like salt-key.",
+        epilog=_KEYS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    keys.add_argument("action", choices=["list", "accept", "reject", "delete"])
+    keys.add_argument("role", metavar="NAME|ROLE", nargs="?", type=_name,
+                      help="the role (or remote estate name) to act on")
+    keys.add_argument("--all", action="store_true",
+                      help="accept or reject every pending role")
+    keys.add_argument("--keep", type=Path, metavar="DIR",
+                      help=f"keep directory (default: {default_keep_dir()})")
+    keys.add_argument("--estate", type=_name, metavar="NAME",
+                      help="which estate's keep, when DIR holds several")
+    keys.add_argument("--json", action="store_true", help="print JSON")
+
+    commands.add_parser(
+        "demo", parents=[common], help="two estates, a ping and a report",
+        description="Start a main and a minion estate as processes, ping through them, "
+                    "print a short report and clean up.",
+        epilog="example:\n  raetlike demo\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.INFO - 10 * args.verbose + 10 * args.quiet
-    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(message)s",
+                        stream=sys.stderr)
     if args.command is None:
         parser.print_help(sys.stderr)
-        return 2
-    return 0
+        return EXIT_USAGE
+    try:
+        if args.command == "estate":
+            return _estate(args)
+        if args.command == "ping":
+            return _ping(args)
+        if args.command == "keys":
+            return _keys(args, parser)
+        return _demo()
+    except (RaetError, OSError) as exc:
+        return _fail(str(exc))
+
+
+def _fail(reason: str) -> int:
+    print(f"raetlike: error: {reason}", file=sys.stderr)
+    return EXIT_FAILURE
+
+
+def _estate(args: argparse.Namespace) -> int:
+    options = EstateOptions(
+        name=args.name, host=args.host, port=args.port, main=args.main, join=args.join,
+        auto=_AUTO[args.auto], keep_dir=args.keep, echo=args.echo,
+    )
+    return run_estate(options, sys.stdout)
+
+
+def _ping(args: argparse.Namespace) -> int:
+    show = sys.stdout.isatty() and not args.json
+
+    def progress(done: int, total: int) -> None:
+        if show:
+            sys.stdout.write(f"\r{done}/{total} echoed")
+            sys.stdout.flush()
+
+    try:
+        result = ping(args.target, count=args.count, size=args.size, timeout=args.timeout,
+                      window=args.window, progress=progress)
+    except PingError as exc:
+        if show:
+            sys.stdout.write("\n")
+        if args.json:
+            print(json.dumps({"ok": False, "error": str(exc)}))
+        return _fail(str(exc))
+    if show:
+        sys.stdout.write("\r")
+    if args.json:
+        print(json.dumps(result.as_dict()))
+    else:
+        figures = result.as_dict()
+        print(f"{figures['echoed']}/{result.count} echoed by {result.remote} at "
+              f"{figures['target']} ({result.size} B each) in {result.seconds:.3f} s: "
+              f"{result.messages_per_second:.0f} msgs/s, "
+              f"rtt p50 {figures['rtt_p50_ms']:.2f} ms, p99 {figures['rtt_p99_ms']:.2f} ms")
+    return EXIT_OK
+
+
+# -- keys -------------------------------------------------------------------
+
+
+def _open_keep(directory: Path | None, estate: str | None) -> Keep:
+    """The keep named by ``--keep`` (and ``--estate``), which must exist already."""
+    base = (directory or default_keep_dir()).expanduser()
+    if estate is not None:
+        if not (base / estate / "local").is_dir():
+            raise KeepError(f"{base / estate}: no keep of estate {estate!r}")
+        return Keep(base, estate)
+    if (base / "local").is_dir() and (base / "role").is_dir():
+        return Keep(base.parent, base.name)
+    if not base.is_dir():
+        raise KeepError(f"{base}: no such keep directory")
+    found = sorted(p.name for p in base.iterdir() if (p / "local").is_dir())
+    if not found:
+        raise KeepError(f"{base}: holds no estate keep")
+    if len(found) > 1:
+        raise KeepError(f"{base}: holds the keeps of {', '.join(found)}; pick one with --estate")
+    return Keep(base, found[0])
+
+
+def _role_of(keep: Keep, name: str, *, unknown_ok: bool = False) -> str:
+    """``name`` as a role: a kept role, else the role of the remote estate so named."""
+    if keep.load_role(name) is not None:
+        return name
+    remote = keep.load_remote(name)
+    if remote is not None:
+        return remote.role
+    if unknown_ok:
+        return name
+    raise KeepError(f"{keep.directory}: no role or remote estate named {name!r}")
+
+
+_STATUS = {
+    Acceptance.PENDING: "pending",
+    Acceptance.ACCEPTED: "accepted",
+    Acceptance.REJECTED: "rejected",
+    None: "pending",
+}
+
+
+def _keys(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    keep = _open_keep(args.keep, args.estate)
+    if args.action == "list":
+        return _keys_list(keep, as_json=args.json)
+    done: list[str] = []
+    for role in _roles_to_change(keep, args, parser):
+        if args.action == "accept":
+            keep.accept(role)
+        elif args.action == "reject":
+            keep.reject(role)
+        elif not keep.delete(role):
+            raise KeepError(f"{keep.remote_role_path(role)}: no such role")
+        done.append(role)
+    verb = {"accept": "accepted", "reject": "rejected", "delete": "deleted"}[args.action]
+    if args.json:
+        print(json.dumps({"estate": keep.stack_name, verb: done}))
+    else:
+        for role in done:
+            print(f"{verb} {role}")
+        if not done:
+            print(f"no pending roles to {args.action}")
+    return EXIT_OK
+
+
+def _roles_to_change(keep: Keep, args: argparse.Namespace,
+                     parser: argparse.ArgumentParser) -> list[str]:
+    if args.all and args.action in {"accept", "reject"}:
+        if args.role is not None:
+            parser.error(f"keys {args.action}: give NAME or --all, not both")
+        return [r.role for r in keep.list_roles() if _STATUS[r.acceptance] == "pending"]
+    if args.role is None:
+        parser.error(f"keys {args.action}: NAME|ROLE is required")
+    return [_role_of(keep, args.role, unknown_ok=args.action == "reject")]
+
+
+def _keys_list(keep: Keep, *, as_json: bool) -> int:
+    groups: dict[str, list[dict[str, str]]] = {"pending": [], "accepted": [], "rejected": []}
+    for record in keep.list_roles():
+        groups[_STATUS[record.acceptance]].append({
+            "role": record.role,
+            "verify_key": "" if record.verify_key is None else record.verify_key.hex(),
+        })
+    if as_json:
+        print(json.dumps({"estate": keep.stack_name,
+                          **{status: [r["role"] for r in rows] for status, rows in groups.items()},
+                          "keys": groups}))
+        return EXIT_OK
+    for status, rows in groups.items():
+        print(f"{status.capitalize()} roles:")
+        for row in rows:
+            print(f"  {row['role']}  {row['verify_key'][:16]}")
+    return EXIT_OK
+
+
+def _demo() -> int:
+    from raetlike.demo import run_demo  # noqa: PLC0415 - only the demo needs subprocesses
+
+    return run_demo(sys.stdout)

@@ -1,0 +1,176 @@
+"""Run one estate over UDP until told to stop: the body of ``raetlike estate``.
+
+The estate's identity and keys come from its keep (created on first use),
+kept remotes are restored, and every join, allow, presence change and
+message is logged as one line naming the estate.  With ``echo`` every
+message received goes back to its sender unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import TextIO
+
+from raetlike.errors import BackpressureError, LocalProtocolError
+from raetlike.ping import format_address
+from raetlike.run import Loop
+from raetlike.udp import Address, UdpDriver
+from raetlike.wire.kinds import AutoMode
+from road import events
+from road.persist import open_estate
+from road.stack import RoadConfig, RoadStack
+
+__all__ = ["EstateOptions", "default_keep_dir", "run_estate"]
+
+log = logging.getLogger(__name__)
+
+IDLE_STEP = 0.5  # longest sleep in the selector, so a stop request is seen promptly
+
+
+def default_keep_dir() -> Path:
+    """The per-user keep directory: ``$XDG_DATA_HOME/raetlike/keep`` or ``~/.local/share/...``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "raetlike" / "keep"
+
+
+@dataclass(frozen=True, slots=True)
+class EstateOptions:
+    """What ``raetlike estate`` was asked to run."""
+
+    name: str
+    """The estate's name (also its keep's stack name)."""
+    host: str
+    """Host to bind."""
+    port: int
+    """UDP port to bind (0: any free port)."""
+    main: bool = False
+    """Whether this is the road's main estate (admits joiners)."""
+    join: Address | None = None
+    """A main estate to join at start."""
+    auto: AutoMode = AutoMode.ONCE
+    """Acceptance of keys never seen before."""
+    keep_dir: Path | None = None
+    """Base directory of keeps; None means :func:`default_keep_dir`."""
+    echo: bool = False
+    """Send every message received back to its sender."""
+
+
+class _Estate:
+    """A running estate: stack, socket, loop and the event log."""
+
+    def __init__(self, options: EstateOptions, clock: Callable[[], float]) -> None:
+        self.options = options
+        self.clock = clock
+        keep_dir = options.keep_dir or default_keep_dir()
+        local, self.keep = open_estate(keep_dir, options.name, main=options.main,
+                                       host_address=(options.host, options.port),
+                                       auto=options.auto)
+        self.stack = RoadStack(local, RoadConfig(auto=options.auto), keep=self.keep,
+                               now=clock())
+        self.keep.restore_remotes(self.stack)
+        self.loop = Loop(clock)
+        self.driver = UdpDriver(self.stack, options.host, options.port)
+        self.loop.add(self.driver)
+        self.keep.record_address(self.driver.address)
+        self.stopping = False
+        self.undelivered = 0
+
+    @property
+    def name(self) -> str:
+        return self.stack.name
+
+    def run(self) -> None:
+        if self.options.join is not None:
+            self.stack.join(self.options.join, now=self.clock())
+        while not self.stopping:
+            self.loop.run_once(max_wait=IDLE_STEP)
+            self.handle_events()
+            self.driver.send(self.clock())
+
+    def close(self) -> None:
+        self.stack.close(now=self.clock())
+        self.handle_events()
+        self.loop.close()
+
+    def handle_events(self) -> None:
+        while (event := self.stack.next_event()) is not None:
+            self.handle(event)
+
+    def handle(self, event: events.Event) -> None:  # noqa: PLR0912 - one branch per event kind
+        name, remote = self.name, event.remote
+        if isinstance(event, events.MessageReceived):
+            log.info("estate %s: message from %s (transaction %d, %d segments)",
+                     name, remote, event.transaction_id, event.segments)
+            if self.options.echo:
+                self.echo(event)
+        elif isinstance(event, events.MessageSent):
+            log.debug("estate %s: message %d delivered to %s", name, event.message_id, remote)
+        elif isinstance(event, events.MessageExpired):
+            self.undelivered += 1
+            log.warning("estate %s: message %d to %s undelivered: %s",
+                        name, event.message_id, remote, event.reason)
+        elif isinstance(event, events.Joined):
+            log.info("estate %s: joined %s (uid %d%s, %s)", name, remote, event.uid,
+                     ", main" if event.main else "",
+                     "we asked" if event.initiator else "it asked")
+        elif isinstance(event, events.JoinPending):
+            if event.local:
+                log.warning("estate %s: join of %s pending: accept it with "
+                            "'raetlike keys accept %s'", name, remote, event.role)
+            else:
+                log.warning("estate %s: our join to %s is pending its operator", name, remote)
+        elif isinstance(event, events.JoinRejected):
+            log.warning("estate %s: join with %s rejected: %s", name, remote, event.reason)
+        elif isinstance(event, events.Allowed):
+            log.info("estate %s: allowed %s (session %d)", name, remote, event.session_id)
+        elif isinstance(event, events.Alive):
+            log.info("estate %s: %s is alive", name, remote)
+        elif isinstance(event, events.RemoteLost):
+            log.info("estate %s: %s lost: %s", name, remote, event.reason)
+        elif isinstance(event, events.RemoteReaped):
+            log.info("estate %s: %s reaped", name, remote)
+        elif isinstance(event, events.RemoteRemoved):
+            log.info("estate %s: %s removed: %s", name, remote, event.reason)
+        elif isinstance(event, events.JoinFailed | events.AllowFailed):
+            log.debug("estate %s: %s with %s: %s", name, type(event).__name__, remote,
+                      event.reason)
+
+    def echo(self, event: events.MessageReceived) -> None:
+        try:
+            self.stack.transmit(event.body, to=event.remote, now=self.clock())
+        except (BackpressureError, LocalProtocolError) as exc:
+            log.warning("estate %s: cannot echo to %s: %s", self.name, event.remote, exc)
+
+
+def run_estate(options: EstateOptions, out: TextIO,
+               clock: Callable[[], float] = time.monotonic) -> int:
+    """Run until SIGINT or SIGTERM; the first line on ``out`` is where it listens.
+
+    Returns 0 after a clean shutdown (undelivered messages are logged).
+    Raises :class:`~raetlike.errors.KeepError` for an unusable keep and
+    :class:`OSError` when the address cannot be bound.
+    """
+    estate = _Estate(options, clock)
+    out.write(f"estate {estate.name} listening on {format_address(estate.driver.address)}\n")
+    out.flush()
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        log.info("estate %s: %s, stopping", estate.name, signal.Signals(signum).name)
+        estate.stopping = True
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        estate.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        estate.close()
+    log.info("estate %s: stopped; %d undelivered message(s)", estate.name, estate.undelivered)
+    return 0

@@ -1,0 +1,269 @@
+"""Ping an estate that echoes: join it, allow, send numbered messages, time the echoes.
+
+:func:`ping` runs a temporary estate (a fresh name, an in-memory keep) over a
+real UDP socket, keeps up to ``window`` messages in flight, and measures each
+message's round trip from ``transmit`` to the arrival of its echo.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from raetlike.errors import BackpressureError, RaetError
+from raetlike.run import Loop
+from raetlike.udp import Address, UdpDriver
+from raetlike.wire.kinds import AutoMode
+from road import events
+from road.keeping import MemoryKeep
+from road.stack import LocalEstate, RoadConfig, RoadStack
+
+__all__ = ["PingError", "PingResult", "ping", "percentile", "format_address"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_COUNT = 1000
+DEFAULT_SIZE = 100
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_WINDOW = 16
+STEP = 0.05  # longest sleep in the selector between looks at the clock
+
+Progress = Callable[[int, int], None]
+"""Called now and then with (echoes back, messages to send)."""
+
+
+class PingError(RaetError):
+    """A ping that did not get every echo back; the message is the one-line reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class PingResult:
+    """What a completed ping measured."""
+
+    target: Address
+    """The address pinged."""
+    remote: str
+    """The name the pinged estate gave in its join."""
+    count: int
+    """Messages sent, all echoed."""
+    size: int
+    """Payload bytes per message."""
+    join_seconds: float
+    """From the first join request to the completed allow."""
+    seconds: float
+    """From the first transmit to the last echo."""
+    round_trips: tuple[float, ...]
+    """Each message's round trip in seconds, in sequence order."""
+
+    @property
+    def messages_per_second(self) -> float:
+        """Echoed messages per second over the whole run."""
+        return self.count / self.seconds if self.seconds > 0 else math.inf
+
+    @property
+    def rtt_p50(self) -> float:
+        """Median round trip, seconds."""
+        return percentile(self.round_trips, 50)
+
+    @property
+    def rtt_p99(self) -> float:
+        """99th percentile round trip, seconds."""
+        return percentile(self.round_trips, 99)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary (times in milliseconds)."""
+        return {
+            "ok": True,
+            "target": format_address(self.target),
+            "remote": self.remote,
+            "count": self.count,
+            "echoed": len(self.round_trips),
+            "size": self.size,
+            "join_ms": round(self.join_seconds * 1000, 3),
+            "seconds": round(self.seconds, 6),
+            "messages_per_second": round(self.messages_per_second, 1),
+            "rtt_p50_ms": round(self.rtt_p50 * 1000, 3),
+            "rtt_p99_ms": round(self.rtt_p99 * 1000, 3),
+            "rtt_max_ms": round(max(self.round_trips, default=0.0) * 1000, 3),
+        }
+
+
+def percentile(values: tuple[float, ...] | list[float], rank: float) -> float:
+    """The nearest-rank ``rank``-th percentile of ``values`` (0.0 when empty)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = max(0, math.ceil(rank / 100 * len(ordered)) - 1)
+    return ordered[min(index, len(ordered) - 1)]
+
+
+def format_address(address: Address) -> str:
+    """``HOST:PORT``, with brackets around an IPv6 host."""
+    host, port = address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class _Pinger:
+    """One ping run: the stack, its socket and the bookkeeping of sequence numbers."""
+
+    def __init__(self, target: Address, count: int, size: int, window: int,
+                 clock: Callable[[], float]) -> None:
+        self.target = target
+        self.count = count
+        self.window = window
+        self.clock = clock
+        self.payload = "x" * size
+        name = f"ping-{secrets.token_hex(4)}"
+        self.stack = RoadStack(LocalEstate(name), RoadConfig(auto=AutoMode.ONCE),
+                               keep=MemoryKeep(AutoMode.ONCE), now=clock())
+        self.loop = Loop(clock)
+        bind_host = "::" if ":" in target[0] else "0.0.0.0"  # noqa: S104 - any local interface
+        self.driver = UdpDriver(self.stack, bind_host, 0)
+        self.loop.add(self.driver)
+        self.remote = ""
+        self.allowed = False
+        self.pended = False
+        self.failure = ""
+        self.next_seq = 0
+        self.sent_at: dict[int, float] = {}
+        self.round_trips: dict[int, float] = {}
+
+    def close(self) -> None:
+        self.stack.close(now=self.clock())
+        self.loop.close()
+
+    def run_until(self, done: Callable[[], bool], deadline: float,
+                  tick: Callable[[], None] | None = None) -> bool:
+        while not done() and not self.failure:
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                return False
+            self.loop.run_once(max_wait=min(remaining, STEP))
+            self.handle_events()
+            if tick is not None:
+                tick()
+            self.driver.send(self.clock())
+        return done()
+
+    def handle_events(self) -> None:
+        while (event := self.stack.next_event()) is not None:
+            self.handle(event)
+        self.fill_window()
+
+    def handle(self, event: events.Event) -> None:
+        if isinstance(event, events.Joined):
+            self.remote = event.remote
+            log.debug("%s: joined %s (uid %d)", self.stack.name, event.remote, event.uid)
+        elif isinstance(event, events.Allowed):
+            self.remote = event.remote
+            self.allowed = True
+            log.debug("%s: allowed %s", self.stack.name, event.remote)
+        elif isinstance(event, events.JoinPending):
+            self.pended = True
+            log.info("%s: join pending: %s must accept role %r", self.stack.name,
+                     format_address(self.target), self.stack.local.role)
+        elif isinstance(event, events.JoinRejected):
+            self.failure = f"join rejected by {format_address(self.target)}: {event.reason}"
+        elif isinstance(event, events.RemoteRemoved):
+            self.failure = f"{format_address(self.target)} removed us: {event.reason}"
+        elif isinstance(event, events.MessageReceived):
+            self.echoed(event.body)
+        elif isinstance(event, events.MessageExpired):
+            self.failure = f"message {event.message_id} expired: {event.reason}"
+        elif isinstance(event, events.JoinFailed | events.AllowFailed):
+            log.debug("%s: %s with %s; retrying", self.stack.name, event.reason, event.remote)
+
+    def echoed(self, body: Any) -> None:
+        now = self.clock()
+        seq = body.get("seq") if isinstance(body, dict) else None
+        if not isinstance(seq, int) or seq not in self.sent_at or seq in self.round_trips:
+            log.debug("%s: ignoring a message that is no echo of ours", self.stack.name)
+            return
+        if body.get("payload") != self.payload:
+            self.failure = f"echo of message {seq} came back changed"
+            return
+        self.round_trips[seq] = now - self.sent_at[seq]
+
+    def fill_window(self) -> None:
+        if not self.allowed:
+            return
+        while (self.next_seq < self.count
+               and self.next_seq - len(self.round_trips) < self.window):
+            seq = self.next_seq
+            try:
+                self.stack.transmit({"seq": seq, "payload": self.payload}, to=self.remote,
+                                    now=self.clock())
+            except BackpressureError:
+                return
+            self.sent_at[seq] = self.clock()
+            self.next_seq += 1
+
+
+def ping(
+    target: Address,
+    *,
+    count: int = DEFAULT_COUNT,
+    size: int = DEFAULT_SIZE,
+    timeout: float = DEFAULT_TIMEOUT,
+    window: int = DEFAULT_WINDOW,
+    progress: Progress | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> PingResult:
+    """Join the echoing estate at ``target``, send ``count`` messages, wait for every echo.
+
+    Raises :class:`PingError` with a one-line reason when the join is
+    rejected or not every echo is back within ``timeout`` seconds (counted
+    from the start, join included).
+    """
+    if count < 1 or size < 0 or window < 1 or timeout <= 0:
+        raise ValueError("count and window must be at least 1, size at least 0, timeout > 0")
+    started = clock()
+    deadline = started + timeout
+    pinger = _Pinger(target, count, size, window, clock)
+    try:
+        pinger.stack.join(target, now=clock())
+        if not pinger.run_until(lambda: pinger.allowed, deadline):
+            raise PingError(pinger.failure or _no_join(target, pinger, timeout))
+        allowed_at = clock()
+        pinger.fill_window()
+        first = clock()
+        last_report = first
+
+        def tick() -> None:
+            nonlocal last_report
+            if progress is not None and clock() - last_report >= 0.2:
+                last_report = clock()
+                progress(len(pinger.round_trips), count)
+
+        if not pinger.run_until(lambda: len(pinger.round_trips) == count, deadline, tick):
+            raise PingError(pinger.failure or (
+                f"timed out after {timeout:g} s: {len(pinger.round_trips)} of {count} "
+                f"echoes back from {format_address(target)}"))
+        end = clock()
+        if progress is not None:
+            progress(count, count)
+    finally:
+        pinger.close()
+    return PingResult(
+        target=target, remote=pinger.remote, count=count, size=size,
+        join_seconds=allowed_at - started, seconds=end - first,
+        round_trips=tuple(pinger.round_trips[seq] for seq in range(count)),
+    )
+
+
+def _no_join(target: Address, pinger: _Pinger, timeout: float) -> str:
+    where = format_address(target)
+    if pinger.remote:
+        return f"timed out after {timeout:g} s: joined {where} but the allow did not complete"
+    if pinger.pended:
+        role = pinger.stack.local.role
+        return (f"timed out after {timeout:g} s: join still pending at {where} "
+                f"(accept role {role} there: raetlike keys accept {role})")
+    if pinger.stack.stats.datagrams_received == 0:
+        return f"timed out after {timeout:g} s: no answer from {where}"
+    return f"timed out after {timeout:g} s waiting to join {where}"
