@@ -206,10 +206,13 @@ class LaneStack:
                 remote.blocked_until = None
                 self.stats.retries += 1
             address = self._address(remote)
+            remote.first_handed = None
             budget = self.config.pages_per_round
             for outgoing in remote.outbox:
                 take = outgoing.pages[outgoing.next_page:outgoing.next_page + budget]
                 out.extend((page, address) for page in take)
+                if take and remote.first_handed is None:
+                    remote.first_handed = take[0]
                 outgoing.next_page += len(take)
                 budget -= len(take)
                 if budget <= 0:
@@ -229,6 +232,8 @@ class LaneStack:
         """
         self._tick(now)
         self.stats.send_failures += 1
+        self.stats.datagrams_sent -= 1  # counted when handed out; the kernel did not take it
+        self.stats.bytes_sent -= len(data)
         busy = error in BUSY_ERRORS
         for remote in self.yards.values():
             if self._address(remote) != address:
@@ -241,6 +246,9 @@ class LaneStack:
                 if not busy:
                     for later in list(remote.outbox)[position + 1:]:
                         later.next_page = 0
+                if busy and data is not remote.first_handed:
+                    remote.failing_since = None  # the yard took pages this round: not stuck
+                    remote.retry_delay = 0.0
                 self._back_off(remote, busy, os.strerror(error))
                 return
         log.debug("%s: failure for a page no longer queued (%s)", self.name, address)

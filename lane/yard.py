@@ -115,6 +115,8 @@ class RemoteYard:
     failing_since: float | None = None
     """When the current run of failures began."""
     retry_delay: float = 0.0
+    first_handed: bytes | None = None
+    """The first page handed to the driver in the current round (to tell progress)."""
     last_error: str = ""
 
     def next_book_id(self) -> int:
