@@ -312,8 +312,11 @@ class LaneStack:
     def _note_session(self, remote: RemoteYard, session: str) -> None:
         old = remote.yard_session
         remote.yard_session = session
-        if old is not None and old != session:
+        if old is None or old == session:
+            return
+        if session not in remote.past_sessions:
             self._events.append(events.YardRestarted(remote.name, old, session))
+        remote.past_sessions.append(old)
 
     def _route(self, head: PageHead, data: bytes, source: str | None) -> None:
         """Main yard: pass a page on to the yard it is addressed to."""

@@ -105,6 +105,8 @@ class RemoteYard:
     """True when this yard is the lane's main yard (routes for us)."""
     yard_session: str | None = None
     """The last session id heard from it."""
+    past_sessions: deque[str] = field(default_factory=lambda: deque(maxlen=8))
+    """Session ids heard before the current one (a straggler is not a restart)."""
     last_book_id: int = 0
     outbox: deque[Outgoing] = field(default_factory=deque)
     """Not yet (fully) handed to the driver, oldest first."""
