@@ -9,7 +9,8 @@ the stack has no clock and no socket.  Addresses are socket paths (``str``).
 
 Delivery contract with the driver: every datagram handed out by
 ``datagrams_to_send`` that the kernel refused is reported with ``send_failed``
-before the driver asks for more; a datagram not reported counts as taken.
+before the driver makes any other call on the stack; a datagram not reported
+by then counts as taken.
 A message leaves the outbox only once every one of its pages was taken.
 """
 
@@ -131,6 +132,7 @@ class LaneStack:
         unreachable the message comes back in a YardUnreachable event.
         """
         self._tick(now)
+        self._confirm()
         if self.closed:
             raise LocalProtocolError("the stack is closed")
         if not isinstance(message, Mapping):
@@ -159,6 +161,7 @@ class LaneStack:
     def receive_datagram(self, data: bytes, source: str | None, now: float) -> None:
         """Take one datagram from the socket ``source``; garbage is dropped and counted."""
         self._tick(now)
+        self._confirm()
         self.stats.datagrams_received += 1
         self.stats.bytes_received += len(data)
         try:
@@ -272,6 +275,7 @@ class LaneStack:
 
     def next_event(self) -> events.Event | None:
         """The oldest event not yet taken, or None."""
+        self._confirm()
         return self._events.popleft() if self._events else None
 
     # == inbound ===========================================================
