@@ -28,7 +28,7 @@ __all__ = ["DemoError", "run_demo", "start_estate"]
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 10.0
-SMALL_COUNT = 1000
+SMALL_COUNT = 500
 SMALL_SIZE = 100
 BIG_SIZE = 1_000_000
 POLL = 0.02
