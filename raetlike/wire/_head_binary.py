@@ -14,7 +14,7 @@ import math
 import struct
 
 from raetlike.errors import LocalProtocolError, PacketError
-from raetlike.wire._head_model import Head, foot_length
+from raetlike.wire._head_model import Head, build_head, foot_length
 from raetlike.wire.kinds import (
     BodyKind,
     CoatKind,
@@ -100,7 +100,7 @@ def parse_binary(data: bytes) -> tuple[Head, int, int]:
         raise PacketError("bad-field", "dt is not finite")
     try:
         foot = _FOOT_KINDS[foot_kind]
-        head = Head(
+        head = build_head(
             _PACKET_KINDS[packet_kind], _TRANSACTION_KINDS[transaction_kind],
             source_uid, destination_uid, session_id, transaction_id, _FLAGS[flags],
             segment_number, segment_count, message_length, _BODY_KINDS[body_kind],

@@ -29,6 +29,7 @@ __all__ = [
     "UINT32_MAX",
     "UINT16_MAX",
     "UINT8_MAX",
+    "build_head",
     "check_head",
     "check_parsed",
     "foot_length",
@@ -63,6 +64,92 @@ class Head:
     stamp: float = 0.0  # dt (native heads write it with "%f": six decimals)
     order_index: int = 0  # oi
     version: int = 0  # vn
+
+
+class _HeadBuilder:
+    """A mutable twin of :class:`Head` with the same slots, for :func:`build_head`.
+
+    A frozen dataclass sets each field through ``object.__setattr__``, which
+    costs more than everything else a binary head parse does; building the
+    twin with plain stores and then making it a :class:`Head` is several
+    times faster and gives an equal, equally immutable object.
+    """
+
+    __slots__ = ("packet_kind", "transaction_kind", "source_uid", "destination_uid",  # noqa: RUF023
+                 "session_id", "transaction_id", "flags", "segment_number",
+                 "segment_count", "message_length", "body_kind", "coat_kind", "foot_kind",
+                 "head_kind", "stamp", "order_index", "version")
+
+    def __init__(  # noqa: PLR0917 - one argument per head field, in field order
+        self,
+        packet_kind: PacketKind,
+        transaction_kind: TransactionKind,
+        source_uid: int,
+        destination_uid: int,
+        session_id: int,
+        transaction_id: int,
+        flags: Flag,
+        segment_number: int,
+        segment_count: int,
+        message_length: int,
+        body_kind: BodyKind,
+        coat_kind: CoatKind,
+        foot_kind: FootKind,
+        head_kind: HeadKind,
+        stamp: float,
+        order_index: int,
+        version: int,
+    ) -> None:
+        self.packet_kind = packet_kind
+        self.transaction_kind = transaction_kind
+        self.source_uid = source_uid
+        self.destination_uid = destination_uid
+        self.session_id = session_id
+        self.transaction_id = transaction_id
+        self.flags = flags
+        self.segment_number = segment_number
+        self.segment_count = segment_count
+        self.message_length = message_length
+        self.body_kind = body_kind
+        self.coat_kind = coat_kind
+        self.foot_kind = foot_kind
+        self.head_kind = head_kind
+        self.stamp = stamp
+        self.order_index = order_index
+        self.version = version
+
+
+if _HeadBuilder.__slots__ != Head.__slots__:  # pragma: no cover - guards the twin
+    raise ImportError("_HeadBuilder must have exactly Head's slots, in order")
+
+
+def build_head(  # noqa: PLR0917 - one argument per head field, in field order
+    packet_kind: PacketKind,
+    transaction_kind: TransactionKind,
+    source_uid: int,
+    destination_uid: int,
+    session_id: int,
+    transaction_id: int,
+    flags: Flag,
+    segment_number: int,
+    segment_count: int,
+    message_length: int,
+    body_kind: BodyKind,
+    coat_kind: CoatKind,
+    foot_kind: FootKind,
+    head_kind: HeadKind,
+    stamp: float,
+    order_index: int,
+    version: int,
+) -> Head:
+    """``Head(...)`` with every field given in order, built fast (see :class:`_HeadBuilder`)."""
+    built = _HeadBuilder(
+        packet_kind, transaction_kind, source_uid, destination_uid, session_id,
+        transaction_id, flags, segment_number, segment_count, message_length, body_kind,
+        coat_kind, foot_kind, head_kind, stamp, order_index, version,
+    )
+    built.__class__ = Head  # type: ignore[assignment]
+    return built  # type: ignore[return-value]
 
 
 _FOOT_LENGTHS = {FootKind.NADA: 0, FootKind.NACL: 64}

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 from raetlike.errors import PacketError
-from raetlike.wire._head_model import Head, foot_length
+from raetlike.wire._head_model import Head, build_head, foot_length
 from raetlike.wire.kinds import (
     BodyKind,
     CoatKind,
@@ -73,22 +73,22 @@ def head_from_fields(fields: Mapping[str, int | float], kind: HeadKind) -> Head:
     flags = int(ints.get("fg", 0))
     if not 0 <= flags <= 0xFF:
         raise PacketError("bad-field", "fg does not fit one byte")
-    return Head(
-        packet_kind=_kind(PacketKind, "pk", int(ints.get("pk", 0))),
-        transaction_kind=_kind(TransactionKind, "tk", int(ints.get("tk", 0))),
-        source_uid=int(ints.get("se", 0)),
-        destination_uid=int(ints.get("de", 0)),
-        session_id=int(ints.get("si", 0)),
-        transaction_id=int(ints.get("ti", 0)),
-        flags=Flag(flags),
-        segment_number=int(ints.get("sn", 0)),
-        segment_count=int(ints.get("sc", 1)),
-        message_length=int(ints.get("ml", 0)),
-        body_kind=_kind(BodyKind, "bk", int(ints.get("bk", 0))),
-        coat_kind=_kind(CoatKind, "ck", int(ints.get("ck", 0))),
-        foot_kind=foot_kind,
-        head_kind=kind,
-        stamp=stamp,
-        order_index=int(ints.get("oi", 0)),
-        version=int(ints.get("vn", 0)),
+    return build_head(
+        _kind(PacketKind, "pk", int(ints.get("pk", 0))),
+        _kind(TransactionKind, "tk", int(ints.get("tk", 0))),
+        int(ints.get("se", 0)),
+        int(ints.get("de", 0)),
+        int(ints.get("si", 0)),
+        int(ints.get("ti", 0)),
+        Flag(flags),
+        int(ints.get("sn", 0)),
+        int(ints.get("sc", 1)),
+        int(ints.get("ml", 0)),
+        _kind(BodyKind, "bk", int(ints.get("bk", 0))),
+        _kind(CoatKind, "ck", int(ints.get("ck", 0))),
+        foot_kind,
+        kind,
+        stamp,
+        int(ints.get("oi", 0)),
+        int(ints.get("vn", 0)),
     )

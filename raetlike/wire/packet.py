@@ -47,6 +47,22 @@ class Packet:
         key.verify(self.foot, signed_bytes(self.raw_head, self.coat))
 
 
+class _PacketBuilder:
+    """A mutable twin of :class:`Packet` (same slots): frozen dataclasses build slowly."""
+
+    __slots__ = ("head", "coat", "foot", "raw_head")  # noqa: RUF023 - Packet's slots, in order
+
+    def __init__(self, head: Head, coat: bytes, foot: bytes, raw_head: bytes) -> None:
+        self.head = head
+        self.coat = coat
+        self.foot = foot
+        self.raw_head = raw_head
+
+
+if _PacketBuilder.__slots__ != Packet.__slots__:  # pragma: no cover - guards the twin
+    raise ImportError("_PacketBuilder must have exactly Packet's slots, in order")
+
+
 def pack_packet(
     head: Head,
     coat: bytes,
@@ -87,4 +103,6 @@ def parse_packet(data: bytes) -> Packet:
         data = bytes(data)
     head, head_size, foot_size = parse_head(data)
     end = len(data) - foot_size
-    return Packet(head, data[head_size:end], data[end:], data[:head_size])
+    packet = _PacketBuilder(head, data[head_size:end], data[end:], data[:head_size])
+    packet.__class__ = Packet  # type: ignore[assignment]
+    return packet  # type: ignore[return-value]
