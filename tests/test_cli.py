@@ -122,12 +122,12 @@ def test_a_pending_join_completes_after_keys_accept(
         assert main(["keys", "list", "--keep", str(keep), "--json"]) == 0
         return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
 
-    main = Estate(tmp_path, "main", "--main", "--echo", "--auto", "never", "--keep", str(keep))
+    estate = Estate(tmp_path, "main", "--main", "--echo", "--auto", "never", "--keep", str(keep))
     try:
         pinger = subprocess.Popen(
-            _raetlike("ping", main.address, "--count", "5", "--timeout", "25", "--json"),
+            _raetlike("ping", estate.address, "--count", "5", "--timeout", "25", "--json"),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
-        assert main.wait_for_log("pending", 10), main.log.read_text()
+        assert estate.wait_for_log("pending", 10), estate.log.read_text()
         before = listed()
         (role,) = before["pending"]
         assert role.startswith("ping-")
@@ -142,7 +142,7 @@ def test_a_pending_join_completes_after_keys_accept(
         assert after["accepted"] == [role]
         assert after["pending"] == []
     finally:
-        assert main.stop() == 0
+        assert estate.stop() == 0
 
 
 def test_keys_reject_and_delete_change_what_list_shows(
