@@ -26,7 +26,7 @@ class LaneNet:
     stacks: dict[str, LaneStack] = field(default_factory=dict)
     queues: dict[str, deque[tuple[bytes, str]]] = field(default_factory=dict)
     capacity: dict[str, int] = field(default_factory=dict)
-    events: dict[str, list[events.Event]] = field(default_factory=dict)
+    seen: dict[str, list[events.Event]] = field(default_factory=dict)
     wire: list[tuple[bytes, str, str]] = field(default_factory=list)
     refusals: list[tuple[str, int]] = field(default_factory=list)
     bound: set[str] = field(default_factory=set)
@@ -37,7 +37,7 @@ class LaneNet:
         stack = LaneStack(LocalYard(name, lane, DIRECTORY, main=main), config, now=self.now)
         self.stacks[stack.path] = stack
         self.queues[stack.path] = deque()
-        self.events[stack.path] = []
+        self.seen[stack.path] = []
         self.bound.add(stack.path)
         return stack
 
@@ -77,7 +77,7 @@ class LaneNet:
                 stack.receive_datagram(data, source, self.now)
                 moved = True
             while (event := stack.next_event()) is not None:
-                self.events[path].append(event)
+                self.seen[path].append(event)
         return moved
 
     def step(self, dt: float = 0.001) -> None:
@@ -107,7 +107,7 @@ class LaneNet:
 
     def of_type(self, stack: LaneStack, kind: type) -> list[Any]:
         self.drain()
-        return [e for e in self.events[stack.path] if isinstance(e, kind)]
+        return [e for e in self.seen[stack.path] if isinstance(e, kind)]
 
     def received(self, stack: LaneStack) -> list[events.MessageReceived]:
         return self.of_type(stack, events.MessageReceived)

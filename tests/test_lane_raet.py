@@ -7,6 +7,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,13 +48,13 @@ stack.server.close()
 print(json.dumps({"got": got, "stats": stats}), flush=True)
 """
 
-TO_RAET = [
+TO_RAET: list[dict[str, Any]] = [
     {"small": "hello raet"},
     {"route": {"src": ["a", "b", None]}, "list": [1, 2.5, True, None]},
     {"multi": "m" * 300_000},
     {"big": "q" * 2_000_000, "n": 7},
 ]
-FROM_RAET = [
+FROM_RAET: list[dict[str, Any]] = [
     {"small": "hello raetlike"},
     {"multi": "r" * 250_000, "nested": {"k": [1, 2, 3]}},
     {"unicode": "yard \u00e9\u00e8 \u2603"},

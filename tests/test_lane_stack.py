@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lane import Drop, LaneConfig, events
+from lane import Drop, LaneConfig, LaneStack, events
 from raetlike.errors import LocalProtocolError
 from raetlike.wire.kinds import PageKind
 from raetlike.wire.page import parse_page
@@ -56,7 +56,8 @@ def test_traffic_from_an_unknown_yard_is_refused_and_counted_when_the_lane_refus
     assert [m.body for m in net.received(b)] == [{"n": 3}]
 
 
-def lane_of_yards(net: LaneNet, names: list[str], main_config: LaneConfig | None = None) -> list:
+def lane_of_yards(net: LaneNet, names: list[str],
+                  main_config: LaneConfig | None = None) -> list[LaneStack]:
     main = net.yard("main", main=True, config=main_config)
     return [main] + [net.yard(name, config=LaneConfig(main_yard="main")) for name in names]
 

@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,9 +60,11 @@ def start_echo(directory: Path) -> subprocess.Popen[str]:
     return proc
 
 
-def collect(stack: LaneStack, into: list[events.Event]) -> None:
+def collect(stack: LaneStack, into: list[events.Event]) -> bool:
+    """Move the stack's events into ``into``; False, so it chains with ``or``."""
     while (event := stack.next_event()) is not None:
         into.append(event)
+    return False
 
 
 def received(seen: list[events.Event]) -> list[events.MessageReceived]:
@@ -122,7 +125,8 @@ def test_two_yards_in_two_processes_exchange_large_messages_across_a_restart(
     loop.add(UxdDriver(a))
     seen: list[events.Event] = []
     try:
-        messages = [{"n": 1}, {"n": 2, "blob": "x" * 3_000_000}, {"n": 3, "blob": "y" * 70_000}]
+        messages: list[dict[str, Any]] = [
+            {"n": 1}, {"n": 2, "blob": "x" * 3_000_000}, {"n": 3, "blob": "y" * 70_000}]
         for message in messages:
             a.transmit(message, to="echo")
         assert loop.run_until(lambda: collect(a, seen) or len(received(seen)) == 3, timeout=10)
