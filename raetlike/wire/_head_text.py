@@ -45,13 +45,18 @@ def optional_fields(head: Head) -> list[tuple[str, int | float]]:
 
 
 _K = TypeVar("_K", PacketKind, TransactionKind, BodyKind, CoatKind, FootKind)
+_MEMBERS: dict[type, dict[int, object]] = {
+    enum: {int(member): member for member in enum}
+    for enum in (PacketKind, TransactionKind, BodyKind, CoatKind, FootKind)
+}
+_FLAGS = tuple(Flag(value) for value in range(256))
 
 
 def _kind(enum: type[_K], key: str, value: int) -> _K:
-    try:
-        return enum(value)
-    except ValueError:
-        raise PacketError("bad-kind", f"{key} {value} is not a known {enum.__name__}") from None
+    member = _MEMBERS[enum].get(value)
+    if member is None:
+        raise PacketError("bad-kind", f"{key} {value} is not a known {enum.__name__}")
+    return member  # type: ignore[return-value]
 
 
 def head_from_fields(fields: Mapping[str, int | float], kind: HeadKind) -> Head:
@@ -80,7 +85,7 @@ def head_from_fields(fields: Mapping[str, int | float], kind: HeadKind) -> Head:
         int(ints.get("de", 0)),
         int(ints.get("si", 0)),
         int(ints.get("ti", 0)),
-        Flag(flags),
+        _FLAGS[flags],
         int(ints.get("sn", 0)),
         int(ints.get("sc", 1)),
         int(ints.get("ml", 0)),
