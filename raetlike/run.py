@@ -70,6 +70,8 @@ class Loop:
     def run_once(self, max_wait: float = IDLE_WAIT) -> None:
         """Wait for sockets or the next timer (at most ``max_wait``), then service all."""
         now = self.clock()
+        for driver in self.drivers:  # commands given between rounds queue datagrams: flush them
+            driver.send(now)
         deadline = self._next_deadline()
         wait = max_wait if deadline is None else min(max_wait, max(0.0, deadline - now))
         for driver in self.drivers:
