@@ -38,7 +38,7 @@ RECEIVER = PrivateKey(bytes(range(64, 96)))
 SEAL = SessionBox(SENDER, RECEIVER.public_key)
 OPEN = SessionBox(RECEIVER, SENDER.public_key)
 BODY = {"route": {"src": ["alpha", None, "x"], "dst": ["beta", None, "y"]},
-        "content": "z" * 45}
+        "content": "z" * 54}
 
 
 def _per_call(function: Callable[[], object], seconds: float) -> float:
