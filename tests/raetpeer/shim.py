@@ -43,6 +43,7 @@ def _unpackb_shim(data: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 msgpack.packb, msgpack.unpackb = _packb_shim, _unpackb_shim
+msgpack.dumps, msgpack.loads = _packb_shim, _unpackb_shim  # RAET's lanes call these names
 
 import logging  # noqa: E402
 
