@@ -130,18 +130,24 @@ keep directory itself.
 """
 
 
+def _verbosity(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument("-v", "--verbose", action="count", default=default,
+                        help="more log output")
+    parser.add_argument("-q", "--quiet", action="count", default=default,
+                        help="less log output")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``raetlike`` argument parser with every subcommand."""
-    common = _Parser(add_help=False)
-    common.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
-    common.add_argument("-q", "--quiet", action="count", default=0, help="less log output")
-
     parser = _Parser(
-        prog="raetlike", parents=[common],
+        prog="raetlike",
         description="A secure, reliable, asynchronous event transport (RAET 0.6.8 compatible).",
         epilog=_MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"raetlike {__version__}")
+    _verbosity(parser, 0)
+    common = _Parser(add_help=False)
+    _verbosity(common, argparse.SUPPRESS)  # a subcommand keeps -v/-q given before it
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     estate = commands.add_parser(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from raetlike.cli import main
+from raetlike.cli import build_parser, main
 from road.persist import open_estate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -237,3 +237,14 @@ def test_demo_runs_two_estates_and_exits_0() -> None:
     assert "minion joined main" in result.stdout
     assert "500 messages of 100 B echoed" in result.stdout
     assert "1 MB message echoed" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "verbose", "quiet"),
+    [(["-v", "keys", "list"], 1, 0), (["keys", "list", "-vv"], 2, 0), (["-q", "demo"], 0, 1)],
+)
+def test_verbosity_flags_count_before_or_after_the_command(
+    args: list[str], verbose: int, quiet: int
+) -> None:
+    parsed = build_parser().parse_args(args)
+    assert (parsed.verbose, parsed.quiet) == (verbose, quiet)
