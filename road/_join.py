@@ -268,7 +268,7 @@ class Joiner(Transaction):
             remote.acceptance = status
             self.complete()
         elif status is Acceptance.REJECTED:
-            self.end()
+            self.nack(PacketKind.REJECT)  # tell the joinent, so it drops us too
             self.stack._remove_remote(remote, "keys rejected by operator")
             self.stack._emit(events.JoinRejected(remote.name, "rejected by operator"))
 
@@ -444,7 +444,7 @@ class Joinent(Transaction):
         if known is not None:
             self.remote = known
             return True
-        remote.name = cred.name
+        stack._rename(remote, cred.name)  # keeps stack.names true when the record is known
         adopt(remote, cred)
         if remote.far_uid not in (far_uid, 0):
             self.nack(PacketKind.REJECT)
@@ -521,7 +521,7 @@ class Joinent(Transaction):
                 remote.acceptance = status
                 self.respond()
             elif status is Acceptance.REJECTED:
-                self.end()
+                self.nack(PacketKind.REJECT)  # tell the joiner, as RAET does
                 self.stack._remove_remote(remote, "keys rejected by operator")
 
     def on_timeout(self) -> None:
@@ -550,6 +550,7 @@ class Joinent(Transaction):
             return
         self.state = self.States.PENDED
         self.redo_at = self.stack.now + self.pend_redo
+        self.timeout_at = self.stack.now + PENDING_TIMEOUT  # the joiner's operator decides
 
     def on_refuse(self, packet: Packet) -> None:
         if self.open(packet, signed=False) is None:

@@ -46,19 +46,25 @@ class RoleRecord:
 def decide(
     auto: AutoMode, known: RoleRecord | None, verify_key: VerifyKey, public_key: PublicKey
 ) -> RoleRecord:
-    """RAET's acceptance rules: what the keep records after seeing these keys for a role."""
+    """RAET's acceptance rules: the verdict on these keys for a role, with the keys it is for.
+
+    A verdict of REJECTED for keys that differ from the known ones is only an
+    answer: it carries the known keys, and the keep must not store it (RAET
+    never persists a rejection it did not get from an operator).
+    """
     if known is None:
         status = Acceptance.PENDING if auto is AutoMode.NEVER else Acceptance.ACCEPTED
         return RoleRecord(status, verify_key, public_key)
     same = known.verify_key == verify_key and known.public_key == public_key
     if auto is AutoMode.ALWAYS:
         return RoleRecord(Acceptance.ACCEPTED, verify_key, public_key)
-    if same:
+    if known.acceptance is Acceptance.REJECTED:
         return known
-    if auto is AutoMode.ONCE:
+    if not same:
         return RoleRecord(Acceptance.REJECTED, known.verify_key, known.public_key)
-    # never: changed keys go back to pending for an operator to decide
-    return RoleRecord(Acceptance.PENDING, verify_key, public_key)
+    if auto is AutoMode.ONCE:
+        return RoleRecord(Acceptance.ACCEPTED, verify_key, public_key)
+    return known
 
 
 class MemoryKeep:
@@ -71,9 +77,9 @@ class MemoryKeep:
 
     def acceptance_for(self, role: str, verify_key: VerifyKey, public_key: PublicKey) -> Acceptance:
         record = decide(self.auto, self.roles.get(role), verify_key, public_key)
-        self.roles[role] = record
         if record.verify_key != verify_key or record.public_key != public_key:
-            return Acceptance.REJECTED
+            return Acceptance.REJECTED  # changed keys: refused, the known ones stay as they are
+        self.roles[role] = record
         return record.acceptance
 
     def save_remote(self, remote: Remote) -> None:

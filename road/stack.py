@@ -282,8 +282,11 @@ class RoadStack:
             wanted = self.remotes.get(uid)
             if wanted is None or wanted.joined:
                 self._want_joined.pop(uid, None)
-            elif due <= now and not wanted.in_process(TransactionKind.JOIN):
-                self._start_join(wanted)
+            elif due <= now:
+                # a join still open keeps its turn: look again later, never spin on a past deadline
+                self._want_joined[uid] = now + self.config.rejoin_interval
+                if not wanted.in_process(TransactionKind.JOIN):
+                    self._start_join(wanted)
 
     def next_event(self) -> events.Event | None:
         """The oldest event not yet taken, or None."""
@@ -714,7 +717,14 @@ class RoadStack:
         if outgoing.expires <= self.now:
             self._expire(remote, outgoing, "time to live ran out")
             return
-        remote.outbox.appendleft(outgoing)
+        # back in transmit order: several messengers requeued one after another must
+        # not come out reversed (the outbox is ordered by message id)
+        position = 0
+        for queued in remote.outbox:
+            if queued.message_id > outgoing.message_id:
+                break
+            position += 1
+        remote.outbox.insert(position, outgoing)
 
     def _expire(self, remote: Remote, outgoing: Outgoing, reason: str) -> None:
         self.stats.messages_expired += 1
