@@ -190,6 +190,10 @@ class Messenger(Transaction):
         if self.open(packet, signed=True) is None:
             return
         self.fail("nacked by the receiver")
+        # RAET nacks every message from a remote it has not allowed (say it restarted and
+        # lost the session): hold the outbox until a new allow (the presence check starts
+        # one) rather than resending at once, which storms a nack loop.
+        self.remote.allowed = False
         self.stack._requeue(self.remote, self.outgoing)
 
     def on_redo(self) -> None:
