@@ -319,3 +319,6 @@ for _cls in (Allower, Allowent):
         _cls.RULES[(_state, PacketKind.REJECT)] = _Allow.on_reject
 for _state in Allower.States:
     Allower.RULES[(_state, PacketKind.UNJOINED)] = Allower.on_unjoined
+# Once we acked, a nack means the initiator finished and no longer knows the transaction
+# (it nacks a duplicate of our ack): the session stands, as when the final ack is lost.
+Allowent.RULES[(Allowent.States.ACKED, PacketKind.NACK)] = Allowent.on_final

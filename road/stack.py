@@ -681,6 +681,9 @@ class RoadStack:
                 transaction.session_id
             ):
                 transaction.end()
+                if isinstance(transaction, Allowent) and transaction.state is Allowent.States.ACKED:
+                    # the initiator speaks in a newer session: our allow had finished
+                    self._allowed(remote)
         remote.done_transactions.clear()
 
     # -- messages -----------------------------------------------------------
