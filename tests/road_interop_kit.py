@@ -87,9 +87,13 @@ class InteropRoad:
                 if remote is None or e.remote == remote]
 
     # -- RAET side -----------------------------------------------------------
-    def raet(self, name: str, **options: Any) -> RaetRoadPeer:
-        """Start (or restart, same keep) a RAET estate called ``name``."""
-        peer = RaetRoadPeer(name, self.base / f"raet-{name}", waker=self.waker, **options)
+    def raet(self, name: str, keep: str = "", **options: Any) -> RaetRoadPeer:
+        """Start (or restart, same keep) a RAET estate called ``name``.
+
+        ``keep`` names another keep directory (a fresh one: new keys).
+        """
+        directory = self.base / f"raet-{keep or name}"
+        peer = RaetRoadPeer(name, directory, waker=self.waker, **options)
         self.peers.append(peer)
         return peer
 
