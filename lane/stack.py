@@ -17,6 +17,7 @@ A message leaves the outbox only once every one of its pages was taken.
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 from collections import deque
@@ -85,6 +86,8 @@ class LaneStack:
         self._events: deque[events.Event] = deque()
         self._message_id = 0
         self._handed: set[str] = set()
+        # id(page) -> (yard, message, page index, position in the round), for send_failed
+        self._round: dict[int, tuple[RemoteYard, Outgoing, int, int]] = {}
         self.closed = False
         main = self.config.main_yard
         if main is not None and main != local.name:
@@ -209,13 +212,15 @@ class LaneStack:
                 remote.blocked_until = None
                 self.stats.retries += 1
             address = self._address(remote)
-            remote.first_handed = None
-            budget = self.config.pages_per_round
+            budget = remote.window or self.config.pages_per_round
+            position = 0
             for outgoing in remote.outbox:
-                take = outgoing.pages[outgoing.next_page:outgoing.next_page + budget]
-                out.extend((page, address) for page in take)
-                if take and remote.first_handed is None:
-                    remote.first_handed = take[0]
+                first = outgoing.next_page
+                take = outgoing.pages[first:first + budget]
+                for offset, page in enumerate(take):
+                    out.append((page, address))
+                    self._round[id(page)] = (remote, outgoing, first + offset, position)
+                    position += 1
                 outgoing.next_page += len(take)
                 budget -= len(take)
                 if budget <= 0:
@@ -238,23 +243,26 @@ class LaneStack:
         self.stats.datagrams_sent -= 1  # counted when handed out; the kernel did not take it
         self.stats.bytes_sent -= len(data)
         busy = error in BUSY_ERRORS
-        for remote in self.yards.values():
-            if self._address(remote) != address:
-                continue
-            for position, outgoing in enumerate(remote.outbox):
-                index = _page_index(outgoing, data)
-                if index is None:
-                    continue
-                outgoing.next_page = min(outgoing.next_page, index if busy else 0)
-                if not busy:
-                    for later in list(remote.outbox)[position + 1:]:
-                        later.next_page = 0
-                if busy and data is not remote.first_handed:
-                    remote.failing_since = None  # the yard took pages this round: not stuck
-                    remote.retry_delay = 0.0
-                self._back_off(remote, busy, os.strerror(error))
-                return
-        log.debug("%s: failure for a page no longer queued (%s)", self.name, address)
+        found = self._round.pop(id(data), None)
+        if found is None:
+            log.debug("%s: failure for a page not handed out this round (%s)", self.name, address)
+            return
+        remote, outgoing, index, position = found
+        outgoing.next_page = min(outgoing.next_page, index if busy else 0)
+        if not busy and not remote.rewound:
+            remote.rewound = True
+            for later in itertools.takewhile(lambda o: o.next_page > 0, remote.outbox):
+                later.next_page = 0  # a restarted yard needs whole books
+        if remote.blocked_until is not None and remote.blocked_until >= self.now:
+            return  # already backing off from an earlier page of this round
+        progress = busy and position > 0
+        if progress:  # the yard took pages this round: it drains, so try again at once
+            remote.window = position
+            remote.failing_since = None
+            remote.retry_delay = 0.0
+            remote.blocked_until = self.now
+            return
+        self._back_off(remote, busy, os.strerror(error))
 
     def get_timer(self) -> float | None:
         """The earliest moment the stack wants attention, or None when idle."""
@@ -264,7 +272,7 @@ class LaneStack:
                 continue
             if remote.blocked_until is not None:
                 times.append(remote.blocked_until)
-            elif any(o.next_page < len(o.pages) for o in remote.outbox):
+            elif remote.outbox[-1].next_page < len(remote.outbox[-1].pages):  # handed in order
                 times.append(self.now)
         return min(times) if times else None
 
@@ -363,14 +371,16 @@ class LaneStack:
             if remote.blocked_until is None:
                 remote.failing_since = None
                 remote.retry_delay = 0.0
+                if remote.window:
+                    remote.window = min(remote.window * 2, self.config.pages_per_round)
+            remote.rewound = False
         self._handed.clear()
+        self._round.clear()
 
     def _back_off(self, remote: RemoteYard, busy: bool, reason: str) -> None:
         remote.last_error = reason
         if remote.failing_since is None:
             remote.failing_since = self.now
-        if remote.blocked_until is not None and remote.blocked_until > self.now:
-            return  # already backing off from an earlier page of this round
         first = self.config.busy_retry if busy else self.config.gone_retry
         remote.retry_delay = (first if remote.retry_delay == 0.0
                               else min(remote.retry_delay * 2, self.config.max_retry))
@@ -404,16 +414,3 @@ class LaneStack:
     def _tick(self, now: float | None) -> None:
         if now is not None and now > self.now:
             self.now = now
-
-
-def _page_index(outgoing: Outgoing, data: bytes) -> int | None:
-    """Where ``data`` sits among the pages of ``outgoing`` already handed out."""
-    for index in range(outgoing.next_page):
-        if outgoing.pages[index] is data:
-            return index
-    for index in range(outgoing.next_page):
-        page = outgoing.pages[index]
-        if len(page) == len(data) and page == data:
-            return index
-    return None
-

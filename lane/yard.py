@@ -117,8 +117,10 @@ class RemoteYard:
     failing_since: float | None = None
     """When the current run of failures began."""
     retry_delay: float = 0.0
-    first_handed: bytes | None = None
-    """The first page handed to the driver in the current round (to tell progress)."""
+    rewound: bool = False
+    """A "gone" failure already sent this round's books back to their first page."""
+    window: int = 0
+    """Pages handed out per round; shrinks to what a busy yard took, grows back by doubling."""
     last_error: str = ""
 
     def next_book_id(self) -> int:
