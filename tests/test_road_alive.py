@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from raetlike.wire.kinds import PacketKind, TransactionKind
@@ -19,7 +21,7 @@ def test_main_checks_presence_every_period_and_answers_keep_the_minion_quiet() -
     pair.net.run_for(5.0)
     asks = [s.at for s in pair.sent(ALIVE, PacketKind.REQUEST, source=MAIN) if s.at > start]
     assert len(asks) >= 4
-    gaps = [b - a for a, b in zip(asks, asks[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(asks)]
     assert gaps == pytest.approx([1.0 + RTT] * len(gaps), abs=1e-9)
     assert not pair.sent(ALIVE, PacketKind.REQUEST, source=MINION)
     # a minion hears from main, so its own check (period + offset) keeps moving away
@@ -32,7 +34,7 @@ def test_a_configured_period_sets_the_presence_deadline() -> None:
     start = pair.net.now
     pair.net.run_for(7.0)
     asks = [s.at for s in pair.sent(ALIVE, PacketKind.REQUEST, source=MAIN) if s.at > start]
-    gaps = [b - a for a, b in zip(asks, asks[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(asks)]
     assert gaps
     assert gaps == pytest.approx([3.0 + RTT] * len(gaps), abs=1e-9)
 
