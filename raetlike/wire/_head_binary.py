@@ -14,7 +14,7 @@ import math
 import struct
 
 from raetlike.errors import LocalProtocolError, PacketError
-from raetlike.wire._head_model import Head, build_head, foot_length
+from raetlike.wire._head_model import Head, HeadBuilder, foot_length
 from raetlike.wire.kinds import (
     BodyKind,
     CoatKind,
@@ -100,7 +100,7 @@ def parse_binary(data: bytes) -> tuple[Head, int, int]:
         raise PacketError("bad-field", "dt is not finite")
     try:
         foot = _FOOT_KINDS[foot_kind]
-        head = build_head(
+        built = HeadBuilder(
             _PACKET_KINDS[packet_kind], _TRANSACTION_KINDS[transaction_kind],
             source_uid, destination_uid, session_id, transaction_id, _FLAGS[flags],
             segment_number, segment_count, message_length, _BODY_KINDS[body_kind],
@@ -110,4 +110,7 @@ def parse_binary(data: bytes) -> tuple[Head, int, int]:
         raise PacketError("bad-kind", "unknown kind in binary head") from None
     if foot_size != _FOOT_LENGTHS[foot]:
         raise PacketError("bad-foot", f"fl {foot_size} does not fit fk {foot_kind}")
-    return head, head_size, foot_size
+    if head_size + foot_size > packet_size:
+        raise PacketError("bad-length", "head and foot overrun the packet")
+    built.__class__ = Head  # type: ignore[assignment]
+    return built, head_size, foot_size  # type: ignore[return-value]

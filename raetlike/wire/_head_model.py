@@ -29,6 +29,7 @@ __all__ = [
     "UINT32_MAX",
     "UINT16_MAX",
     "UINT8_MAX",
+    "HeadBuilder",
     "build_head",
     "check_head",
     "check_parsed",
@@ -66,7 +67,7 @@ class Head:
     version: int = 0  # vn
 
 
-class _HeadBuilder:
+class HeadBuilder:
     """A mutable twin of :class:`Head` with the same slots, for :func:`build_head`.
 
     A frozen dataclass sets each field through ``object.__setattr__``, which
@@ -119,8 +120,8 @@ class _HeadBuilder:
         self.version = version
 
 
-if _HeadBuilder.__slots__ != Head.__slots__:  # pragma: no cover - guards the twin
-    raise ImportError("_HeadBuilder must have exactly Head's slots, in order")
+if HeadBuilder.__slots__ != Head.__slots__:  # pragma: no cover - guards the twin
+    raise ImportError("HeadBuilder must have exactly Head's slots, in order")
 
 
 def build_head(  # noqa: PLR0917 - one argument per head field, in field order
@@ -142,8 +143,8 @@ def build_head(  # noqa: PLR0917 - one argument per head field, in field order
     order_index: int,
     version: int,
 ) -> Head:
-    """``Head(...)`` with every field given in order, built fast (see :class:`_HeadBuilder`)."""
-    built = _HeadBuilder(
+    """``Head(...)`` with every field given in order, built fast (see :class:`HeadBuilder`)."""
+    built = HeadBuilder(
         packet_kind, transaction_kind, source_uid, destination_uid, session_id,
         transaction_id, flags, segment_number, segment_count, message_length, body_kind,
         coat_kind, foot_kind, head_kind, stamp, order_index, version,

@@ -72,8 +72,8 @@ def parse_head(data: bytes) -> tuple[Head, int, int]:
         raise PacketError("empty", "no bytes")
     first = data[0]
     if first == MAGIC:
-        parsed = parse_binary(data)
-    elif first == _NATIVE_FIRST:
+        return parse_binary(data)  # checks the overrun itself
+    if first == _NATIVE_FIRST:
         parsed = parse_native(data)
     elif first == _JSON_FIRST:
         parsed = parse_json(data)

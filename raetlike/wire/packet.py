@@ -11,8 +11,9 @@ from dataclasses import dataclass, replace
 
 from raetlike.crypto import SigningKey, VerifyKey
 from raetlike.errors import LocalProtocolError, PacketError
-from raetlike.wire.head import Head, pack_head, parse_head
-from raetlike.wire.kinds import MAX_PACKET_SIZE, SIGNATURE_SIZE, FootKind
+from raetlike.wire._head_binary import pack_binary, parse_binary
+from raetlike.wire.head import BINARY_MAGIC, Head, pack_head, parse_head
+from raetlike.wire.kinds import MAX_PACKET_SIZE, SIGNATURE_SIZE, FootKind, HeadKind
 
 __all__ = ["Packet", "pack_packet", "parse_packet", "signed_bytes"]
 
@@ -81,7 +82,10 @@ def pack_packet(
     foot_kind = FootKind.NADA if signer is None else FootKind.NACL
     if head.foot_kind is not foot_kind:
         head = replace(head, foot_kind=foot_kind)
-    raw_head = pack_head(head, len(coat))
+    if head.head_kind is HeadKind.BINARY:
+        raw_head = pack_binary(head, len(coat))
+    else:
+        raw_head = pack_head(head, len(coat))
     size = len(raw_head) + len(coat) + (0 if signer is None else SIGNATURE_SIZE)
     if size > limit:
         raise LocalProtocolError(f"packet of {size} bytes exceeds {limit}: segment it")
@@ -101,7 +105,10 @@ def parse_packet(data: bytes) -> Packet:
         if not isinstance(data, bytearray | memoryview):
             raise PacketError("bad-type", f"a packet is bytes, not {type(data).__name__}")
         data = bytes(data)
-    head, head_size, foot_size = parse_head(data)
+    if data and data[0] == BINARY_MAGIC:
+        head, head_size, foot_size = parse_binary(data)
+    else:
+        head, head_size, foot_size = parse_head(data)
     end = len(data) - foot_size
     packet = _PacketBuilder(head, data[head_size:end], data[end:], data[:head_size])
     packet.__class__ = Packet  # type: ignore[assignment]
