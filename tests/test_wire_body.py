@@ -22,13 +22,13 @@ JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
     | st.floats(allow_nan=False) | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=12,
+    max_leaves=8,
 )
 MAPPINGS = st.dictionaries(st.text(), JSON_VALUES, max_size=6)
 
 
 @given(MAPPINGS, st.sampled_from([BodyKind.JSON, BodyKind.MSGPACK]))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_a_mapping_reads_back_as_it_was_packed(body: dict[str, Any], kind: BodyKind) -> None:
     assert parse_body(kind, pack_body(kind, body)) == body
 

@@ -31,7 +31,7 @@ def _signed_head(head: Head, signed: bool) -> Head:
 
 
 @given(heads(), st.binary(max_size=600), st.booleans())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_every_packet_reads_back_as_it_was_packed(head: Head, coat: bytes, signed: bool) -> None:
     packed = pack_packet(head, coat, SIGNER if signed else None)
     packet = parse_packet(packed)
