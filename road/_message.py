@@ -57,6 +57,7 @@ class Messenger(Transaction):
         self.acked = False
         self.outstanding = 0  # segments sent since the last answer
         self.redos_unanswered = 0
+        self.launch = 0  # its place in the remote's start order (the stack sets it)
 
     def initial_state(self) -> enum.Enum:
         return self.States.SENDING

@@ -133,6 +133,7 @@ class RoadStack:
         self._transactions: dict[Transaction, None] = {}
         self._stalled: dict[int, dict[Messenger, None]] = {}
         self._in_flight: dict[int, dict[Messenger, None]] = {}
+        self._launched: dict[int, int] = {}  # uid -> messages started to it so far
         self._want_joined: dict[int, float] = {}  # uid -> next join attempt
         self.closed = False
 
@@ -700,11 +701,20 @@ class RoadStack:
         flying = self._in_flight.setdefault(remote.uid, {})
         while (remote.outbox and len(flying) < config.max_messages_in_flight
                and remote.segments_in_flight < config.window):
+            # Ordering bound: a message starts only within max_messages_in_flight starts
+            # of the oldest one still in flight, so at most that many later messages can
+            # overtake any message (docs/road.md, "Delivery guarantees").
+            launched = self._launched.get(remote.uid, 0)
+            oldest = next(iter(flying), None)
+            if oldest is not None and launched - oldest.launch >= config.max_messages_in_flight:
+                return
             outgoing = remote.outbox.popleft()
             if outgoing.expires <= self.now:
                 self._expire(remote, outgoing, "time to live ran out while queued")
                 continue
-            Messenger(self, remote, outgoing).start()
+            messenger = Messenger(self, remote, outgoing)
+            self._launched[remote.uid] = messenger.launch = launched + 1
+            messenger.start()
 
     def _stall(self, messenger: Messenger) -> None:
         self._stalled.setdefault(messenger.remote.uid, {})[messenger] = None

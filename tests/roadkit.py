@@ -34,11 +34,33 @@ class Sent:
     destination: Address
 
 
+class FilterNet(SimNet):
+    """A SimNet that can also lose chosen datagrams (``drop`` sees the parsed packet)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.drop: Callable[[Sent], bool] | None = None
+
+    def _transmit(self, data: bytes, source: Address, destination: Address) -> None:
+        if self.drop is not None:
+            try:
+                head = parse_packet(data).head
+            except Exception:  # noqa: BLE001 - only parsed packets can be chosen
+                head = None
+            if head is not None and self.drop(Sent(self.now, head, data, source, destination)):
+                if self.tap is not None:
+                    self.tap(data, source, destination)
+                self.counters.sent += 1
+                self.counters.dropped += 1
+                return
+        super()._transmit(data, source, destination)
+
+
 @dataclass
 class Pair:
     """A main estate and a minion on one simulated network, with a wire log."""
 
-    net: SimNet
+    net: FilterNet
     main: RoadStack
     minion: RoadStack
     wire: list[Sent] = field(default_factory=list)
@@ -91,7 +113,7 @@ def make_pair(
     minion_estate: LocalEstate | None = None,
 ) -> Pair:
     """A main estate at MAIN and a minion at MINION, neither joined yet."""
-    net = SimNet(seed=seed, impairment=impairment or Impairment())
+    net = FilterNet(seed=seed, impairment=impairment or Impairment())
     main = RoadStack(main_estate or LocalEstate("main", main=True), main_config, main_keep)
     minion = RoadStack(minion_estate or LocalEstate("minion"), minion_config, minion_keep)
     net.add(MAIN, main)
