@@ -202,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="which estate's keep, when DIR holds several")
     keys.add_argument("--json", action="store_true", help="print JSON")
 
+    _add_chaos(commands, common)
+
     commands.add_parser(
         "demo", parents=[common], help="two estates, a ping and a report",
         description="Start a main and a minion estate as processes, ping through them, "
@@ -228,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _ping(args)
         if args.command == "keys":
             return _keys(args, parser)
+        if args.command == "chaos":
+            return _chaos(args)
         return _demo()
     except (RaetError, OSError) as exc:
         return _fail(str(exc))
@@ -370,6 +374,70 @@ def _keys_list(keep: Keep, *, as_json: bool) -> int:
         for row in rows:
             print(f"  {row['role']}  {row['verify_key'][:16]}")
     return EXIT_OK
+
+
+# -- chaos ------------------------------------------------------------------
+
+_CHAOS_EPILOG = """\
+examples:
+  raetlike chaos --listen 127.0.0.1:7540 --forward 127.0.0.1:7530 --loss 0.05
+  raetlike chaos --listen 127.0.0.1:0 --forward 127.0.0.1:7530 --reorder 0.1 --seed 7
+  raetlike ping 127.0.0.1:7540 --count 1000      # through the relay
+
+The first line on stdout is 'chaos listening on HOST:PORT forwarding to HOST:PORT'.
+Stop it with Ctrl-C or SIGTERM: it then prints its counters per direction and
+one JSON object of them.
+"""
+
+
+def _listen_address(text: str) -> Address:
+    try:
+        return parse_host_port(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid probability {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not a probability (0..1)")
+    return value
+
+
+def _add_chaos(commands: Any, common: argparse.ArgumentParser) -> None:
+    chaos = commands.add_parser(
+        "chaos", parents=[common], help="a lossy UDP relay between two estates",
+        description="Relay UDP datagrams between clients of --listen and the estate at "
+                    "--forward, both ways, losing, duplicating, reordering, corrupting "
+                    "and delaying them at random.",
+        epilog=_CHAOS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    chaos.add_argument("--listen", type=_listen_address, required=True, metavar="HOST:PORT",
+                       help="address clients send to (port 0: any free port)")
+    chaos.add_argument("--forward", type=_host_port, required=True, metavar="HOST:PORT",
+                       help="the estate datagrams are relayed to")
+    for name, what in (("loss", "drop"), ("duplicate", "send twice"),
+                       ("reorder", "hold back behind the next one"),
+                       ("corrupt", "flip bits in")):
+        chaos.add_argument(f"--{name}", type=_probability, default=0.0, metavar="P",
+                           help=f"chance to {what} a datagram (default: 0)")
+    chaos.add_argument("--delay", type=_positive(float, 0), default=0.0, metavar="MS",
+                       help="delay every datagram MS milliseconds (default: 0)")
+    chaos.add_argument("--jitter", type=_positive(float, 0), default=0.0, metavar="MS",
+                       help="add 0..MS milliseconds at random (default: 0)")
+    chaos.add_argument("--seed", type=int, default=None, metavar="N",
+                       help="seed the random decisions (default: unseeded)")
+
+
+def _chaos(args: argparse.Namespace) -> int:
+    from raetlike.chaos import Impairment, run_chaos  # noqa: PLC0415 - only chaos needs it
+
+    impairment = Impairment(loss=args.loss, duplicate=args.duplicate, reorder=args.reorder,
+                            corrupt=args.corrupt, delay=args.delay / 1000,
+                            jitter=args.jitter / 1000)
+    return run_chaos(args.listen, args.forward, impairment, args.seed, sys.stdout)
 
 
 def _demo() -> int:
