@@ -36,6 +36,7 @@ __all__ = [
     "ChaosCounters",
     "ChaosRelay",
     "Direction",
+    "Flow",
     "Impairer",
     "Impairment",
     "run_chaos",
