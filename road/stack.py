@@ -399,7 +399,8 @@ class RoadStack:
             elif head.flags & Flag.AGAIN:
                 self.stats.drop(Drop.STALE_PACKET)
                 self._reply_stale(packet, source)
-            else:
+            elif self._verify(remote, packet, signed=True):
+                # only a packet the remote really signed may open a transaction
                 Messengent(self, remote, packet).start(index, packet)
         else:
             self.stats.drop(Drop.STALE_PACKET)
