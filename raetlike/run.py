@@ -1,20 +1,66 @@
-"""The cooperative loop: many stacks (and their sockets) in one thread.
+"""The cooperative loop: many stacks, their sockets and user micro-threads in one thread.
 
-The loop sleeps in the selector until a socket is readable (or writable when
-the kernel refused datagrams earlier) or the earliest stack timer is due; an
-idle loop uses no CPU.  The clock is ``time.monotonic`` unless given.
+A round of the loop: flush what the stacks queued, sleep in the selector
+until a socket is readable (or writable when the kernel refused datagrams
+earlier), the earliest stack timer or the earliest task deadline; then drain
+the ready sockets (a batch each), let due stack timers fire, hand stack
+events to their handlers, resume ready tasks and flush again.  An idle loop
+sleeps in the selector and uses no CPU.
+
+Tasks are generators.  A task yields what it waits for and the loop resumes
+it when that happens:
+
+- a number: a delay in seconds (resumed with the current time);
+- ``None``: the next round;
+- a :class:`Signal`: until it is set (resumed with its value);
+- an :class:`Until`: until its predicate holds (resumed with True), or its
+  timeout passes (resumed with False);
+- a :class:`Task`: until that task ends (resumed with its result, or its
+  exception is raised inside the waiter).
+
+:meth:`Loop.serve` runs until SIGINT or SIGTERM (woken at once through
+``signal.set_wakeup_fd``), then closes every stack and driver and returns
+the messages that were never delivered (``MessageExpired`` and
+``YardUnreachable`` events) in a :class:`Shutdown` report.  The clock and
+the selector can be injected, so tests run the loop on virtual time.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import logging
+import math
 import selectors
+import signal
+import socket
 import time
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Generator, Iterable, Mapping
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, Protocol
 
-__all__ = ["Driver", "Loop"]
+__all__ = [
+    "Driver", "Selector", "Loop",
+    "Task", "TaskBody", "Signal", "Until",
+    "Shutdown", "EventHandler",
+]
+
+log = logging.getLogger(__name__)
 
 IDLE_WAIT = 3600.0  # nothing scheduled: sleep until a socket wakes us
+CONDITION_STEP = 0.5  # run_until looks at its condition at least this often (it may watch
+# things outside the loop, e.g. another process)
+STOP_STEP = 1.0  # run_forever without handle_signals: a stop() from a signal handler is seen
+SHUTDOWN_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+UNDELIVERED_EVENTS = frozenset({"MessageExpired", "YardUnreachable"})
+"""Event class names that hand an undelivered message back (road and lane)."""
+
+TaskBody = Generator[Any, Any, Any]
+"""A micro-thread: a generator that yields what it waits for."""
+
+EventHandler = Callable[[Any], None]
+"""Called with each event a stack reports, in order."""
 
 
 class Driver(Protocol):
@@ -28,65 +74,289 @@ class Driver(Protocol):
     def close(self) -> None: ...
 
     @property
-    def stack(self) -> object: ...
+    def stack(self) -> Any: ...
 
 
-class _Timed(Protocol):
-    def get_timer(self) -> float | None: ...
-    def handle_timer(self, now: float) -> None: ...
+class Selector(Protocol):
+    """The part of :class:`selectors.BaseSelector` the loop uses (a fake one runs tests)."""
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> Any: ...
+    def unregister(self, fileobj: Any) -> Any: ...
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> Any: ...
+    def select(self, timeout: float | None = None) -> list[tuple[Any, int]]: ...
+    def close(self) -> None: ...
+
+
+class Signal:
+    """A flag tasks wait on: ``yield signal`` resumes once it is set, with its value."""
+
+    __slots__ = ("is_set", "value")
+
+    def __init__(self) -> None:
+        self.is_set = False
+        self.value: Any = None
+
+    def set(self, value: Any = None) -> None:
+        """Set the flag: every task waiting on it resumes in this round."""
+        self.is_set = True
+        self.value = value
+
+    def clear(self) -> None:
+        """Unset the flag, so later waiters wait again."""
+        self.is_set = False
+        self.value = None
+
+
+@dataclass(frozen=True, slots=True)
+class Until:
+    """Wait until ``predicate()`` holds (resumed with True) or ``timeout`` seconds pass (False).
+
+    The predicate is looked at after every round, never polled: a round
+    happens only when a socket, a timer or another task makes one.
+    """
+
+    predicate: Callable[[], bool]
+    """What to wait for."""
+    timeout: float | None = None
+    """Seconds to wait at most; None waits for ever."""
+
+
+class Task:
+    """A micro-thread the loop runs; other tasks may ``yield`` it to wait for its end."""
+
+    __slots__ = ("_deadline", "_send", "_throw", "_waiting",
+                 "body", "done", "exception", "name", "result")
+
+    def __init__(self, body: TaskBody, name: str) -> None:
+        self.name = name
+        self.body = body
+        self._waiting: Any = None
+        self._deadline: float | None = None
+        self._send: Any = None
+        self._throw: BaseException | None = None
+        self.done = False
+        """True once the generator returned or raised."""
+        self.result: Any = None
+        """What the generator returned."""
+        self.exception: BaseException | None = None
+        """What the generator raised, if it did."""
+
+    def __repr__(self) -> str:
+        state = "done" if self.done else "waiting"
+        return f"<Task {self.name} {state}>"
+
+    def ready(self, now: float) -> bool:
+        """Whether what the task waits for has happened; prepares the value it resumes with."""
+        waiting = self._waiting
+        if waiting is None:
+            self._send = None
+            return True
+        if isinstance(waiting, Signal):
+            self._send = waiting.value
+            return waiting.is_set
+        if isinstance(waiting, Task):
+            if not waiting.done:
+                return False
+            self._send, self._throw = waiting.result, waiting.exception
+            return True
+        if isinstance(waiting, Until):
+            if waiting.predicate():
+                self._send = True
+                return True
+            if self._deadline is not None and self._deadline <= now:
+                self._send = False
+                return True
+            return False
+        # a delay
+        self._send = now
+        return self._deadline is not None and self._deadline <= now
+
+    def _wait_for(self, waited: Any, now: float) -> None:
+        """Record what the task yielded."""
+        self._waiting = waited
+        self._deadline = None
+        if isinstance(waited, bool):
+            raise TypeError(f"task {self.name} yielded a bool; yield a delay or a wait object")
+        if isinstance(waited, int | float):
+            self._deadline = now + max(0.0, float(waited))
+        elif isinstance(waited, Until):
+            if waited.timeout is not None:
+                self._deadline = now + waited.timeout
+        elif waited is not None and not isinstance(waited, Signal | Task):
+            raise TypeError(f"task {self.name} yielded {waited!r}; "
+                            "yield a delay, None, a Signal, an Until or a Task")
+
+    def step(self, now: float) -> None:
+        """Resume the generator once."""
+        throw, self._throw = self._throw, None
+        try:
+            waited = self.body.throw(throw) if throw is not None else self.body.send(self._send)
+            self._wait_for(waited, now)
+        except StopIteration as stop:
+            self.done, self.result = True, stop.value
+        except Exception as exc:  # noqa: BLE001 - a failing task ends; its waiters get the error
+            log.debug("task %s raised %r", self.name, exc)
+            self.done, self.exception = True, exc
+            self.body.close()
+
+    def wake_time(self) -> float | None:
+        """When a delay or an Until timeout resumes the task, if it waits for one."""
+        return self._deadline
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    """What :meth:`Loop.shutdown` found when it closed the stacks."""
+
+    signal: int | None
+    """The signal that stopped the loop, or None when stopped by :meth:`Loop.stop`."""
+    undelivered: tuple[Any, ...]
+    """Every ``MessageExpired`` (road) and ``YardUnreachable`` (lane) event from closing."""
+    events: tuple[Any, ...]
+    """Every event the stacks reported while closing (``undelivered`` among them)."""
+    tasks_unfinished: tuple[str, ...]
+    """Names of the tasks still waiting when the loop stopped."""
 
 
 class Loop:
-    """Services drivers until told to stop."""
+    """Services drivers and tasks until told to stop."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 selector: Selector | None = None) -> None:
         self.clock = clock
         self.drivers: list[Driver] = []
-        self._selector = selectors.DefaultSelector()
+        self.tasks: list[Task] = []
+        self.handlers: dict[int, EventHandler] = {}
+        self._selector: Selector = selector if selector is not None \
+            else selectors.DefaultSelector()
+        self._interest: dict[int, int] = {}
+        self._wakeup: tuple[socket.socket, socket.socket] | None = None
+        self._previous: dict[int, Any] = {}
+        self._previous_wakeup_fd = -1
+        self.signal: int | None = None
+        """The shutdown signal received, if any."""
         self.stopped = False
+        self.rounds = 0
+        """Rounds run so far (a busy loop would show here)."""
 
-    def add(self, driver: Driver) -> Driver:
+    # == drivers and tasks =================================================
+
+    def add(self, driver: Driver, on_event: EventHandler | None = None) -> Driver:
+        """Service ``driver``; with ``on_event`` the loop takes its stack's events and hands them
+        over after every round (without it, the caller takes them with ``next_event``)."""
         self.drivers.append(driver)
         self._selector.register(driver.fileno(), selectors.EVENT_READ, driver)
+        self._interest[driver.fileno()] = selectors.EVENT_READ
+        if on_event is not None:
+            self.handlers[id(driver)] = on_event
         return driver
 
     def remove(self, driver: Driver) -> None:
+        """Stop servicing ``driver`` (it is not closed)."""
         self.drivers.remove(driver)
         self._selector.unregister(driver.fileno())
+        self._interest.pop(driver.fileno(), None)
+        self.handlers.pop(id(driver), None)
+
+    def spawn(self, body: TaskBody, name: str | None = None) -> Task:
+        """Run the generator ``body`` as a task; it first runs in the next round."""
+        task = Task(body, name or str(getattr(body, "__name__", "task")))
+        self.tasks.append(task)
+        return task
 
     def stop(self) -> None:
         """Make ``run_until`` / ``run_forever`` return after the current round."""
         self.stopped = True
 
+    # == one round =========================================================
+
     def _next_deadline(self) -> float | None:
         deadlines = []
         for driver in self.drivers:
-            stack: _Timed = driver.stack  # type: ignore[assignment]
-            timer = stack.get_timer()
+            timer = driver.stack.get_timer()
             if timer is not None:
                 deadlines.append(timer)
+        for task in self.tasks:
+            wake = task.wake_time()
+            if wake is not None:
+                deadlines.append(wake)
         return min(deadlines) if deadlines else None
 
-    def run_once(self, max_wait: float = IDLE_WAIT) -> None:
-        """Wait for sockets or the next timer (at most ``max_wait``), then service all."""
-        now = self.clock()
-        for driver in self.drivers:  # commands given between rounds queue datagrams: flush them
+    def _task_ready(self, now: float) -> bool:
+        return any(task.ready(now) for task in self.tasks)
+
+    def _flush(self, now: float) -> None:
+        for driver in self.drivers:
             driver.send(now)
+
+    def _watch(self) -> None:
+        """Ask the selector for writability only for drivers with datagrams the kernel refused."""
+        for driver in self.drivers:
+            wanted = selectors.EVENT_READ | (selectors.EVENT_WRITE if driver.wants_write else 0)
+            fd = driver.fileno()
+            if self._interest.get(fd) != wanted:
+                self._selector.modify(fd, wanted, driver)
+                self._interest[fd] = wanted
+
+    def run_once(self, max_wait: float = IDLE_WAIT) -> None:
+        """Wait for sockets, the next timer or task (at most ``max_wait``), then service all."""
+        self.rounds += 1
+        now = self.clock()
+        self._flush(now)  # commands given between rounds queue datagrams: flush them
         deadline = self._next_deadline()
         wait = max_wait if deadline is None else min(max_wait, max(0.0, deadline - now))
-        for driver in self.drivers:
-            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if driver.wants_write else 0)
-            self._selector.modify(driver.fileno(), events, driver)
+        if self._task_ready(now):
+            wait = 0.0
+        self._watch()
         ready = self._selector.select(wait)
         now = self.clock()
         for key, _ in ready:
-            key.data.receive(now)
+            if key.data is None:
+                self._drain_wakeup()
+            else:
+                key.data.receive(now)
+        self._service(now)
+
+    def _service(self, now: float) -> None:
+        """The selector-free part of a round: stack timers, events, tasks, flush."""
         for driver in self.drivers:
-            stack: _Timed = driver.stack  # type: ignore[assignment]
+            stack = driver.stack
             timer = stack.get_timer()
             if timer is not None and timer <= now:
                 stack.handle_timer(now)
-            driver.send(now)
+        self._dispatch()
+        self._run_tasks(now)
+        self._dispatch()
+        self._flush(now)
+
+    def _dispatch(self) -> None:
+        for driver in self.drivers:
+            handler = self.handlers.get(id(driver))
+            if handler is None:
+                continue
+            while (event := driver.stack.next_event()) is not None:
+                handler(event)
+
+    def _run_tasks(self, now: float) -> None:
+        """Resume every ready task, each at most once a round; a task that ends or sets a
+        Signal can make others ready in the same round."""
+        stepped: set[int] = set()
+        progress = True
+        while progress:
+            progress = False
+            for task in list(self.tasks):
+                if id(task) in stepped or task.done or not task.ready(now):
+                    continue
+                stepped.add(id(task))
+                task.step(now)
+                progress = True
+            if any(task.done for task in self.tasks):
+                for task in [t for t in self.tasks if t.done]:
+                    if task.exception is not None:
+                        log.warning("task %s failed: %r", task.name, task.exception)
+                self.tasks = [task for task in self.tasks if not task.done]
+
+    # == running ===========================================================
 
     def run_until(self, condition: Callable[[], bool], timeout: float) -> bool:
         """Service until ``condition()`` holds (True) or ``timeout`` seconds pass (False)."""
@@ -98,17 +368,122 @@ class Loop:
             remaining = end - self.clock()
             if remaining <= 0:
                 return condition()
-            self.run_once(max_wait=min(remaining, 0.5))
+            self.run_once(max_wait=min(remaining, CONDITION_STEP))
         return condition()
 
     def run_forever(self) -> None:
-        """Service until :meth:`stop`."""
+        """Service until :meth:`stop` (or a shutdown signal, when handled)."""
         self.stopped = False
         while not self.stopped:
-            self.run_once(max_wait=1.0)
+            # without the wakeup fd, a stop() from a signal handler is seen within STOP_STEP
+            self.run_once(max_wait=IDLE_WAIT if self._wakeup is not None else STOP_STEP)
+
+    def run_task(self, body: TaskBody, timeout: float = math.inf) -> Any:
+        """Spawn ``body``, service until it ends and return its result (or raise its error).
+
+        Raises :class:`TimeoutError` when it has not ended after ``timeout`` seconds.
+        """
+        task = self.spawn(body)
+        end = self.clock() + timeout
+        while not task.done:  # the task changes only inside the loop: no need to look often
+            remaining = end - self.clock()
+            if remaining <= 0:
+                raise TimeoutError(f"task {task.name} still running after {timeout} s")
+            self.run_once(max_wait=min(remaining, IDLE_WAIT))
+        if task.exception is not None:
+            raise task.exception
+        return task.result
+
+    # == signals and shutdown ==============================================
+
+    def handle_signals(self, signals: Iterable[int] = SHUTDOWN_SIGNALS) -> None:
+        """Stop the loop on ``signals``; the selector wakes at once (``set_wakeup_fd``).
+
+        Main thread only.  :meth:`restore_signals` puts the old handlers back.
+        """
+        reader, writer = socket.socketpair()
+        reader.setblocking(False)
+        writer.setblocking(False)
+        self._wakeup = (reader, writer)
+        self._selector.register(reader.fileno(), selectors.EVENT_READ, None)
+        self._previous_wakeup_fd = signal.set_wakeup_fd(writer.fileno(),
+                                                        warn_on_full_buffer=False)
+        for number in signals:
+            self._previous[number] = signal.signal(number, self._on_signal)
+
+    def _on_signal(self, number: int, _frame: FrameType | None) -> None:
+        self.signal = number
+        self.stopped = True
+
+    def _drain_wakeup(self) -> None:
+        if self._wakeup is None:
+            return
+        with contextlib.suppress(BlockingIOError):
+            while self._wakeup[0].recv(4096):
+                pass
+
+    def restore_signals(self) -> None:
+        """Put back the signal handlers and wakeup fd that were there before."""
+        for number, previous in self._previous.items():
+            signal.signal(number, previous)
+        self._previous.clear()
+        if self._wakeup is not None:
+            signal.set_wakeup_fd(self._previous_wakeup_fd)
+            reader, writer = self._wakeup
+            self._selector.unregister(reader.fileno())
+            reader.close()
+            writer.close()
+            self._wakeup = None
+
+    def serve(self) -> Shutdown:
+        """Run until SIGINT or SIGTERM (or :meth:`stop`), then :meth:`shutdown`."""
+        self.handle_signals()
+        try:
+            self.run_forever()
+        finally:
+            self.restore_signals()
+        return self.shutdown()
+
+    def shutdown(self) -> Shutdown:
+        """Close every stack and driver (socket files go) and report what was undelivered.
+
+        Every event the closing stacks report also goes to their handlers.
+        """
+        now = self.clock()
+        self._dispatch()
+        closing: list[Any] = []
+        for driver in self.drivers:
+            stack = driver.stack
+            stack.close(now=now)
+            driver.send(now)
+            handler = self.handlers.get(id(driver))
+            while (event := stack.next_event()) is not None:
+                closing.append(event)
+                if handler is not None:
+                    handler(event)
+        unfinished = tuple(task.name for task in self.tasks if not task.done)
+        for task in self.tasks:
+            task.body.close()  # runs the task's finally blocks
+        self.tasks.clear()
+        self.close()
+        undelivered = tuple(e for e in closing if type(e).__name__ in UNDELIVERED_EVENTS)
+        for event in undelivered:
+            log.warning("undelivered at shutdown: %s", _describe(event))
+        return Shutdown(self.signal, undelivered, tuple(closing), unfinished)
 
     def close(self) -> None:
+        """Close every driver (without closing stacks) and the selector."""
         for driver in list(self.drivers):
             self.remove(driver)
             driver.close()
+        if self._wakeup is not None:
+            self.restore_signals()
         self._selector.close()
+
+
+def _describe(event: Any) -> str:
+    """An event in one line, without the message bodies."""
+    shown: Mapping[str, Any] = {field.name: getattr(event, field.name)
+                                for field in dataclasses.fields(event)
+                                if field.name not in {"body", "messages"}}
+    return f"{type(event).__name__}({shown})"
