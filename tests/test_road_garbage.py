@@ -98,7 +98,7 @@ def test_a_join_packet_with_a_session_id_is_dropped() -> None:
 
 
 def test_a_stale_answer_for_no_transaction_is_counted_and_nacked() -> None:
-    pair, segment = _message_pair()
+    pair, _ = _message_pair()
     done = pair.sent(MESSAGE, PacketKind.DONE, source=MAIN)[0]
     before = pair.main.stats.nacks_sent
     pair.minion.receive_datagram(done.data, MAIN, pair.net.now)
