@@ -1,0 +1,274 @@
+"""Append journal records to segment files: rotated by size, age and hour; never rewritten.
+
+Layout under the journal directory (one directory per node is the usual use)::
+
+    date=YYYY-MM-DD/hour=HH/NODE.YYYYMMDDTHHMMSSffffff.PID.N.jsonl        sealed
+    date=YYYY-MM-DD/hour=HH/NODE.YYYYMMDDTHHMMSSffffff.PID.N.jsonl.open   being written
+
+A segment is written under its ``.open`` name and renamed (atomically, same
+directory) when sealed, so a reader that wants only finished segments
+(Spark streaming) matches ``*.jsonl``.  Each record is handed to the OS in
+one ``write`` as it is appended, so a killed process loses at most the record
+being written (a torn last line, which readers skip and report); the fsync
+policy decides what a power loss may take.  A writer never opens an existing
+file: after a restart it starts a new segment, and seals what a dead writer
+of the same node left open without changing its bytes.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from raetlike.journal._delivery import Delivery, record_from_delivery
+from raetlike.journal._record import JournalRecord, encode_record
+
+__all__ = ["DEFAULT_FSYNC", "DEFAULT_FSYNC_INTERVAL", "DEFAULT_MAX_AGE", "DEFAULT_MAX_BYTES",
+           "OPEN_SUFFIX", "SEALED_SUFFIX", "FsyncPolicy", "JournalWriter", "partition_of"]
+
+log = logging.getLogger(__name__)
+
+SEALED_SUFFIX = ".jsonl"
+OPEN_SUFFIX = ".jsonl.open"
+
+
+class FsyncPolicy(enum.Enum):
+    """When appended records are forced to stable storage."""
+
+    ALWAYS = "always"
+    """fdatasync after every record: survives power loss, slowest."""
+    INTERVAL = "interval"
+    """fdatasync at most every ``fsync_interval`` seconds (at the next append or tick)."""
+    NEVER = "never"
+    """Leave it to the OS: a killed process loses nothing, a power loss may lose seconds."""
+
+
+DEFAULT_FSYNC = FsyncPolicy.INTERVAL
+DEFAULT_FSYNC_INTERVAL = 1.0
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_AGE = 300.0
+
+_SEGMENT_NAME = re.compile(r"^(?P<node>.+)\.(?P<stamp>\d{8}T\d{12})\.(?P<pid>\d+)\.(?P<serial>\d+)"
+                           + re.escape(OPEN_SUFFIX) + "$")
+
+
+def partition_of(wall: float) -> str:
+    """The ``date=YYYY-MM-DD/hour=HH`` directory (UTC) for a wall-clock time."""
+    moment = datetime.fromtimestamp(wall, UTC)
+    return f"date={moment:%Y-%m-%d}/hour={moment:%H}"
+
+
+def _sync(fd: int) -> None:
+    (getattr(os, "fdatasync", None) or os.fsync)(fd)
+
+
+def _sync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_OPEN_PATHS: set[Path] = set()  # segments this process is writing
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # a leftover with our pid is from an earlier process (pid reuse)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _Segment:
+    """One open segment file."""
+
+    def __init__(self, path: Path, opened: float, partition: str, *, sync_directory: bool) -> None:
+        self.path = path
+        self.opened = opened
+        self.partition = partition
+        self.size = 0
+        self.records = 0
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        _OPEN_PATHS.add(path)
+        if sync_directory:
+            _sync_directory(path.parent)
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.write(self.fd, view)
+            view = view[written:]
+        self.size += len(data)
+        self.records += 1
+
+    def seal(self, *, sync: bool) -> Path:
+        if sync:
+            _sync(self.fd)
+        os.close(self.fd)
+        _OPEN_PATHS.discard(self.path)
+        sealed = self.path.with_name(self.path.name.removesuffix(OPEN_SUFFIX) + SEALED_SUFFIX)
+        os.rename(self.path, sealed)
+        if sync:
+            _sync_directory(sealed.parent)
+        return sealed
+
+
+class JournalWriter:
+    """Appends records for one node to a journal directory.
+
+    Not thread-safe; one writer per node and directory.  Call :meth:`tick`
+    now and then (the estate does every loop round) so idle segments are
+    sealed by age and interval fsyncs happen; call :meth:`close` at the end.
+    """
+
+    def __init__(self, directory: Path, node: str, *,
+                 fsync: FsyncPolicy = DEFAULT_FSYNC,
+                 fsync_interval: float = DEFAULT_FSYNC_INTERVAL,
+                 max_bytes: int = DEFAULT_MAX_BYTES,
+                 max_age: float = DEFAULT_MAX_AGE,
+                 clock: Callable[[], float] = time.time) -> None:
+        if not node or "/" in node or "\0" in node:
+            raise ValueError(f"invalid node name {node!r}")
+        self.directory = Path(directory)
+        self.node = node
+        self.fsync = fsync
+        self.fsync_interval = fsync_interval
+        self.max_bytes = max_bytes
+        self.max_age = max_age
+        self.clock = clock
+        self.records_written = 0
+        self.segments_sealed: list[Path] = []
+        self._segment: _Segment | None = None
+        self._serial = 0
+        self._synced = clock()
+        self._dirty = False
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.recovered = self._seal_leftovers()
+
+    # -- appending ----------------------------------------------------------
+
+    def append(self, record: JournalRecord) -> None:
+        """Append one record (its ``received`` time picks the hour partition)."""
+        data = encode_record(record)
+        segment = self._segment_for(record.received, len(data))
+        segment.write(data)
+        self.records_written += 1
+        if self.fsync is FsyncPolicy.ALWAYS:
+            _sync(segment.fd)
+        else:
+            self._dirty = True
+            self._maybe_sync(self.clock())
+
+    def record_delivery(self, node: str, delivery: Delivery, now_wall: float, *,
+                        resends: int = 0) -> JournalRecord:
+        """Journal a delivered message (e.g. a road ``MessageReceived``); returns its record."""
+        record = record_from_delivery(node, delivery, now_wall, resends=resends)
+        self.append(record)
+        return record
+
+    def tick(self, now_wall: float | None = None) -> None:
+        """Seal a segment older than ``max_age``; fsync when the interval is due."""
+        now = self.clock() if now_wall is None else now_wall
+        segment = self._segment
+        if segment is not None and now - segment.opened >= self.max_age:
+            self._seal()
+            return
+        self._maybe_sync(now)
+
+    def rotate(self) -> None:
+        """Seal the open segment now (the next record starts a new one)."""
+        if self._segment is not None:
+            self._seal()
+
+    def close(self) -> None:
+        """Seal the open segment; the writer is then done."""
+        self.rotate()
+
+    def __enter__(self) -> JournalWriter:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @property
+    def open_segment(self) -> Path | None:
+        """The path of the segment being written, if any."""
+        return None if self._segment is None else self._segment.path
+
+    # -- internals ----------------------------------------------------------
+
+    def _segment_for(self, received: float, size: int) -> _Segment:
+        partition = partition_of(received)
+        segment = self._segment
+        if segment is not None and (
+            segment.partition != partition
+            or (segment.size + size > self.max_bytes and segment.records > 0)
+            or self.clock() - segment.opened >= self.max_age
+        ):
+            self._seal()
+            segment = None
+        if segment is None:
+            segment = self._open(partition)
+        return segment
+
+    def _open(self, partition: str) -> _Segment:
+        opened = self.clock()
+        stamp = datetime.fromtimestamp(opened, UTC).strftime("%Y%m%dT%H%M%S%f")
+        while True:
+            self._serial += 1
+            name = f"{self.node}.{stamp}.{os.getpid()}.{self._serial}{OPEN_SUFFIX}"
+            path = self.directory / partition / name
+            if path.exists() or path.with_name(name.removesuffix(OPEN_SUFFIX) + SEALED_SUFFIX
+                                               ).exists():
+                continue
+            try:
+                self._segment = _Segment(path, opened, partition,
+                                         sync_directory=self.fsync is FsyncPolicy.ALWAYS)
+            except FileExistsError:
+                continue
+            log.debug("journal %s: new segment %s", self.node, path)
+            return self._segment
+
+    def _seal(self) -> None:
+        segment = self._segment
+        assert segment is not None  # noqa: S101 - callers check
+        self._segment = None
+        sealed = segment.seal(sync=self.fsync is not FsyncPolicy.NEVER)
+        self._dirty = False
+        self._synced = self.clock()
+        self.segments_sealed.append(sealed)
+        log.debug("journal %s: sealed %s (%d records)", self.node, sealed, segment.records)
+
+    def _maybe_sync(self, now: float) -> None:
+        if (self.fsync is FsyncPolicy.INTERVAL and self._dirty and self._segment is not None
+                and now - self._synced >= self.fsync_interval):
+            _sync(self._segment.fd)
+            self._dirty = False
+            self._synced = now
+
+    def _seal_leftovers(self) -> list[Path]:
+        """Rename segments a dead writer of this node left open (bytes untouched)."""
+        recovered = []
+        for path in sorted(self.directory.glob(f"date=*/hour=*/*{OPEN_SUFFIX}")):
+            match = _SEGMENT_NAME.match(path.name)
+            if (match is None or match["node"] != self.node or path in _OPEN_PATHS
+                    or _process_alive(int(match["pid"]))):
+                continue
+            sealed = path.with_name(path.name.removesuffix(OPEN_SUFFIX) + SEALED_SUFFIX)
+            os.rename(path, sealed)
+            recovered.append(sealed)
+            log.warning("journal %s: sealed %s left open by a stopped writer", self.node, sealed)
+        return recovered

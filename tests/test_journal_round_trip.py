@@ -1,0 +1,102 @@
+"""Journal records survive writing and reading, and deliveries map to records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from raetlike.journal import (
+    Endpoint,
+    JournalRecord,
+    JournalWriter,
+    RecordKind,
+    decode_record,
+    encode_record,
+    journal_files,
+    read_journal,
+    record_from_delivery,
+)
+from road.events import MessageReceived
+from tests.journalkit import HOUR_START, record
+
+
+def test_a_record_encodes_to_one_flat_json_line_and_back() -> None:
+    original = JournalRecord(
+        node="main", source=Endpoint("minion", "yard2", "share3"),
+        destination=Endpoint("main", None, None), kind=RecordKind.SURVEY_RESPONSE,
+        topic=None, transaction_id=9, request_id=2**31 + 5, sequence=None, body_bytes=0,
+        segments=3, resends=1, sent=None, received=HOUR_START, session_id=42)
+    line = encode_record(original)
+    assert line.endswith(b"\n")
+    assert line.count(b"\n") == 1
+    assert json.loads(line)["source_yard"] == "yard2"
+    assert decode_record(line) == original
+
+
+@pytest.mark.parametrize("line", [
+    b'{"version":1,"node":"main"}',
+    b'{"version":2}',
+    b"[1,2]",
+    b'{"version":1,"node":"main","source_estate":"m","destination_estate":"n","kind":"bogus"',
+])
+def test_anything_but_a_whole_record_is_refused_with_value_error(line: bytes) -> None:
+    with pytest.raises(ValueError):  # noqa: PT011 - json, enum and field errors all are
+        decode_record(line)
+
+
+def test_records_appended_read_back_in_order(tmp_path: Path) -> None:
+    written = [record(n, received=HOUR_START + n) for n in range(1, 101)]
+    with JournalWriter(tmp_path, "main") as writer:
+        for item in written:
+            writer.append(item)
+    contents = read_journal([tmp_path])
+    assert contents.records == written
+    assert contents.skipped == []
+    [segment] = contents.files
+    assert segment.parent.relative_to(tmp_path) == Path("date=2026-01-01/hour=10")
+    assert segment.name.startswith("main.")
+    assert segment.name.endswith(".jsonl")
+
+
+def test_the_segment_being_written_is_hidden_behind_the_open_suffix(tmp_path: Path) -> None:
+    writer = JournalWriter(tmp_path, "main")
+    writer.append(record(1))
+    assert journal_files(tmp_path, include_open=False) == []
+    [open_file] = journal_files(tmp_path)
+    assert open_file.name.endswith(".jsonl.open")
+    assert read_journal([tmp_path]).records == [record(1)]
+    writer.close()
+    [sealed] = journal_files(tmp_path, include_open=False)
+    assert sealed.name == open_file.name.removesuffix(".open")
+
+
+def test_a_road_delivery_maps_to_a_record_with_body_keys() -> None:
+    body = {"_seq": 17, "_sent": HOUR_START - 0.25, "_kind": "request", "_topic": "disk.usage",
+            "_id": 99, "route": {"src": ["minion", "yard9", None], "dst": ["main", "y", "s"]},
+            "payload": "x" * 50}
+    event = MessageReceived(remote="minion", body=body, session_id=3, transaction_id=12,
+                            segments=2)
+    mapped = record_from_delivery("main", event, HOUR_START, resends=4)
+    assert mapped == JournalRecord(
+        node="main", source=Endpoint("minion", "yard9", None),
+        destination=Endpoint("main", "y", "s"), kind=RecordKind.REQUEST, topic="disk.usage",
+        transaction_id=12, request_id=99, sequence=17,
+        body_bytes=len(json.dumps(body, separators=(",", ":")).encode()), segments=2,
+        resends=4, sent=HOUR_START - 0.25, received=HOUR_START, session_id=3)
+
+
+def test_a_raw_or_plain_delivery_gets_defaults_and_its_byte_size(tmp_path: Path) -> None:
+    raw = MessageReceived(remote="far", body=b"\x00" * 1234, session_id=1, transaction_id=2,
+                          segments=1)
+    odd = MessageReceived(remote="far", body={"_seq": "7", "_kind": ["x"], "_sent": "now"},
+                          session_id=1, transaction_id=3, segments=1)
+    with JournalWriter(tmp_path, "main") as writer:
+        first = writer.record_delivery("main", raw, HOUR_START)
+        second = writer.record_delivery("main", odd, HOUR_START + 1)
+    assert (first.source, first.destination) == (Endpoint("far"), Endpoint("main"))
+    assert (first.kind, first.body_bytes, first.sequence, first.sent) == (
+        RecordKind.MESSAGE, 1234, None, None)
+    assert (second.kind, second.sequence, second.sent) == (RecordKind.MESSAGE, None, None)
+    assert read_journal([tmp_path]).records == [first, second]
