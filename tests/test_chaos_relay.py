@@ -170,21 +170,23 @@ def test_corrupted_datagrams_are_dropped_and_counted_by_the_stack_and_all_messag
     echoed: set[int] = set()
     allowed: list[str] = []
 
-    def take_events() -> None:
+    def take_events() -> bool:
+        """Take the stack's events (always True, to chain in a condition)."""
         while (event := stack.next_event()) is not None:
             if isinstance(event, events.Allowed):
                 allowed.append(event.remote)
             elif isinstance(event, events.MessageReceived):
                 assert event.body["seq"] not in echoed, "an echo delivered twice"
                 echoed.add(event.body["seq"])
+        return True
 
     count = 150
     try:
         stack.join(parse_host_port(chaos.address), now=time.monotonic())
-        assert loop.run_until(lambda: (take_events(), bool(allowed))[1], timeout=8)
+        assert loop.run_until(lambda: take_events() and bool(allowed), timeout=8)
         for seq in range(count):
             stack.transmit({"seq": seq, "pad": "x" * 64}, to=allowed[0], now=time.monotonic())
-        assert loop.run_until(lambda: (take_events(), len(echoed) == count)[1], timeout=10)
+        assert loop.run_until(lambda: take_events() and len(echoed) == count, timeout=10)
     finally:
         stack.close(now=time.monotonic())
         loop.close()
