@@ -77,6 +77,12 @@ def _positive(kind: type[int] | type[float], least: float) -> Any:
     return parse
 
 
+def _lane_name(text: str) -> str:
+    if "." in text:
+        raise argparse.ArgumentTypeError(f"invalid lane name {text!r}: no dots allowed")
+    return _name(text)
+
+
 def _name(text: str) -> str:
     if not text or text in {".", ".."} or any(c.isspace() or c in "/\\\0" for c in text):
         raise argparse.ArgumentTypeError(
@@ -104,6 +110,16 @@ examples:
 
 The first line on stdout is 'estate NAME listening on HOST:PORT'.
 Stop it with Ctrl-C or SIGTERM.
+"""
+
+_YARD_EPILOG = """\
+examples:
+  raetlike yard worker --lane jobs --dir /tmp/lanes --echo
+  raetlike yard main --lane jobs --dir /tmp/lanes --main
+
+The first line on stdout is 'yard NAME listening on PATH'.  A yard that is
+not main routes through the main yard 'main' (a manor started with
+'raetlike estate ... --lane LANE').  Stop it with Ctrl-C or SIGTERM.
 """
 
 _PING_EPILOG = """\
@@ -169,6 +185,24 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"keep directory (default: {default_keep_dir()})")
     estate.add_argument("--echo", action="store_true",
                         help="send every message received back to its sender")
+    estate.add_argument("--lane", type=_lane_name, metavar="LANE",
+                        help="also run the main yard of LANE: the estate becomes a manor "
+                             "routing (estate, yard, share) between road and lane")
+    estate.add_argument("--dir", "--lane-dir", dest="lane_dir", type=Path, metavar="DIR",
+                        help="the lane's socket directory (with --lane)")
+
+    yard = commands.add_parser(
+        "yard", parents=[common], help="run a yard on a lane until interrupted",
+        description="Run a yard on a UNIX-socket lane until SIGINT/SIGTERM, logging messages.",
+        epilog=_YARD_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    yard.add_argument("name", metavar="NAME", type=_name, help="the yard's name")
+    yard.add_argument("--lane", type=_lane_name, required=True, metavar="LANE",
+                      help="the lane's name")
+    yard.add_argument("--dir", dest="lane_dir", type=Path, metavar="DIR",
+                      help="the lane's socket directory")
+    yard.add_argument("--main", action="store_true", help="be the lane's main yard")
+    yard.add_argument("--echo", action="store_true",
+                      help="send every message back (routed ones with the route reversed)")
 
     pinger = commands.add_parser(
         "ping", parents=[common], help="time echoes from an --echo estate",
@@ -228,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _estate(args)
         if args.command == "ping":
             return _ping(args)
+        if args.command == "yard":
+            return _yard(args)
         if args.command == "keys":
             return _keys(args, parser)
         if args.command == "chaos":
@@ -246,8 +282,17 @@ def _estate(args: argparse.Namespace) -> int:
     options = EstateOptions(
         name=args.name, host=args.host, port=args.port, main=args.main, join=args.join,
         auto=_AUTO[args.auto], keep_dir=args.keep, echo=args.echo,
+        lane=args.lane, lane_dir=args.lane_dir,
     )
     return run_estate(options, sys.stdout)
+
+
+def _yard(args: argparse.Namespace) -> int:
+    from raetlike.yard import YardOptions, run_yard  # noqa: PLC0415 - only this command
+
+    options = YardOptions(name=args.name, lane=args.lane, main=args.main, echo=args.echo,
+                          directory=None if args.lane_dir is None else str(args.lane_dir))
+    return run_yard(options, sys.stdout)
 
 
 def _ping(args: argparse.Namespace) -> int:

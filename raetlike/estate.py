@@ -19,6 +19,7 @@ from types import FrameType
 from typing import TextIO
 
 from raetlike.errors import BackpressureError, LocalProtocolError
+from raetlike.manor import ManorHouse
 from raetlike.ping import format_address
 from raetlike.run import Loop
 from raetlike.udp import Address, UdpDriver
@@ -60,6 +61,10 @@ class EstateOptions:
     """Base directory of keeps; None means :func:`default_keep_dir`."""
     echo: bool = False
     """Send every message received back to its sender."""
+    lane: str | None = None
+    """Also run the main yard of this lane: the estate becomes a manor (docs/manor.md)."""
+    lane_dir: Path | None = None
+    """The lane's socket directory; None means the lane default."""
 
 
 class _Estate:
@@ -79,6 +84,10 @@ class _Estate:
         self.driver = UdpDriver(self.stack, options.host, options.port)
         self.loop.add(self.driver)
         self.keep.record_address(self.driver.address)
+        self.house = None if options.lane is None else ManorHouse(
+            self.stack, self.loop, options.lane,
+            None if options.lane_dir is None else str(options.lane_dir),
+            echo=options.echo, clock=clock)
         self.stopping = False
         self.undelivered = 0
 
@@ -92,6 +101,8 @@ class _Estate:
         while not self.stopping:
             self.loop.run_once(max_wait=IDLE_STEP)
             self.handle_events()
+            if self.house is not None:
+                self.house.service()
             self.driver.send(self.clock())
 
     def close(self) -> None:
@@ -105,10 +116,11 @@ class _Estate:
 
     def handle(self, event: events.Event) -> None:  # noqa: PLR0912 - one branch per event kind
         name, remote = self.name, event.remote
+        routed = self.house is not None and self.house.handle_road_event(event)
         if isinstance(event, events.MessageReceived):
             log.info("estate %s: message from %s (transaction %d, %d segments)",
                      name, remote, event.transaction_id, event.segments)
-            if self.options.echo:
+            if self.options.echo and not routed:
                 self.echo(event)
         elif isinstance(event, events.MessageSent):
             log.debug("estate %s: message %d delivered to %s", name, event.message_id, remote)
