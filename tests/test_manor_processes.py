@@ -192,7 +192,4 @@ def test_round_trips_through_two_manors_take_milliseconds(estates: Estates) -> N
         estates.asker.ask(body)
         times.append(time.perf_counter() - start)
     times.sort()
-    median = times[len(times) // 2]
-    print(f"yard->manor->road->manor->yard round trip: p50 {median * 1e3:.2f} ms, "
-          f"max {times[-1] * 1e3:.2f} ms")
-    assert median < 0.5
+    assert times[len(times) // 2] < 0.5  # median; tools/bench_manor.py reports figures
