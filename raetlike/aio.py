@@ -1,0 +1,438 @@
+"""The asyncio driver: estates and yards as async context managers.
+
+::
+
+    async with aio.Estate("main", main=True) as main, aio.Estate("minion") as minion:
+        await minion.join(main.address)              # joined and allowed
+        await minion.send({"hello": 1}, to="main")   # acknowledged by main
+        async for message in main.messages():        # road.events.MessageReceived
+            print(message.remote, message.body)
+
+The socket is watched with ``loop.add_reader`` (so any asyncio loop works,
+uvloop included); time is ``loop.time()``; the stack's next timer is armed
+with ``loop.call_at`` and re-armed after every call into the stack.  A send
+that cannot be queued raises :class:`~raetlike.errors.BackpressureError` at
+once; one that expires raises :class:`MessageExpiredError` (road) or
+:class:`YardUnreachableError` (lane).  Cancelling an awaiting ``send`` does
+not take the message back: the stack still delivers it or reports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import math
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Generic, Protocol, TypeVar
+
+from lane import LaneConfig, LaneStack, LocalYard
+from lane import events as lane_events
+from raetlike.errors import RaetError
+from raetlike.udp import Address, UdpDriver
+from raetlike.uxd import UxdDriver
+from road import events as road_events
+from road.keeping import MemoryKeep
+from road.stack import LocalEstate, RoadConfig, RoadStack
+
+__all__ = [
+    "Estate", "Yard",
+    "MessageExpiredError", "YardUnreachableError", "JoinError", "JoinTimeoutError",
+]
+
+log = logging.getLogger(__name__)
+
+JOIN_TIMEOUT = 30.0
+EVENT_BACKLOG = 1024  # events nobody reads: the oldest are dropped beyond this
+
+
+class MessageExpiredError(RaetError):
+    """A road message was not acknowledged within its time to live (or the stack closed)."""
+
+    def __init__(self, event: road_events.MessageExpired) -> None:
+        super().__init__(f"message {event.message_id} to {event.remote} undelivered: "
+                         f"{event.reason}")
+        self.event = event
+        """The stack's event, with the undelivered message in ``body``."""
+
+
+class YardUnreachableError(RaetError):
+    """A lane message could not be handed to its yard (or the stack closed)."""
+
+    def __init__(self, event: lane_events.YardUnreachable) -> None:
+        super().__init__(f"yard {event.yard} unreachable: {event.reason}")
+        self.event = event
+        """The stack's event, with the undelivered messages."""
+
+
+class JoinError(RaetError):
+    """A join (and allow) did not complete: rejected, or the estate closed."""
+
+
+class JoinTimeoutError(JoinError, TimeoutError):
+    """A join (and allow) did not complete in time."""
+
+
+class _Stack(Protocol):
+    def get_timer(self) -> float | None: ...
+    def handle_timer(self, now: float) -> None: ...
+    def next_event(self) -> Any: ...
+    def close(self, *, now: float | None = None) -> None: ...
+
+
+class _Driver(Protocol):
+    @property
+    def wants_write(self) -> bool: ...
+    def fileno(self) -> int: ...
+    def receive(self, now: float) -> int: ...
+    def send(self, now: float) -> int: ...
+    def close(self) -> None: ...
+
+
+_EventT = TypeVar("_EventT")
+_StackT = TypeVar("_StackT", bound=_Stack)
+
+
+class _Stream(Generic[_EventT]):
+    """Items for ``async for``; ends when closed."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self._items: collections.deque[_EventT] = collections.deque(maxlen=limit)
+        self._waiters: list[asyncio.Future[None]] = []
+        self.closed = False
+
+    def put(self, item: _EventT) -> None:
+        self._items.append(item)
+        self._wake()
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+
+    async def __aiter__(self) -> AsyncIterator[_EventT]:
+        while True:
+            while self._items:
+                yield self._items.popleft()
+            if self.closed:
+                return
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
+
+
+class _Pump(Generic[_StackT]):
+    """A stack and its socket on the running asyncio loop."""
+
+    def __init__(self, stack: _StackT) -> None:
+        self.stack = stack
+        self._driver: _Driver | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._armed: float | None = None
+        self._writing = False
+        self._inbox: _Stream[Any] = _Stream()
+        self._events: _Stream[Any] = _Stream(EVENT_BACKLOG)
+        self.undelivered: list[Any] = []
+        """Undelivered-message events nobody awaited, and those from closing."""
+
+    @property
+    def name(self) -> str:
+        """The local estate's or yard's name."""
+        return str(getattr(self.stack, "name", "?"))
+
+    def _open(self) -> _Driver:
+        raise NotImplementedError
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop this stack runs on (once entered)."""
+        if self._loop is None:
+            raise RaetError(f"{self.name} is not open: use 'async with'")
+        return self._loop
+
+    async def __aenter__(self) -> _Pump[_StackT]:
+        self._loop = asyncio.get_running_loop()
+        self._driver = self._open()
+        self._loop.add_reader(self._driver.fileno(), self._on_readable)
+        self._service()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the stack (undelivered messages are reported), then the socket."""
+        if self._driver is None or self._loop is None:
+            return
+        driver, loop = self._driver, self._loop
+        self.stack.close(now=loop.time())
+        self._service()
+        self._driver = None
+        loop.remove_reader(driver.fileno())
+        if self._writing:
+            loop.remove_writer(driver.fileno())
+        if self._timer is not None:
+            self._timer.cancel()
+        driver.close()
+        self._closed()
+        self._inbox.close()
+        self._events.close()
+
+    def _closed(self) -> None:
+        """Fail whatever still waits (after the closing events were handled)."""
+
+    def _on_readable(self) -> None:
+        if self._driver is not None:
+            self._driver.receive(self.loop.time())
+            self._service()
+
+    def _on_timer(self) -> None:
+        self._timer, self._armed = None, None
+        self._service()
+
+    def _service(self) -> None:
+        """Timers, flush, events, re-arm: after every call into the stack."""
+        driver, loop = self._driver, self.loop
+        if driver is None:
+            return
+        now = loop.time()
+        timer = self.stack.get_timer()
+        if timer is not None and timer <= now:
+            self.stack.handle_timer(now)
+        driver.send(now)
+        if driver.wants_write != self._writing:
+            self._writing = driver.wants_write
+            if self._writing:
+                loop.add_writer(driver.fileno(), self._service)
+            else:
+                loop.remove_writer(driver.fileno())
+        while (event := self.stack.next_event()) is not None:
+            self._handle(event)
+        self._settle()
+        self._arm(self.stack.get_timer())
+
+    def _arm(self, deadline: float | None) -> None:
+        if deadline == self._armed:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._armed = deadline
+        self._timer = None if deadline is None else self.loop.call_at(deadline, self._on_timer)
+
+    def _handle(self, event: Any) -> None:
+        raise NotImplementedError
+
+    def _settle(self) -> None:
+        """Resolve what can be resolved from the stack's state after a call."""
+
+    async def messages(self) -> AsyncIterator[Any]:
+        """Every message received, as the stack's MessageReceived events; ends on close."""
+        async for message in self._inbox:
+            yield message
+
+    async def events(self) -> AsyncIterator[Any]:
+        """Every other event the stack reports (joins, presence, failures); ends on close.
+
+        Only the latest ``EVENT_BACKLOG`` are kept for a reader that falls behind.
+        """
+        async for event in self._events:
+            yield event
+
+
+class Estate(_Pump[RoadStack]):
+    """A road estate (RoadStack) on a UDP socket, as an async context manager."""
+
+    def __init__(self, estate: str | RoadStack, *, main: bool = False,
+                 host: str = "127.0.0.1", port: int = 0,
+                 config: RoadConfig | None = None) -> None:
+        """Wrap ``estate``, or make a stack of that name with an in-memory keep."""
+        if isinstance(estate, str):
+            config = config or RoadConfig()
+            estate = RoadStack(LocalEstate(estate, main=main), config, MemoryKeep(config.auto))
+        super().__init__(estate)
+        self._host, self._port = host, port
+        self._sends: dict[int, asyncio.Future[int]] = {}
+        self._joins: list[tuple[set[str], Any, asyncio.Future[str]]] = []
+
+    async def __aenter__(self) -> Estate:
+        await super().__aenter__()
+        return self
+
+    def _open(self) -> UdpDriver:
+        return UdpDriver(self.stack, self._host, self._port)
+
+    @property
+    def address(self) -> Address:
+        """The bound (host, port)."""
+        if not isinstance(self._driver, UdpDriver):
+            raise RaetError(f"estate {self.name} is not open: use 'async with'")
+        return self._driver.address
+
+    async def join(self, address: Address, *, timeout: float = JOIN_TIMEOUT) -> str:
+        """Join the estate at ``address`` and complete an allow; returns its name.
+
+        Raises :class:`JoinError` when it is rejected and :class:`JoinTimeoutError`
+        when both have not completed within ``timeout`` seconds (a pending
+        acceptance by the far operator waits, up to the timeout).
+        """
+        placeholder = self.stack.join(address, now=self.loop.time())
+        remote = self.stack.remote(placeholder)
+        future: asyncio.Future[str] = self.loop.create_future()
+        entry = ({placeholder}, remote, future)
+        self._joins.append(entry)
+        self._service()
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            raise JoinTimeoutError(f"join of {address[0]}:{address[1]} not complete after "
+                                   f"{timeout} s") from None
+        finally:
+            if entry in self._joins:
+                self._joins.remove(entry)
+
+    def transmit(self, message: Mapping[str, Any] | bytes, to: str, *,
+                 ttl: float | None = None) -> int:
+        """Queue ``message`` without waiting; its fate comes through :meth:`events`."""
+        message_id = self.stack.transmit(message, to=to, ttl=ttl, now=self.loop.time())
+        self._service()
+        return message_id
+
+    async def send(self, message: Mapping[str, Any] | bytes, to: str, *,
+                   ttl: float | None = None) -> int:
+        """Send ``message`` to the remote ``to`` and wait for its acknowledgement.
+
+        Returns its message id.  Raises BackpressureError at once when the
+        outbox is full, and :class:`MessageExpiredError` when it expires.
+        """
+        message_id = self.stack.transmit(message, to=to, ttl=ttl, now=self.loop.time())
+        future: asyncio.Future[int] = self.loop.create_future()
+        self._sends[message_id] = future
+        self._service()
+        try:
+            return await future
+        finally:
+            self._sends.pop(message_id, None)
+
+    def _handle(self, event: Any) -> None:
+        if isinstance(event, road_events.MessageReceived):
+            self._inbox.put(event)
+            return
+        if isinstance(event, road_events.MessageSent | road_events.MessageExpired):
+            future = self._sends.pop(event.message_id, None)
+            if future is not None and not future.done():
+                if isinstance(event, road_events.MessageSent):
+                    future.set_result(event.message_id)
+                else:
+                    future.set_exception(MessageExpiredError(event))
+                return
+            if isinstance(event, road_events.MessageExpired):
+                self.undelivered.append(event)
+        self._join_event(event)
+        self._events.put(event)
+
+    def _join_event(self, event: Any) -> None:
+        for names, remote, future in self._joins:
+            if future.done() or event.remote not in names | {remote.name}:
+                continue
+            names.add(event.remote)
+            if isinstance(event, road_events.Allowed):
+                future.set_result(event.remote)
+            elif isinstance(event, road_events.JoinRejected):
+                future.set_exception(JoinError(f"join with {event.remote} rejected: "
+                                               f"{event.reason}"))
+
+    def _closed(self) -> None:
+        for _, _, join in self._joins:
+            if not join.done():
+                join.set_exception(JoinError(f"estate {self.name} closed"))
+        for send in self._sends.values():
+            if not send.done():
+                send.set_exception(RaetError(f"estate {self.name} closed"))
+
+
+class Yard(_Pump[LaneStack]):
+    """A lane yard (LaneStack) on a UNIX datagram socket, as an async context manager."""
+
+    def __init__(self, yard: str | LaneStack, *, lane: str = "lane",
+                 directory: str | None = None, main: bool = False,
+                 config: LaneConfig | None = None) -> None:
+        """Wrap ``yard``, or make a stack of that name on ``lane`` in ``directory``."""
+        if isinstance(yard, str):
+            local = (LocalYard(yard, lane, directory, main=main) if directory is not None
+                     else LocalYard(yard, lane, main=main))
+            yard = LaneStack(local, config)
+        super().__init__(yard)
+        self._sends: dict[str, collections.OrderedDict[int, asyncio.Future[int]]] = {}
+
+    async def __aenter__(self) -> Yard:
+        await super().__aenter__()
+        return self
+
+    def _open(self) -> UxdDriver:
+        return UxdDriver(self.stack)
+
+    @property
+    def path(self) -> str:
+        """The yard's socket path."""
+        return self.stack.path
+
+    def transmit(self, message: Mapping[str, Any], to: str) -> int:
+        """Queue ``message`` without waiting; if it cannot be delivered, :meth:`events` says so."""
+        message_id = self.stack.transmit(message, to=to, now=self.loop.time())
+        self._service()
+        return message_id
+
+    async def send(self, message: Mapping[str, Any], to: str) -> int:
+        """Send ``message`` to the yard ``to``; completes when the kernel took all its pages.
+
+        Returns its message id.  Raises BackpressureError at once when that
+        yard's outbox is full, and :class:`YardUnreachableError` when the
+        yard stays unreachable (``LaneConfig.unreachable_after``).
+        """
+        message_id = self.stack.transmit(message, to=to, now=self.loop.time())
+        future: asyncio.Future[int] = self.loop.create_future()
+        self._sends.setdefault(to, collections.OrderedDict())[message_id] = future
+        self._service()
+        try:
+            return await future
+        finally:
+            if to in self._sends:
+                self._sends[to].pop(message_id, None)
+
+    def _handle(self, event: Any) -> None:
+        if isinstance(event, lane_events.MessageReceived):
+            self._inbox.put(event)
+            return
+        if isinstance(event, lane_events.YardUnreachable):
+            pending = self._sends.get(event.yard, collections.OrderedDict())
+            awaited = False
+            for message_id in event.message_ids:
+                future = pending.pop(message_id, None)
+                if future is not None and not future.done():
+                    future.set_exception(YardUnreachableError(event))
+                    awaited = True
+            if not awaited:
+                self.undelivered.append(event)
+        self._events.put(event)
+
+    def _settle(self) -> None:
+        """Messages no longer waiting in their yard's outbox went to the kernel."""
+        for name, pending in self._sends.items():
+            remote = self.stack.yards.get(name)
+            first_waiting: float = math.inf
+            if remote is not None:
+                first_waiting = next((o.message_id for o in remote.outbox if o.message_id),
+                                     math.inf)
+            while pending:
+                message_id, future = next(iter(pending.items()))
+                if message_id >= first_waiting:
+                    break
+                pending.popitem(last=False)
+                if not future.done():
+                    future.set_result(message_id)
