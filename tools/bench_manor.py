@@ -108,7 +108,7 @@ def main() -> None:
             process.wait(timeout=10)
         shutil.rmtree(base, ignore_errors=True)
 
-    def figures(times: list[float]) -> dict[str, float]:
+    def figures(times: tuple[float, ...] | list[float]) -> dict[str, float]:
         return {"p50_ms": round(percentile(times, 50) * 1e3, 3),
                 "p99_ms": round(percentile(times, 99) * 1e3, 3)}
 
