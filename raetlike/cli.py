@@ -1,4 +1,4 @@
-"""The ``raetlike`` command line: ``estate``, ``ping``, ``keys`` and ``demo``.
+"""The ``raetlike`` command line: ``estate``, ``yard``, ``ping``, ``keys`` and ``demo``.
 
 Exit codes: 0 success, 1 failure (with a one-line reason on stderr), 2 usage
 error (one line naming the bad argument).
