@@ -132,6 +132,17 @@ The pinged estate must be a main estate started with --echo.  Exit status 0
 only when every echo came back.
 """
 
+_PIPELINE_EPILOG = """\
+examples:
+  raetlike pipeline journal/ --out report/
+  raetlike pipeline j/main j/minion --out report/ --since 2026-01-01T10:00 --until 11:00
+  raetlike pipeline journal/ --out report/ --master spark://host:7077
+  raetlike pipeline journal/ --out report/ --follow --interval 30
+
+Needs PySpark (pip install 'raetlike[spark]') and Java 17+.  T is ISO 8601
+(UTC unless a zone is given) or epoch seconds.  Prints where the report is.
+"""
+
 _KEYS_EPILOG = """\
 examples:
   raetlike keys list --keep /tmp/keep
@@ -185,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"keep directory (default: {default_keep_dir()})")
     estate.add_argument("--echo", action="store_true",
                         help="send every message received back to its sender")
+    estate.add_argument("--journal", type=Path, metavar="DIR",
+                        help="journal every delivered message under DIR (docs/journal.md)")
     estate.add_argument("--lane", type=_lane_name, metavar="LANE",
                         help="also run the main yard of LANE: the estate becomes a manor "
                              "routing (estate, yard, share) between road and lane")
@@ -244,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "print a short report and clean up.",
         epilog="example:\n  raetlike demo\n",
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_pipeline(commands, common)
     return parser
 
 
@@ -268,6 +282,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _keys(args, parser)
         if args.command == "chaos":
             return _chaos(args)
+        if args.command == "pipeline":
+            return _pipeline(args)
         return _demo()
     except (RaetError, OSError) as exc:
         return _fail(str(exc))
@@ -282,7 +298,7 @@ def _estate(args: argparse.Namespace) -> int:
     options = EstateOptions(
         name=args.name, host=args.host, port=args.port, main=args.main, join=args.join,
         auto=_AUTO[args.auto], keep_dir=args.keep, echo=args.echo,
-        lane=args.lane, lane_dir=args.lane_dir,
+        lane=args.lane, lane_dir=args.lane_dir, journal_dir=args.journal,
     )
     return run_estate(options, sys.stdout)
 
@@ -483,6 +499,38 @@ def _chaos(args: argparse.Namespace) -> int:
                             corrupt=args.corrupt, delay=args.delay / 1000,
                             jitter=args.jitter / 1000)
     return run_chaos(args.listen, args.forward, impairment, args.seed, sys.stdout)
+
+
+def _add_pipeline(commands: Any, common: argparse.ArgumentParser) -> None:
+    pipeline = commands.add_parser(
+        "pipeline", parents=[common], help="analyse journals on Spark: tables and a report",
+        description="Read the journals of any number of nodes with PySpark and write Parquet "
+                    "tables (traffic, latency, resends, delivery audit) and an HTML report.",
+        epilog=_PIPELINE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    pipeline.add_argument("journals", metavar="JOURNAL_DIR", nargs="+", type=Path,
+                          help="journal directories (as given to 'estate --journal')")
+    pipeline.add_argument("--out", type=Path, required=True, metavar="DIR",
+                          help="where tables, plots and report.html go")
+    pipeline.add_argument("--master", metavar="URL",
+                          help="Spark master (default: spark-submit's, else local[*])")
+    pipeline.add_argument("--since", metavar="T", help="only records received at or after T")
+    pipeline.add_argument("--until", metavar="T", help="only records received before T")
+    pipeline.add_argument("--window", type=_positive(float, 0.001), default=60.0, metavar="S",
+                          help="time window of the traffic tables (default: 60)")
+    pipeline.add_argument("--follow", action="store_true",
+                          help="keep going: pick up new sealed segments (Structured Streaming)")
+    pipeline.add_argument("--interval", type=_positive(float, 0.0), default=10.0, metavar="S",
+                          help="--follow: seconds between rounds (default: 10)")
+    pipeline.add_argument("--rounds", type=_positive(int, 1), metavar="N",
+                          help="--follow: stop after N rounds (default: until interrupted)")
+
+
+def _pipeline(args: argparse.Namespace) -> int:
+    try:
+        from raetlike.pipeline.cli import run_command  # noqa: PLC0415 - PySpark is optional
+    except ImportError as exc:
+        return _fail(f"the pipeline needs PySpark (pip install 'raetlike[spark]'): {exc}")
+    return run_command(args, sys.stdout, sys.stderr)
 
 
 def _demo() -> int:

@@ -19,6 +19,7 @@ from types import FrameType
 from typing import TextIO
 
 from raetlike.errors import BackpressureError, LocalProtocolError
+from raetlike.journal import JournalWriter
 from raetlike.manor import ManorHouse
 from raetlike.ping import format_address
 from raetlike.run import Loop
@@ -65,6 +66,8 @@ class EstateOptions:
     """Also run the main yard of this lane: the estate becomes a manor (docs/manor.md)."""
     lane_dir: Path | None = None
     """The lane's socket directory; None means the lane default."""
+    journal_dir: Path | None = None
+    """Journal every delivered message under this directory (docs/journal.md)."""
 
 
 class _Estate:
@@ -90,6 +93,9 @@ class _Estate:
             echo=options.echo, clock=clock)
         self.stopping = False
         self.undelivered = 0
+        self.journal = (None if options.journal_dir is None
+                        else JournalWriter(options.journal_dir, self.stack.name))
+        self.resend_requests = 0  # stack.stats.resend_requests_sent at the last journal record
 
     @property
     def name(self) -> str:
@@ -104,11 +110,15 @@ class _Estate:
             if self.house is not None:
                 self.house.service()
             self.driver.send(self.clock())
+            if self.journal is not None:
+                self.journal.tick(time.time())
 
     def close(self) -> None:
         self.stack.close(now=self.clock())
         self.handle_events()
         self.loop.close()
+        if self.journal is not None:
+            self.journal.close()
 
     def handle_events(self) -> None:
         while (event := self.stack.next_event()) is not None:
@@ -120,6 +130,8 @@ class _Estate:
         if isinstance(event, events.MessageReceived):
             log.info("estate %s: message from %s (transaction %d, %d segments)",
                      name, remote, event.transaction_id, event.segments)
+            if self.journal is not None:
+                self.record(event)
             if self.options.echo and not routed:
                 self.echo(event)
         elif isinstance(event, events.MessageSent):
@@ -153,6 +165,14 @@ class _Estate:
         elif isinstance(event, events.JoinFailed | events.AllowFailed):
             log.debug("estate %s: %s with %s: %s", name, type(event).__name__, remote,
                       event.reason)
+
+    def record(self, event: events.MessageReceived) -> None:
+        """Journal a delivery, with the resend requests we sent since the last one."""
+        assert self.journal is not None  # noqa: S101 - the caller checks
+        requested = self.stack.stats.resend_requests_sent
+        self.journal.record_delivery(self.name, event, time.time(),
+                                     resends=requested - self.resend_requests)
+        self.resend_requests = requested
 
     def echo(self, event: events.MessageReceived) -> None:
         try:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from raetlike.journal import Endpoint, JournalRecord, RecordKind
+from pathlib import Path
+
+from raetlike.journal import Endpoint, JournalRecord, JournalWriter, RecordKind
 
 HOUR_START = 1_767_261_600.0  # 2026-01-01T10:00:00Z
 
@@ -18,3 +20,33 @@ def record(sequence: int | None = 1, *, node: str = "main", source: str = "minio
         sequence=sequence, body_bytes=body_bytes, segments=segments, resends=resends,
         sent=sent, received=received, session_id=7,
     )
+
+
+def write_known_traffic(root: Path) -> dict[str, object]:
+    """Two nodes' journals with known losses, duplicates and reorderings; returns the truth.
+
+    minion1 sends 1..200 to main: 50 and 120-122 lost, 77 delivered twice (once at
+    each node). minion2 sends 1..100 to other: complete, but 30 arrives after 31.
+    Latency of message n is ``n % 10 + 1`` ms.
+    """
+    main_journal, other_journal = root / "main", root / "other"
+    lost = {50, 120, 121, 122}
+    with JournalWriter(main_journal, "main", max_bytes=8_000) as main, \
+            JournalWriter(other_journal, "other") as other:
+        for n in range(1, 201):
+            if n in lost:
+                continue
+            at = HOUR_START + n * 0.5
+            main.append(record(n, node="main", source="minion1", received=at,
+                               sent=at - (n % 10 + 1) / 1000, segments=1 + n % 3,
+                               resends=1 if n % 40 == 0 else 0))
+            if n == 77:
+                other.append(record(n, node="other", source="minion1", received=at + 0.01,
+                                    sent=at - (n % 10 + 1) / 1000))
+        order = [*range(1, 30), 31, 30, *range(32, 101)]
+        for index, n in enumerate(order, start=1):
+            at = HOUR_START + 3000 + index
+            other.append(record(n, node="other", source="minion2", received=at,
+                                sent=at - (n % 10 + 1) / 1000, topic="beat"))
+    return {"missing": [(50, 50), (120, 122)], "duplicates": [77], "out_of_order": [30],
+            "records": 196 + 1 + 100}

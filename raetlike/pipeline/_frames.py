@@ -1,0 +1,98 @@
+"""Journal JSON lines as a Spark DataFrame: the explicit schema, file selection, normalising."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+__all__ = ["ALL_GLOB", "CORRUPT_COLUMN", "JOURNAL_SCHEMA", "SEALED_GLOB",
+           "hour_directories", "normalise", "read_json_journal", "stream_json_journal"]
+
+CORRUPT_COLUMN = "_corrupt_record"
+SEALED_GLOB = "*.jsonl"
+ALL_GLOB = "*.jsonl{,.open}"
+
+_STRINGS = ("node", "source_estate", "source_yard", "source_share", "destination_estate",
+            "destination_yard", "destination_share", "kind", "topic")
+_LONGS = ("version", "transaction_id", "request_id", "sequence", "body_bytes", "segments",
+          "resends", "session_id")
+_DOUBLES = ("sent", "received")
+
+JOURNAL_SCHEMA = StructType(
+    [StructField(name, StringType()) for name in _STRINGS]
+    + [StructField(name, LongType()) for name in _LONGS]
+    + [StructField(name, DoubleType()) for name in _DOUBLES]
+    + [StructField(CORRUPT_COLUMN, StringType())]
+)
+"""What Spark reads from journal segments (docs/journal.md); torn lines land in the last."""
+
+_HOUR_DIRECTORY = re.compile(r"^date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})$")
+
+
+def hour_directories(journals: Iterable[Path], since: float | None = None,
+                     until: float | None = None) -> list[str]:
+    """The ``date=/hour=`` directories under ``journals`` that may hold [since, until)."""
+    chosen = []
+    for journal in journals:
+        for directory in sorted(Path(journal).glob("date=*/hour=*")):
+            match = _HOUR_DIRECTORY.match(f"{directory.parent.name}/{directory.name}")
+            if match is None or not directory.is_dir():
+                continue
+            start = datetime.strptime(f"{match[1]} {match[2]}", "%Y-%m-%d %H").replace(
+                tzinfo=UTC).timestamp()
+            if (since is None or start + 3600 > since) and (until is None or start < until):
+                chosen.append(str(directory))
+    return chosen
+
+
+def read_json_journal(spark: SparkSession, directories: list[str], *,
+                      include_open: bool = True) -> DataFrame:
+    """Every line of the segments in ``directories`` (parsed in parallel, one task per file)."""
+    if not directories:
+        return spark.createDataFrame([], JOURNAL_SCHEMA)
+    return (spark.read.schema(JOURNAL_SCHEMA)
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+            .option("recursiveFileLookup", "true")
+            .option("pathGlobFilter", ALL_GLOB if include_open else SEALED_GLOB)
+            .json(directories))
+
+
+def stream_json_journal(spark: SparkSession, journal: Path) -> DataFrame:
+    """A streaming DataFrame of the sealed segments appearing under one journal directory."""
+    return (spark.readStream.schema(JOURNAL_SCHEMA)
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+            .option("recursiveFileLookup", "true")
+            .option("pathGlobFilter", SEALED_GLOB)
+            .json(str(journal)))
+
+
+def _endpoint(prefix: str) -> Column:
+    return F.concat_ws("/", F.col(f"{prefix}_estate"), F.col(f"{prefix}_yard"),
+                       F.col(f"{prefix}_share"))
+
+
+def normalise(raw: DataFrame) -> DataFrame:
+    """Raw journal lines -> records with ``valid``, ``source``, ``destination``, times, latency.
+
+    A line is valid when it parsed and carries the fields every record has; the
+    rest (a torn last record) is kept with ``valid`` false so it can be counted.
+    """
+    valid = (F.col(CORRUPT_COLUMN).isNull() & (F.col("version") == 1) & F.col("node").isNotNull()
+             & F.col("received").isNotNull() & F.col("source_estate").isNotNull())
+    return raw.select(
+        F.coalesce(valid, F.lit(False)).alias("valid"),
+        *[F.col(name) for name in (*_STRINGS, *_LONGS, *_DOUBLES)],
+        _endpoint("source").alias("source"),
+        _endpoint("destination").alias("destination"),
+        F.timestamp_seconds(F.col("received")).alias("received_at"),
+        ((F.col("received") - F.col("sent")) * 1000.0).alias("latency_ms"),
+    )
+

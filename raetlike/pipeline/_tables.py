@@ -1,0 +1,152 @@
+"""The pipeline's tables, each a DataFrame computed from normalised journal records.
+
+Every function takes the *valid* records (see :func:`normalise`) and returns a
+small DataFrame meant to be written as Parquet.  Nothing here runs a Python UDF.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
+
+__all__ = ["LATENCY_EDGES_MS", "TABLES", "audit_duplicates", "audit_missing",
+           "audit_out_of_order", "audit_summary", "estates", "latency", "latency_histogram",
+           "rate_over_time", "remotes", "traffic"]
+
+PERCENTILE_ACCURACY = 100_000
+
+LATENCY_EDGES_MS = (0.0, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0,
+                    1_000.0, 2_000.0, 5_000.0, 10_000.0)
+"""Lower edges of the latency histogram's buckets (ms); bucket -1 holds negative latencies."""
+
+_STREAM = ("source", "destination", "kind", "topic")
+
+
+def _percentiles(column: str) -> list[Column]:
+    quantiles = F.percentile_approx(F.col(column), [0.5, 0.9, 0.99], PERCENTILE_ACCURACY)
+    return [quantiles[0].alias("p50_ms"), quantiles[1].alias("p90_ms"),
+            quantiles[2].alias("p99_ms"), F.max(column).alias("max_ms")]
+
+
+def traffic(records: DataFrame, window_seconds: float) -> DataFrame:
+    """Per time window and (source, destination, kind, topic): messages, bytes and their rates."""
+    span = f"{window_seconds:g} seconds"
+    return (records.groupBy(F.window("received_at", span).alias("window"), *_STREAM)
+            .agg(F.count("*").alias("messages"), F.sum("body_bytes").alias("bytes"))
+            .select(F.col("window.start").alias("window_start"),
+                    F.col("window.end").alias("window_end"), *_STREAM, "messages", "bytes",
+                    (F.col("messages") / window_seconds).alias("messages_per_second"),
+                    (F.col("bytes") / window_seconds).alias("bytes_per_second")))
+
+
+def rate_over_time(records: DataFrame, window_seconds: float) -> DataFrame:
+    """All traffic per time window: messages and messages per second (for the rate plot)."""
+    span = f"{window_seconds:g} seconds"
+    return (records.groupBy(F.window("received_at", span).alias("window"))
+            .agg(F.count("*").alias("messages"), F.sum("body_bytes").alias("bytes"))
+            .select(F.col("window.start").alias("window_start"), "messages", "bytes",
+                    (F.col("messages") / window_seconds).alias("messages_per_second"))
+            .orderBy("window_start"))
+
+
+def latency(records: DataFrame) -> DataFrame:
+    """Per (source, destination, kind, topic): latency p50/p90/p99/max where ``sent`` is known."""
+    timed = records.where(F.col("latency_ms").isNotNull())
+    return timed.groupBy(*_STREAM).agg(F.count("*").alias("messages"),
+                                       *_percentiles("latency_ms"))
+
+
+def latency_histogram(records: DataFrame) -> DataFrame:
+    """Messages per latency bucket (``bucket``, ``low_ms``); see :data:`LATENCY_EDGES_MS`."""
+    value = F.col("latency_ms")
+    bucket: Column = F.when(value < 0, F.lit(-1))
+    for index in range(len(LATENCY_EDGES_MS) - 1, -1, -1):
+        bucket = bucket.when(value >= LATENCY_EDGES_MS[index], F.lit(index))
+    return (records.where(value.isNotNull()).groupBy(bucket.alias("bucket"))
+            .agg(F.count("*").alias("messages")).orderBy("bucket"))
+
+
+def remotes(records: DataFrame) -> DataFrame:
+    """Per journaling node and remote (source estate): segment and resend statistics."""
+    return records.groupBy("node", F.col("source_estate").alias("remote")).agg(
+        F.count("*").alias("messages"),
+        F.sum("body_bytes").alias("bytes"),
+        F.sum("segments").alias("segments"),
+        F.avg("segments").alias("segments_mean"),
+        F.max("segments").alias("segments_max"),
+        F.sum(F.when(F.col("segments") > 1, 1).otherwise(0)).alias("multi_segment_messages"),
+        F.sum("resends").alias("resends"),
+        F.max("resends").alias("resends_max"),
+        F.sum(F.when(F.col("resends") > 0, 1).otherwise(0)).alias("messages_with_resends"),
+    )
+
+
+def estates(records: DataFrame) -> DataFrame:
+    """Per estate: messages and bytes sent and received, and latency of what it received."""
+    sent = records.groupBy(F.col("source_estate").alias("estate")).agg(
+        F.count("*").alias("messages_sent"), F.sum("body_bytes").alias("bytes_sent"))
+    quantiles = F.percentile_approx(F.col("latency_ms"), [0.5, 0.99], PERCENTILE_ACCURACY)
+    received = records.groupBy(F.col("destination_estate").alias("estate")).agg(
+        F.count("*").alias("messages_received"), F.sum("body_bytes").alias("bytes_received"),
+        quantiles[0].alias("received_p50_ms"), quantiles[1].alias("received_p99_ms"))
+    return (sent.join(received, "estate", "full_outer")
+            .fillna(0, ["messages_sent", "bytes_sent", "messages_received", "bytes_received"])
+            .orderBy("estate"))
+
+
+def _sequenced(records: DataFrame) -> DataFrame:
+    return records.where(F.col("sequence").isNotNull())
+
+
+def audit_duplicates(records: DataFrame) -> DataFrame:
+    """Sequence numbers delivered more than once (anywhere), per source."""
+    return (_sequenced(records).groupBy("source", "sequence")
+            .agg(F.count("*").alias("copies"), F.array_sort(F.collect_set("node")).alias("nodes"))
+            .where(F.col("copies") > 1).orderBy("source", "sequence"))
+
+
+def audit_missing(records: DataFrame) -> DataFrame:
+    """Gaps in each source's sequence numbers, as ranges [first_missing, last_missing]."""
+    seen = _sequenced(records).select("source", "sequence").distinct()
+    previous = F.lag("sequence").over(Window.partitionBy("source").orderBy("sequence"))
+    return (seen.withColumn("previous", previous)
+            .where(F.col("sequence") - F.col("previous") > 1)
+            .select("source", (F.col("previous") + 1).alias("first_missing"),
+                    (F.col("sequence") - 1).alias("last_missing"),
+                    (F.col("sequence") - F.col("previous") - 1).alias("missing"))
+            .orderBy("source", "first_missing"))
+
+
+def audit_out_of_order(records: DataFrame) -> DataFrame:
+    """First arrivals at a node of a sequence number lower than one that node already had."""
+    arrival = Window.partitionBy("source", "node").orderBy("received", "sequence")
+    before = arrival.rowsBetween(Window.unboundedPreceding, -1)
+    copy = Window.partitionBy("source", "node", "sequence").orderBy("received")
+    return (_sequenced(records)
+            .withColumn("highest_before", F.max("sequence").over(before))
+            .withColumn("copy", F.row_number().over(copy))
+            .where((F.col("copy") == 1) & (F.col("sequence") < F.col("highest_before")))
+            .select("source", "node", "sequence", "highest_before", "received_at")
+            .orderBy("source", "node", "received_at"))
+
+
+def audit_summary(records: DataFrame, missing: DataFrame, duplicates: DataFrame,
+                  out_of_order: DataFrame) -> DataFrame:
+    """Per source: records, sequence range, missing, duplicates, out of order, complete."""
+    base = _sequenced(records).groupBy("source").agg(
+        F.count("*").alias("records"), F.countDistinct("sequence").alias("distinct"),
+        F.min("sequence").alias("first"), F.max("sequence").alias("last"))
+    gaps = missing.groupBy("source").agg(F.sum("missing").alias("missing"))
+    copies = duplicates.groupBy("source").agg(
+        F.sum(F.col("copies") - 1).alias("duplicates"))
+    late = out_of_order.groupBy("source").agg(F.count("*").alias("out_of_order"))
+    joined = (base.join(gaps, "source", "left").join(copies, "source", "left")
+              .join(late, "source", "left")
+              .fillna(0, ["missing", "duplicates", "out_of_order"]))
+    return joined.withColumn(
+        "complete", (F.col("missing") == 0) & (F.col("duplicates") == 0)).orderBy("source")
+
+
+TABLES = ("traffic", "rate", "latency", "latency_histogram", "remotes", "estates",
+          "audit_summary", "audit_missing", "audit_duplicates", "audit_out_of_order")
+"""The Parquet tables the pipeline writes, each under ``OUT/tables/NAME/``."""

@@ -1,0 +1,65 @@
+"""The body of ``raetlike pipeline``: options from the command line, run, one-line results."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+from raetlike.pipeline._job import PipelineOptions, PipelineResult, follow_journals, run_pipeline
+
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "parse_time", "run_command"]
+
+log = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+def parse_time(text: str) -> float:
+    """Epoch seconds from ``1767261600``-style numbers or ISO 8601 (UTC when no zone is given)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"invalid time {text!r}: give ISO 8601 or epoch seconds") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _say(result: PipelineResult, out: TextIO) -> None:
+    out.write(f"{result.records} records ({result.skipped_lines} skipped lines) "
+              f"in {result.seconds:.1f} s; tables in {result.report.parent / 'tables'}\n")
+    out.write(f"report: {result.report}\n")
+    out.flush()
+
+
+def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run ``raetlike pipeline`` with parsed ``args``; returns the exit status."""
+    try:
+        since = None if args.since is None else parse_time(args.since)
+        until = None if args.until is None else parse_time(args.until)
+    except ValueError as exc:
+        err.write(f"raetlike pipeline: error: {exc} (see --help)\n")
+        return EXIT_USAGE
+    missing = [str(path) for path in args.journals if not Path(path).is_dir()]
+    if missing:
+        err.write(f"raetlike: error: no such journal directory: {', '.join(missing)}\n")
+        return EXIT_FAILURE
+    options = PipelineOptions(journals=tuple(Path(p) for p in args.journals), out=args.out,
+                              master=args.master, since=since, until=until,
+                              window_seconds=args.window)
+    if not args.follow:
+        _say(run_pipeline(options), out)
+        return EXIT_OK
+    try:
+        follow_journals(options, rounds=args.rounds, interval=args.interval,
+                        on_round=lambda result: _say(result, out))
+    except KeyboardInterrupt:
+        log.info("pipeline: interrupted, stopping")
+    return EXIT_OK
