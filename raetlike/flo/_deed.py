@@ -1,0 +1,84 @@
+"""The base of every raetlike deed, and the typed helpers they share.
+
+A deed is an ioflo ``Doer``: ioflo registers each subclass under its class
+name, and FloScript's ``do raetlike road stack service`` names the class
+``RaetlikeRoadStackService``.  A deed's *iois* (``Ioinits``) are shares of the
+house's store under its *inode* (``.raetlike.road.stack.`` unless the plan
+says ``per inode "..."``); ioflo turns each into an attribute of the deed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Any
+
+from raetlike.flo import _compat  # noqa: F401 - ioflo needs it imported first
+
+from ioflo.aid.odicting import odict  # noqa: I001 - after _compat on purpose
+from ioflo.base import doing
+
+__all__ = ["RaetlikeDeed", "fresh_deque", "stack_ioinits"]
+
+log = logging.getLogger(__name__)
+
+
+def fresh_deque() -> odict:
+    """An ioinit value that starts a share's ``value`` as an empty deque (once per store)."""
+    return odict(ival=deque())
+
+
+def stack_ioinits(inode: str, local: dict[str, Any], status: dict[str, int]) -> odict:
+    """The iois every deed of one kind of stack shares, under ``inode``.
+
+    ``stack`` and ``driver`` hold the sans-IO stack and its socket driver;
+    ``local`` the settings the plan ``init``s; ``address`` where the stack is
+    bound; ``status`` counters the plan's transitions read; ``rxmsgs`` the
+    messages received as ``(body, sender)`` pairs; ``txmsgs`` the messages
+    waiting to be transmitted as ``(body, destination)`` pairs; ``events``
+    every event the stack reported; ``destination`` the default destination
+    of the sender deed.
+    """
+    return odict(
+        inode=inode,
+        stack="stack",
+        driver="driver",
+        local=odict(ipath="local", ival=odict(local)),
+        address=odict(ipath="address", ival=odict(host="", port=0, path="")),
+        status=odict(ipath="status", ival=odict(status)),
+        rxmsgs=odict(ipath="rxmsgs", **fresh_deque()),
+        txmsgs=odict(ipath="txmsgs", **fresh_deque()),
+        events=odict(ipath="events", **fresh_deque()),
+        destination=odict(ipath="destination", ival=""),
+    )
+
+
+class RaetlikeDeed(doing.Doer):  # type: ignore[misc]  # ioflo ships no type information
+    """Base of the raetlike deeds: typed access to the house's store and clock.
+
+    Subclasses set ``Ioinits`` (see :func:`stack_ioinits`) and implement
+    ``action(**parms)``; the ``with`` data of the plan's ``do`` arrives in
+    ``parms``.
+    """
+
+    @property
+    def now(self) -> float:
+        """The house's clock: the store's stamp (seconds, advanced by the skedder each tick)."""
+        stamp = self.store.stamp
+        return float(stamp) if stamp is not None else 0.0
+
+    @property
+    def house_name(self) -> str:
+        """The name of the house this deed runs in."""
+        house = self.store.house
+        return str(house.name) if house is not None else ""
+
+    def count(self, field: str, step: int = 1) -> None:
+        """Add ``step`` to the counter ``field`` of the ``status`` share."""
+        status = self.status
+        status.update({field: int(status.get(field, 0) or 0) + step})
+
+    def setting(self, field: str, default: Any) -> Any:
+        """The ``local`` share's ``field``, or ``default`` when the plan left it out."""
+        value = self.local.get(field, default)
+        return default if value is None else value

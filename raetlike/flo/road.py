@@ -1,0 +1,240 @@
+"""Road deeds: a RoadStack on a UDP socket inside an ioflo house.
+
+FloScript (the shares live under ``.raetlike.road.stack.`` unless a deed is
+given ``per inode "..."``)::
+
+    init .raetlike.road.stack.local with name "minion" host "127.0.0.1" port 7531
+
+    framer stack be active first start
+        frame start
+            enter
+                do raetlike road stack setup
+            recur
+                do raetlike road stack service
+            exit
+                do raetlike road stack closer
+
+    ...     do raetlike road stack joiner at enter with host "127.0.0.1" port 7530
+    ...     do raetlike road stack allower at enter
+    ...     go next if allowed in .raetlike.road.stack.status
+    ...     do raetlike road stack sender at enter with destination "master" text "hi"
+    ...     do raetlike road stack printer
+
+``local`` fields: ``name`` (default: the house's name), ``host``
+(127.0.0.1), ``port`` (0: any free port), ``main`` (False), ``auto``
+("once", "always" or "never"), ``keep`` (a keep directory; "" keeps keys in
+memory only).  ``status`` counters: ``joined``, ``allowed``, ``received``,
+``sent`` (acknowledged), ``expired``, ``lost``, ``failed`` (refused by the
+stack).  ``address`` has the bound ``host`` and ``port``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from raetlike.errors import BackpressureError, LocalProtocolError
+from raetlike.flo._deed import RaetlikeDeed, stack_ioinits
+from raetlike.udp import UdpDriver
+from raetlike.wire.kinds import AutoMode
+from road import events
+from road.stack import LocalEstate, RoadConfig, RoadStack
+
+__all__ = [
+    "ROAD_INODE",
+    "RaetlikeRoadStackAllower",
+    "RaetlikeRoadStackCloser",
+    "RaetlikeRoadStackJoiner",
+    "RaetlikeRoadStackPrinter",
+    "RaetlikeRoadStackSender",
+    "RaetlikeRoadStackService",
+    "RaetlikeRoadStackSetup",
+]
+
+log = logging.getLogger(__name__)
+
+ROAD_INODE = ".raetlike.road.stack."
+"""Where the road deeds keep their shares unless the plan says otherwise."""
+
+_LOCAL = {"name": "", "host": "127.0.0.1", "port": 0, "main": False, "auto": "once", "keep": ""}
+_STATUS = {"joined": 0, "allowed": 0, "received": 0, "sent": 0, "expired": 0, "lost": 0,
+           "failed": 0}
+
+_COUNTED: dict[type[events.Event], str] = {
+    events.Joined: "joined",
+    events.Allowed: "allowed",
+    events.MessageSent: "sent",
+    events.MessageExpired: "expired",
+    events.RemoteLost: "lost",
+}
+
+
+class _RoadDeed(RaetlikeDeed):
+    """What every road deed shares: the iois and the stack they hold."""
+
+    Ioinits = stack_ioinits(ROAD_INODE, _LOCAL, _STATUS)
+
+    def road(self) -> RoadStack | None:
+        """The house's road stack, or None (logged) before setup or after close."""
+        stack = self.stack.value
+        if isinstance(stack, RoadStack):
+            return stack
+        log.error("house %s: %s before 'do raetlike road stack setup' (or after close)",
+                  self.house_name, type(self).__name__)
+        return None
+
+
+class RaetlikeRoadStackSetup(_RoadDeed):
+    """``do raetlike road stack setup at enter``: make the stack and bind its UDP socket."""
+
+    def action(self, **parms: Any) -> None:
+        name = str(self.setting("name", "") or self.house_name)
+        host = str(self.setting("host", "127.0.0.1"))
+        port = int(self.setting("port", 0))
+        main = bool(self.setting("main", False))
+        auto = AutoMode[str(self.setting("auto", "once")).upper()]
+        keep_dir = str(self.setting("keep", ""))
+        config = RoadConfig(auto=auto)
+        if keep_dir:
+            from road.persist import open_estate  # noqa: PLC0415 - only kept estates need files
+
+            local, keep = open_estate(keep_dir, name, main=main, host_address=(host, port),
+                                      auto=auto)
+            stack = RoadStack(local, config, keep=keep, now=self.now)
+            keep.restore_remotes(stack)
+        else:
+            stack = RoadStack(LocalEstate(name=name, main=main), config, now=self.now)
+        driver = UdpDriver(stack, host, port)
+        self.stack.value = stack
+        self.driver.value = driver
+        bound_host, bound_port = driver.address
+        self.address.update(host=bound_host, port=bound_port)
+        log.info("house %s: estate %s on %s:%d%s", self.house_name, name, bound_host,
+                 bound_port, " (main)" if main else "")
+
+
+class RaetlikeRoadStackService(_RoadDeed):
+    """``do raetlike road stack service``: once per tick, transmit, read, fire timers, write.
+
+    Messages waiting in ``txmsgs`` are handed to the stack; every event the
+    stack reports lands in ``events``, received messages also in ``rxmsgs``
+    as ``(body, sender)``, and the ``status`` counters are advanced.
+    """
+
+    def action(self, **parms: Any) -> None:
+        stack = self.road()
+        if stack is None:
+            return
+        now = self.now
+        _transmit_waiting(self, stack, now)
+        self.driver.value.service(now)
+        _collect_events(self, stack)
+
+
+def _transmit_waiting(deed: _RoadDeed, stack: RoadStack, now: float) -> None:
+    txmsgs = deed.txmsgs.value
+    while txmsgs:
+        body, destination = txmsgs[0]
+        try:
+            stack.transmit(body, to=destination, now=now)
+        except BackpressureError:
+            return  # the rest waits for the next tick
+        except LocalProtocolError as exc:
+            deed.count("failed")
+            log.warning("house %s: message to %s refused: %s", deed.house_name, destination, exc)
+        txmsgs.popleft()
+
+
+def _collect_events(deed: _RoadDeed, stack: RoadStack) -> None:
+    while (event := stack.next_event()) is not None:
+        deed.events.value.append(event)
+        if isinstance(event, events.MessageReceived):
+            deed.rxmsgs.value.append((event.body, event.remote))
+            deed.count("received")
+        elif type(event) in _COUNTED:
+            deed.count(_COUNTED[type(event)])
+        log.debug("house %s: %s", deed.house_name, event)
+
+
+class RaetlikeRoadStackJoiner(_RoadDeed):
+    """``do raetlike road stack joiner at enter with host "H" port P``: join the main estate."""
+
+    def action(self, host: str = "127.0.0.1", port: int = 7530, **parms: Any) -> None:
+        stack = self.road()
+        if stack is not None:
+            stack.join((str(host), int(port)), now=self.now)
+            log.info("house %s: joining %s:%d", self.house_name, host, int(port))
+
+
+class RaetlikeRoadStackAllower(_RoadDeed):
+    """``do raetlike road stack allower at enter [with name "R"]``: allow R, or every joined remote."""
+
+    def action(self, name: str = "", **parms: Any) -> None:
+        stack = self.road()
+        if stack is None:
+            return
+        names = [name] if name else [r.name for r in stack.remotes.values() if r.joined]
+        for remote in names:
+            stack.allow(remote, now=self.now)
+            log.info("house %s: allowing %s", self.house_name, remote)
+
+
+class RaetlikeRoadStackSender(_RoadDeed):
+    """``do raetlike road stack sender at enter with destination "R" FIELD VALUE ...``.
+
+    Queues the message made of the ``with`` fields (all but ``destination``)
+    in ``txmsgs``.  Without ``destination`` it goes to the ``destination``
+    share's value, else the main estate joined, else the sender of the last
+    message received.
+    """
+
+    def action(self, destination: str = "", **parms: Any) -> None:
+        stack = self.road()
+        if stack is None:
+            return
+        target = destination or _default_destination(self, stack)
+        if not target:
+            self.count("failed")
+            log.error("house %s: sender has no destination", self.house_name)
+            return
+        self.txmsgs.value.append((dict(parms), str(target)))
+
+
+def _default_destination(deed: _RoadDeed, stack: RoadStack) -> str:
+    if deed.destination.value:
+        return str(deed.destination.value)
+    mains = [r.name for r in stack.remotes.values() if r.main]
+    if mains:
+        return mains[0]
+    for event in reversed(deed.events.value):
+        if isinstance(event, events.MessageReceived):
+            return event.remote
+    return ""
+
+
+class RaetlikeRoadStackPrinter(_RoadDeed):
+    """``do raetlike road stack printer``: log (and take) each message waiting in ``rxmsgs``."""
+
+    def action(self, **parms: Any) -> None:
+        rxmsgs = self.rxmsgs.value
+        while rxmsgs:
+            body, sender = rxmsgs.popleft()
+            log.info("house %s: message from %s: %r", self.house_name, sender, body)
+
+
+class RaetlikeRoadStackCloser(_RoadDeed):
+    """``do raetlike road stack closer at exit``: close the stack, flush, close the socket."""
+
+    def action(self, **parms: Any) -> None:
+        stack = self.stack.value
+        if not isinstance(stack, RoadStack):
+            return
+        now = self.now
+        stack.close(now=now)
+        driver: UdpDriver = self.driver.value
+        driver.send(now)
+        _collect_events(self, stack)
+        driver.close()
+        self.stack.value = None
+        self.driver.value = None
+        log.info("house %s: estate %s closed", self.house_name, stack.name)
