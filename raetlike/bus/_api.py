@@ -1,0 +1,210 @@
+"""What a bus user hands in and gets back: calls, replies, requests, errors, events, stats."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Protocol
+
+from raetlike.bus._message import BusMessage, Errno, Rolemask
+from raetlike.errors import RaetError
+from raetlike.sp import Payload
+
+__all__ = [
+    "Call",
+    "Reply",
+    "Request",
+    "BusError",
+    "Handler",
+    "Service",
+    "OnReply",
+    "OnEvent",
+    "Link",
+    "PeerLost",
+    "PeerAlive",
+    "EventGap",
+    "BusEvent",
+    "BusConfig",
+    "BusStats",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A request to make: a ``service.method`` topic and a payload."""
+
+    topic: str
+    """``service.method``."""
+    payload: Any = None
+    """The request body (any JSON/msgpack value)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What ``on_reply`` gets, exactly once per ``send``: the response or a local error."""
+
+    matchtag: int
+    """The value ``send`` returned."""
+    topic: str
+    """The request's topic."""
+    payload: Any
+    """The response body (None on error)."""
+    errno: Errno
+    """0, or why the request failed (ENOSYS, EHOSTUNREACH, EPERM, ETIMEDOUT, ...)."""
+    error: str = ""
+    """A human-readable error text."""
+    userid: str = ""
+    """Who answered (stamped on the way back)."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the request succeeded."""
+        return self.errno is Errno.OK
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What a service handler gets: the request and who (authenticated) sent it."""
+
+    topic: str
+    """``service.method``."""
+    payload: Any
+    """The request body."""
+    userid: str
+    """The sender, as the receiving stack authenticated it (never what the sender wrote)."""
+    role: str
+    """The sender's role from its join and the keep."""
+    rolemask: Rolemask
+    """OWNER for the local node, USER for a remote."""
+    matchtag: int
+    """The requester's matchtag."""
+
+    @property
+    def method(self) -> str:
+        """The part of the topic after the service name."""
+        return self.topic.partition(".")[2]
+
+
+class BusError(RaetError):
+    """Raised by a handler to answer with an error number instead of a payload."""
+
+    def __init__(self, errno: Errno, text: str = "") -> None:
+        """An error response ``errno`` with ``text``."""
+        super().__init__(text or errno.name)
+        self.errno = errno
+        self.text = text or errno.name
+
+
+Handler = Callable[[Request], Any]
+"""A method handler: returns the response payload or raises BusError."""
+
+Service = Handler | Mapping[str, Handler]
+"""One handler for every method of a service, or a handler per method name."""
+
+OnReply = Callable[[Reply], None]
+"""Called once with the reply (or a timeout/unreachable error)."""
+
+OnEvent = Callable[[BusMessage], None]
+"""Called with each event whose topic matches a subscription."""
+
+
+class Link(Protocol):
+    """One neighbour of a bus node: a road remote or a lane yard (raetlike.channels)."""
+
+    @property
+    def name(self) -> str:
+        """The neighbour's name (unique among a node's links)."""
+        ...
+
+    @property
+    def alive(self) -> bool:
+        """False while the neighbour is known to be unreachable."""
+        ...
+
+    @property
+    def userid(self) -> str:
+        """The neighbour's authenticated name."""
+        ...
+
+    @property
+    def role(self) -> str:
+        """The neighbour's authenticated role."""
+        ...
+
+    def send(self, payload: Payload) -> bool:
+        """Queue a message body to the neighbour; False (or BackpressureError) if not taken."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PeerLost:
+    """A link stayed silent past the keepalive timeout."""
+
+    name: str
+    """The link's name."""
+    silent_for: float
+    """Seconds since it was last heard."""
+
+
+@dataclass(frozen=True, slots=True)
+class PeerAlive:
+    """A link that was lost was heard again."""
+
+    name: str
+    """The link's name."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventGap:
+    """Events from one publisher were missed (its sequence numbers jumped)."""
+
+    publisher: str
+    """The publisher's userid."""
+    missed: int
+    """How many sequence numbers were skipped."""
+
+
+BusEvent = PeerLost | PeerAlive | EventGap
+
+
+@dataclass(slots=True)
+class BusConfig:
+    """Timers and limits of a bus node."""
+
+    request_timeout: float = 60.0
+    """Seconds before ``on_reply`` gets ETIMEDOUT."""
+    retry_interval: float = 5.0
+    """Seconds between resends of a request still without a response."""
+    keepalive_interval: float = 5.0
+    """Seconds between keepalives to every link."""
+    keepalive_timeout: float = 15.0
+    """Seconds of silence before a link is reported lost."""
+    max_hops: int = 16
+    """Links a message may cross before it is refused (loops)."""
+    dedup_window: int = 4096
+    """Request numbers remembered per sender (raetlike.dedup.SeenWindow)."""
+    answered_memory: int = 1024
+    """Responses kept to answer resent requests again without running the handler."""
+
+
+@dataclass(slots=True)
+class BusStats:
+    """Counters of a bus node."""
+
+    sent: int = 0
+    received: int = 0
+    handled: int = 0
+    duplicates: int = 0
+    retries: int = 0
+    stray_responses: int = 0
+    malformed: int = 0
+    unknown_link: int = 0
+    undeliverable: int = 0
+    events_delivered: int = 0
+    keepalives_sent: int = 0
+    restamped: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """The counters by name."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+

@@ -1,0 +1,185 @@
+"""Bus messages (Flux CMB1 style) and their mapping form on the stacks.
+
+A bus message travels as a stack message body ``{"bus": {...}}``; the inner
+keys are short wire names mapped once here to the fields of :class:`BusMessage`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from raetlike.errors import PacketError
+
+__all__ = [
+    "BUS_KEY",
+    "ANY",
+    "UPSTREAM",
+    "MessageType",
+    "Errno",
+    "Rolemask",
+    "BusMessage",
+    "is_bus_body",
+    "encode",
+    "decode",
+]
+
+BUS_KEY = "bus"
+"""The one key of a stack message body that carries a bus message."""
+
+ANY = "*any*"
+"""Destination: the first node from here up toward main that provides the service."""
+
+UPSTREAM = "*upstream*"
+"""Destination: the first node above this one (toward main) that provides the service."""
+
+
+class MessageType(enum.Enum):
+    """The four kinds of bus message."""
+
+    REQUEST = "request"
+    RESPONSE = "response"
+    EVENT = "event"
+    KEEPALIVE = "keepalive"
+
+
+class Errno(enum.IntEnum):
+    """Error numbers a response can carry (Linux values, as Flux uses)."""
+
+    OK = 0
+    EPERM = 1
+    """Operation not permitted: the service requires a role the sender lacks."""
+    EIO = 5
+    """The handler failed (raised something other than BusError)."""
+    EPROTO = 71
+    """Protocol error: the request could not be taken (e.g. too many hops)."""
+    ENOSYS = 38
+    """Function not implemented: no such service or method."""
+    ETIMEDOUT = 110
+    """No response in time (made locally, never sent)."""
+    EHOSTUNREACH = 113
+    """No route to host: the target node cannot be reached."""
+
+
+class Rolemask(enum.IntFlag):
+    """How much a message's sender is trusted (Flux's role bits)."""
+
+    NONE = 0
+    OWNER = 1
+    """The local node itself."""
+    USER = 2
+    """An authenticated remote."""
+
+
+@dataclass(frozen=True, slots=True)
+class BusMessage:
+    """One bus message, as a node sees it."""
+
+    type: MessageType
+    """Request, response, event or keepalive."""
+    topic: str = ""
+    """``service.method`` for requests and responses, the event name for events."""
+    payload: Any = None
+    """The application body (any JSON/msgpack value)."""
+    matchtag: int = 0
+    """Pairs a response with its request (chosen by the requester)."""
+    sequence: int = 0
+    """Per-sender number: request numbers for dedup, event numbers for gap detection."""
+    target: str = ANY
+    """Requests: ANY, UPSTREAM or a node name."""
+    errno: Errno = Errno.OK
+    """Responses: 0 or why it failed."""
+    error: str = ""
+    """Responses: a human-readable error text."""
+    route: tuple[str, ...] = ()
+    """Requests and responses: the links a request came in on, hop by hop (popped back)."""
+    hops: int = 0
+    """How many links the message has crossed."""
+    userid: str = ""
+    """Who sent it, stamped by the receiving node from the authenticated link."""
+    role: str = ""
+    """The sender's role (from the join and keep), stamped like ``userid``."""
+    rolemask: Rolemask = Rolemask.NONE
+    """The sender's trust, stamped like ``userid``."""
+    subscriptions: tuple[str, ...] = field(default=())
+    """Keepalives: the topic prefixes wanted below the sender."""
+
+    @property
+    def service(self) -> str:
+        """The part of the topic before the first dot."""
+        return self.topic.partition(".")[0]
+
+    @property
+    def method(self) -> str:
+        """The part of the topic after the first dot."""
+        return self.topic.partition(".")[2]
+
+    def stamped(self, userid: str, role: str, rolemask: Rolemask) -> BusMessage:
+        """This message with the sender's identity replaced."""
+        return replace(self, userid=userid, role=role, rolemask=rolemask)
+
+
+def is_bus_body(body: object) -> bool:
+    """True for a stack message body that carries a bus message."""
+    return isinstance(body, Mapping) and set(body) == {BUS_KEY}
+
+
+def encode(message: BusMessage) -> dict[str, Any]:
+    """The stack message body for ``message``."""
+    inner: dict[str, Any] = {"ty": message.type.value, "ho": message.hops}
+    if message.type is MessageType.KEEPALIVE:
+        inner["su"] = list(message.subscriptions)
+    else:
+        inner.update(to=message.topic, pl=message.payload, sq=message.sequence,
+                     ui=message.userid, ro=message.role, rm=int(message.rolemask))
+    if message.type in (MessageType.REQUEST, MessageType.RESPONSE):
+        inner.update(mt=message.matchtag, rt=list(message.route))
+    if message.type is MessageType.REQUEST:
+        inner["ta"] = message.target
+    if message.type is MessageType.RESPONSE:
+        inner.update(en=int(message.errno), er=message.error)
+    return {BUS_KEY: inner}
+
+
+def _get(inner: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
+    value = inner.get(key, default)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise PacketError("malformed-bus", f"bad {key!r}: {value!r}")
+    return value
+
+
+def decode(body: object) -> BusMessage:
+    """The bus message in a stack message body; PacketError when it is not one."""
+    if not isinstance(body, Mapping) or set(body) != {BUS_KEY}:
+        raise PacketError("malformed-bus", "not a bus body")
+    inner = body[BUS_KEY]
+    if not isinstance(inner, Mapping):
+        raise PacketError("malformed-bus", "the bus body is not a mapping")
+    try:
+        kind = MessageType(inner.get("ty"))
+        errno = Errno(_get(inner, "en", int, 0))
+        rolemask = Rolemask(_get(inner, "rm", int, 0))
+    except ValueError as error:
+        raise PacketError("malformed-bus", str(error)) from error
+    route = _get(inner, "rt", list, [])
+    subscriptions = _get(inner, "su", list, [])
+    if not all(isinstance(hop, str) for hop in route + subscriptions):
+        raise PacketError("malformed-bus", "route and subscriptions hold names")
+    return BusMessage(
+        type=kind,
+        topic=_get(inner, "to", str, ""),
+        payload=inner.get("pl"),
+        matchtag=_get(inner, "mt", int, 0),
+        sequence=_get(inner, "sq", int, 0),
+        target=_get(inner, "ta", str, ANY),
+        errno=errno,
+        error=_get(inner, "er", str, ""),
+        route=tuple(route),
+        hops=_get(inner, "ho", int, 0),
+        userid=_get(inner, "ui", str, ""),
+        role=_get(inner, "ro", str, ""),
+        rolemask=rolemask,
+        subscriptions=tuple(subscriptions),
+    )

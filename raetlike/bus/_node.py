@@ -1,0 +1,474 @@
+"""The bus node: a sans-IO broker for requests, responses, events and keepalives.
+
+A node has links (neighbours on its road or lane, see raetlike.channels), at
+most one of them *upstream* (toward main).  Stack messages come in through
+:meth:`BusNode.receive`, undelivered ones through :meth:`BusNode.undeliverable`;
+the node sends through its links and runs its timers from
+:meth:`BusNode.get_timer` / :meth:`BusNode.handle_timer`.  Replies reach user
+code through the ``on_reply`` callbacks, events through subscriptions, and
+peer changes through :meth:`BusNode.next_event`.  See docs/bus.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict, deque
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from raetlike.bus._api import (
+    BusConfig,
+    BusError,
+    BusEvent,
+    BusStats,
+    Call,
+    EventGap,
+    Handler,
+    Link,
+    OnEvent,
+    OnReply,
+    PeerAlive,
+    PeerLost,
+    Reply,
+    Request,
+    Service,
+)
+from raetlike.bus._message import (
+    ANY,
+    UPSTREAM,
+    BusMessage,
+    Errno,
+    MessageType,
+    Rolemask,
+    decode,
+    encode,
+)
+from raetlike.dedup import ID_MODULUS, SeenWindow
+from raetlike.errors import BackpressureError, LocalProtocolError, PacketError
+
+__all__ = ["BusNode"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A request of ours still waiting for its response."""
+
+    message: BusMessage
+    on_reply: OnReply
+    deadline: float
+    resend_at: float
+
+
+@dataclass(slots=True)
+class _Neighbour:
+    """A link and what the node knows of it."""
+
+    link: Link
+    trusted: bool
+    last_heard: float
+    lost: bool = False
+    subscriptions: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class _Registered:
+    service: Service
+    roles: frozenset[str] | None
+
+
+class BusNode:
+    """One node of the bus tree; see the module docstring."""
+
+    def __init__(self, name: str, *, role: str = "", config: BusConfig | None = None,
+                 now: float = 0.0) -> None:
+        """A node called ``name`` (its estate or yard name) with no links yet."""
+        self.name = name
+        self.role = role or name
+        self.config = config or BusConfig()
+        self.stats = BusStats()
+        self.upstream: str | None = None
+        self.now = now
+        self._links: dict[str, _Neighbour] = {}
+        self._services: dict[str, _Registered] = {}
+        self._pending: dict[int, _Pending] = {}
+        self._matchtag = 0
+        self._request_sequence = 0
+        self._event_sequence = 0
+        self._seen: dict[str, SeenWindow] = {}
+        self._answered: OrderedDict[tuple[str, int], BusMessage] = OrderedDict()
+        self._event_seen: dict[str, SeenWindow] = {}
+        self._subscriptions: dict[str, list[OnEvent]] = {}
+        self._advertised: frozenset[str] = frozenset()
+        self._next_keepalive = now + self.config.keepalive_interval
+        self._events: deque[BusEvent] = deque()
+
+    # == links =============================================================
+
+    @property
+    def links(self) -> list[str]:
+        """Names of the node's links."""
+        return list(self._links)
+
+    def add_link(self, link: Link, *, upstream: bool = False, trusted: bool | None = None,
+                 now: float | None = None) -> None:
+        """Add a neighbour; ``upstream`` marks the one toward main (trusted by default).
+
+        A trusted link's stamps (userid, role, rolemask) are kept: it relays
+        for others.  Every other link's messages are stamped with its own
+        authenticated identity.
+        """
+        if link.name in self._links:
+            raise LocalProtocolError(f"{self.name}: link {link.name!r} already added")
+        if upstream and self.upstream is not None:
+            raise LocalProtocolError(f"{self.name}: already has an upstream ({self.upstream})")
+        self._tick(now)
+        self._links[link.name] = _Neighbour(link, upstream if trusted is None else trusted,
+                                            self.now)
+        if upstream:
+            self.upstream = link.name
+            self._send_keepalive(link.name)
+
+    def remove_link(self, name: str) -> None:
+        """Forget the neighbour ``name``."""
+        if self._links.pop(name, None) is not None and self.upstream == name:
+            self.upstream = None
+        self._readvertise()
+
+    def is_lost(self, name: str) -> bool:
+        """True while the link ``name`` is silent past the keepalive timeout."""
+        return self._links[name].lost
+
+    # == services and requests =============================================
+
+    def register_service(self, name: str, service: Service, *,
+                         roles: frozenset[str] | None = None) -> None:
+        """Serve ``name.*`` with ``service``; ``roles`` (if given) are the roles allowed in."""
+        if not name or "." in name:
+            raise LocalProtocolError(f"a service name has no dots: {name!r}")
+        self._services[name] = _Registered(service, roles)
+
+    def unregister_service(self, name: str) -> None:
+        """Stop serving ``name``."""
+        self._services.pop(name, None)
+
+    def send(self, destination: str, message: Call, on_reply: OnReply, *, now: float,
+             timeout: float | None = None) -> int:
+        """Send a request to ``destination`` (ANY, UPSTREAM or a node name); returns its matchtag.
+
+        ``on_reply`` runs exactly once: with the response, or with an error
+        reply (ETIMEDOUT after ``timeout``, EHOSTUNREACH, ENOSYS, EPERM).
+        """
+        self._tick(now)
+        if "." not in message.topic:
+            raise LocalProtocolError(f"a request topic is service.method: {message.topic!r}")
+        matchtag = self._next_matchtag()
+        self._request_sequence = self._request_sequence % (ID_MODULUS - 1) + 1
+        request = BusMessage(MessageType.REQUEST, message.topic, message.payload,
+                             matchtag=matchtag, sequence=self._request_sequence,
+                             target=destination, userid=self.name, role=self.role,
+                             rolemask=Rolemask.OWNER)
+        life = self.config.request_timeout if timeout is None else timeout
+        self._pending[matchtag] = _Pending(request, on_reply, now + life,
+                                           now + self.config.retry_interval)
+        self._route_request(request, None)
+        return matchtag
+
+    def cancel(self, matchtag: int) -> bool:
+        """Stop waiting for a reply; ``on_reply`` will not run.  True if it was pending."""
+        return self._pending.pop(matchtag, None) is not None
+
+    def _next_matchtag(self) -> int:
+        while True:
+            self._matchtag = self._matchtag % (ID_MODULUS - 1) + 1
+            if self._matchtag not in self._pending:
+                return self._matchtag
+
+    # == events ============================================================
+
+    def publish(self, topic: str, payload: Any = None, *, now: float) -> int:
+        """Publish an event through main; returns its sequence number."""
+        self._tick(now)
+        self._event_sequence = self._event_sequence % (ID_MODULUS - 1) + 1
+        event = BusMessage(MessageType.EVENT, topic, payload, sequence=self._event_sequence,
+                           userid=self.name, role=self.role, rolemask=Rolemask.OWNER)
+        if self.upstream is None:
+            self._distribute(event)
+        else:
+            self._forward(self.upstream, event)
+        return self._event_sequence
+
+    def subscribe(self, prefix: str, callback: OnEvent, *, now: float | None = None) -> None:
+        """Call ``callback`` with every event whose topic starts with ``prefix``."""
+        self._tick(now)
+        self._subscriptions.setdefault(prefix, []).append(callback)
+        self._readvertise()
+
+    def unsubscribe(self, prefix: str, callback: OnEvent | None = None, *,
+                    now: float | None = None) -> None:
+        """Drop ``callback`` (or every callback) subscribed to ``prefix``."""
+        self._tick(now)
+        callbacks = self._subscriptions.get(prefix, [])
+        kept = [] if callback is None else [c for c in callbacks if c is not callback]
+        if kept:
+            self._subscriptions[prefix] = kept
+        else:
+            self._subscriptions.pop(prefix, None)
+        self._readvertise()
+
+    # == input from the stack ==============================================
+
+    def receive(self, link_name: str, body: object, now: float) -> None:
+        """Take one stack message from the link ``link_name``; garbage is counted, not raised."""
+        self._tick(now)
+        neighbour = self._links.get(link_name)
+        if neighbour is None:
+            self.stats.unknown_link += 1
+            return
+        try:
+            message = decode(body)
+        except PacketError as error:
+            self.stats.malformed += 1
+            logger.debug("%s: malformed bus message from %s: %s", self.name, link_name, error)
+            return
+        self.stats.received += 1
+        self._heard(neighbour)
+        if not neighbour.trusted or not message.userid:
+            link = neighbour.link
+            if (message.userid, message.role) != (link.userid, link.role):
+                self.stats.restamped += 1
+            message = message.stamped(link.userid, link.role, Rolemask.USER)
+        if message.type is MessageType.REQUEST:
+            self._route_request(replace(message, route=(*message.route, link_name)), link_name)
+        elif message.type is MessageType.RESPONSE:
+            self._route_response(message)
+        elif message.type is MessageType.EVENT:
+            if link_name == self.upstream or self.upstream is None:
+                self._distribute(message)
+            else:
+                self._forward(self.upstream, message)
+        elif link_name != self.upstream:
+            neighbour.subscriptions = frozenset(message.subscriptions)
+            self._readvertise()
+
+    def undeliverable(self, link_name: str, body: object, now: float) -> None:
+        """A stack message to ``link_name`` could not be delivered: fail its request (113)."""
+        self._tick(now)
+        try:
+            message = decode(body)
+        except PacketError:
+            return
+        self.stats.undeliverable += 1
+        if message.type is MessageType.REQUEST:
+            self._fail(message, Errno.EHOSTUNREACH, f"{link_name} is unreachable")
+
+    # == routing ===========================================================
+
+    def _route_request(self, request: BusMessage, came_from: str | None) -> None:
+        """Handle ``request`` here, pass it on, or fail it."""
+        if request.hops > self.config.max_hops:
+            self._fail(request, Errno.EPROTO, "too many hops")
+            return
+        target = request.target
+        if target == self.name or (target == ANY and request.service in self._services):
+            self._handle(request)
+        elif target in (ANY, UPSTREAM):
+            if self.upstream is not None and came_from != self.upstream:
+                self._forward(self.upstream, replace(request, target=ANY))
+            elif target == ANY:
+                self._fail(request, Errno.ENOSYS, f"no service {request.service!r}")
+            else:
+                self._fail(request, Errno.EHOSTUNREACH, f"{self.name} has no upstream")
+        elif target in self._links and target != came_from:
+            if self._links[target].lost or not self._links[target].link.alive:
+                self._fail(request, Errno.EHOSTUNREACH, f"{target} is not responding")
+            else:
+                self._forward(target, request)
+        elif self.upstream is not None and came_from != self.upstream:
+            self._forward(self.upstream, request)
+        else:
+            self._fail(request, Errno.EHOSTUNREACH, f"no route to {target}")
+
+    def _route_response(self, response: BusMessage) -> None:
+        """Deliver ``response`` here (empty route) or pop the next hop back."""
+        if not response.route:
+            self._complete(response)
+            return
+        *rest, hop = response.route
+        self._forward(hop, replace(response, route=tuple(rest)))
+
+    def _forward(self, link_name: str, message: BusMessage) -> None:
+        """Send ``message`` one hop on; a refused request fails with 113."""
+        neighbour = self._links.get(link_name)
+        accepted = False
+        if neighbour is not None:
+            try:
+                accepted = neighbour.link.send(encode(replace(message, hops=message.hops + 1)))
+            except BackpressureError:
+                accepted = False
+        if accepted:
+            self.stats.sent += 1
+            return
+        self.stats.undeliverable += 1
+        logger.debug("%s: %s to %s not taken", self.name, message.type.value, link_name)
+        if message.type is MessageType.REQUEST:
+            self._fail(message, Errno.EHOSTUNREACH, f"{link_name} refused the request")
+
+    def _fail(self, request: BusMessage, errno: Errno, error: str) -> None:
+        """Answer ``request`` with an error, back along its route."""
+        self._respond(request, None, errno, error)
+
+    def _respond(self, request: BusMessage, payload: Any, errno: Errno, error: str) -> None:
+        """Send a response to ``request`` back along its route."""
+        response = BusMessage(MessageType.RESPONSE, request.topic, payload,
+                              matchtag=request.matchtag, sequence=request.sequence,
+                              errno=errno, error=error, route=request.route,
+                              userid=self.name, role=self.role, rolemask=Rolemask.OWNER)
+        self._route_response(response)
+
+    # == local handling ====================================================
+
+    def _handle(self, request: BusMessage) -> None:
+        """Run the service for ``request`` once per (sender, sequence); answer again if resent."""
+        window = self._seen.get(request.userid)
+        if window is None:
+            window = self._seen[request.userid] = SeenWindow(self.config.dedup_window)
+        key = (request.userid, request.sequence)
+        if not window.check_and_mark(request.sequence % ID_MODULUS):
+            self.stats.duplicates += 1
+            answered = self._answered.get(key)
+            if answered is not None:
+                self._route_response(replace(answered, route=request.route))
+            return
+        payload, errno, error = self._run(request)
+        self._answered[key] = BusMessage(
+            MessageType.RESPONSE, request.topic, payload, matchtag=request.matchtag,
+            sequence=request.sequence, errno=errno, error=error, userid=self.name,
+            role=self.role, rolemask=Rolemask.OWNER)
+        while len(self._answered) > self.config.answered_memory:
+            self._answered.popitem(last=False)
+        self._respond(request, payload, errno, error)
+
+    def _run(self, request: BusMessage) -> tuple[Any, Errno, str]:
+        """Call the handler; (payload, errno, error text)."""
+        registered = self._services.get(request.service)
+        if registered is None:
+            return None, Errno.ENOSYS, f"no service {request.service!r}"
+        if registered.roles is not None and request.rolemask is not Rolemask.OWNER \
+                and request.role not in registered.roles:
+            return None, Errno.EPERM, f"role {request.role!r} may not call {request.topic}"
+        handler: Handler | None
+        if isinstance(registered.service, Mapping):
+            handler = registered.service.get(request.method)
+        else:
+            handler = registered.service
+        if handler is None:
+            return None, Errno.ENOSYS, f"no method {request.topic!r}"
+        self.stats.handled += 1
+        incoming = Request(request.topic, request.payload, request.userid, request.role,
+                           request.rolemask, request.matchtag)
+        try:
+            return handler(incoming), Errno.OK, ""
+        except BusError as error:
+            return None, error.errno, error.text
+        except Exception as error:  # a failing handler answers EIO, never kills the node
+            logger.exception("%s: handler for %s failed", self.name, request.topic)
+            return None, Errno.EIO, f"{type(error).__name__}: {error}"
+
+    def _complete(self, response: BusMessage) -> None:
+        """A response to one of our requests: run its callback once."""
+        pending = self._pending.pop(response.matchtag, None)
+        if pending is None:
+            self.stats.stray_responses += 1
+            return
+        pending.on_reply(Reply(response.matchtag, response.topic, response.payload,
+                               response.errno, response.error, response.userid))
+
+    def _distribute(self, event: BusMessage) -> None:
+        """Main, or an event from upstream: deliver here and to subscribed links below."""
+        window = self._event_seen.get(event.userid)
+        if window is None:
+            window = self._event_seen[event.userid] = SeenWindow(self.config.dedup_window)
+        before = window.max_seen
+        if not window.check_and_mark(event.sequence % ID_MODULUS):
+            self.stats.duplicates += 1
+            return
+        if before is not None and (event.sequence - before) % ID_MODULUS > 1 \
+                and window.max_seen == event.sequence:
+            self._events.append(EventGap(event.userid, (event.sequence - before - 1) % ID_MODULUS))
+        called: list[OnEvent] = []
+        for prefix, callbacks in self._subscriptions.items():
+            if event.topic.startswith(prefix):
+                called.extend(c for c in callbacks if all(c is not d for d in called))
+        for callback in called:
+            self.stats.events_delivered += 1
+            callback(event)
+        for name, neighbour in self._links.items():
+            if name != self.upstream and any(event.topic.startswith(prefix)
+                                             for prefix in neighbour.subscriptions):
+                self._forward(name, event)
+
+    # == keepalives and subscriptions ======================================
+
+    def _readvertise(self) -> None:
+        """Tell upstream at once when the prefixes wanted at or below this node change."""
+        wanted = frozenset(self._subscriptions).union(
+            *(n.subscriptions for name, n in self._links.items() if name != self.upstream))
+        if wanted != self._advertised:
+            self._advertised = wanted
+            if self.upstream is not None:
+                self._send_keepalive(self.upstream)
+
+    def _send_keepalive(self, link_name: str) -> None:
+        subscriptions = tuple(sorted(self._advertised)) if link_name == self.upstream else ()
+        self.stats.keepalives_sent += 1
+        self._forward(link_name, BusMessage(MessageType.KEEPALIVE, subscriptions=subscriptions))
+
+    def _heard(self, neighbour: _Neighbour) -> None:
+        neighbour.last_heard = self.now
+        if neighbour.lost:
+            neighbour.lost = False
+            self._events.append(PeerAlive(neighbour.link.name))
+
+    # == timers and events =================================================
+
+    def _tick(self, now: float | None) -> None:
+        if now is not None:
+            self.now = max(self.now, now)
+
+    def get_timer(self) -> float | None:
+        """The next keepalive, resend, timeout or silence deadline."""
+        times = [self._next_keepalive]
+        times.extend(min(p.deadline, p.resend_at) for p in self._pending.values())
+        times.extend(n.last_heard + self.config.keepalive_timeout
+                     for n in self._links.values() if not n.lost)
+        return min(times)
+
+    def handle_timer(self, now: float) -> None:
+        """Send keepalives, resend and time out requests, report silent links."""
+        self._tick(now)
+        if now >= self._next_keepalive:
+            self._next_keepalive = now + self.config.keepalive_interval
+            for name in list(self._links):
+                self._send_keepalive(name)
+        for name, neighbour in self._links.items():
+            silent = now - neighbour.last_heard
+            if not neighbour.lost and silent >= self.config.keepalive_timeout:
+                neighbour.lost = True
+                logger.info("%s: link %s silent for %.1f s", self.name, name, silent)
+                self._events.append(PeerLost(name, silent))
+        for matchtag, pending in list(self._pending.items()):
+            if pending.deadline <= now:
+                del self._pending[matchtag]
+                pending.on_reply(Reply(matchtag, pending.message.topic, None, Errno.ETIMEDOUT,
+                                       "no response in time"))
+            elif pending.resend_at <= now and matchtag in self._pending:
+                pending.resend_at = now + self.config.retry_interval
+                self.stats.retries += 1
+                self._route_request(pending.message, None)
+
+    def next_event(self) -> BusEvent | None:
+        """The next peer change or event gap, or None."""
+        return self._events.popleft() if self._events else None
