@@ -250,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys.add_argument("--json", action="store_true", help="print JSON")
 
     _add_chaos(commands, common)
+    _add_flo(commands, common)
 
     commands.add_parser(
         "demo", parents=[common], help="two estates, a ping and a report",
@@ -282,6 +283,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _keys(args, parser)
         if args.command == "chaos":
             return _chaos(args)
+        if args.command == "flo":
+            return _flo(args)
         if args.command == "pipeline":
             return _pipeline(args)
         return _demo()
@@ -537,3 +540,59 @@ def _demo() -> int:
     from raetlike.demo import run_demo  # noqa: PLC0415 - only the demo needs subprocesses
 
     return run_demo(sys.stdout)
+
+
+# -- flo --------------------------------------------------------------------
+
+_FLO_EPILOG = """\
+examples:
+  raetlike flo docs/examples/road.flo                  # master and minion in one process
+  raetlike flo docs/examples/road.flo --house master   # one house per process
+  raetlike flo docs/examples/lane.flo --period 0.05 --json
+
+Runs until every framer has stopped ('bid stop all') or Ctrl-C/SIGTERM.
+Exit status 1 when a house put a reason into meta.failure.  -vv shows
+ioflo's own console.
+"""
+
+
+def _plan_file(text: str) -> Path:
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"invalid plan {text!r}: no such file")
+    return path
+
+
+def _add_flo(commands: Any, common: argparse.ArgumentParser) -> None:
+    flo = commands.add_parser(
+        "flo", parents=[common], help="run a FloScript plan of ioflo houses",
+        description="Run the houses of an ioflo FloScript plan with ioflo's skedder; "
+                    "'do raetlike road stack ...' and 'do raetlike lane stack ...' deeds "
+                    "embed estates and yards (docs/flo.md).",
+        epilog=_FLO_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    flo.add_argument("plan", metavar="PLAN.flo", type=_plan_file, help="the FloScript plan")
+    flo.add_argument("--house", type=_name, metavar="NAME",
+                     help="run only this house of the plan (default: all)")
+    flo.add_argument("--period", type=_positive(float, 0.001), default=0.1, metavar="S",
+                     help="seconds per tick of the skedder (default: 0.1)")
+    flo.add_argument("--json", action="store_true", help="print one JSON object at the end")
+
+
+def _flo(args: argparse.Namespace) -> int:
+    from raetlike.flo import run_plan  # noqa: PLC0415 - only this command needs ioflo
+
+    verbosity = ("mute", "mute", "terse", "concise")[min(args.verbose, 3)]
+    outcome = run_plan(args.plan, house=args.house, period=args.period, verbosity=verbosity)
+    houses = [str(h.name) for h in outcome.houses]
+    if args.json:
+        print(json.dumps({"ok": outcome.ok, "plan": str(args.plan), "houses": houses,
+                          "failures": outcome.failures, "ticks": outcome.ticks,
+                          "seconds": round(outcome.seconds, 3),
+                          "interrupted": outcome.interrupted or None}))
+    else:
+        stopped = f" (stopped by {outcome.interrupted})" if outcome.interrupted else ""
+        print(f"plan {args.plan}: {', '.join(houses)} ran {outcome.ticks} ticks "
+              f"in {outcome.seconds:.2f} s{stopped}")
+    for house, reason in outcome.failures.items():
+        _fail(f"house {house}: {reason}")
+    return EXIT_OK if outcome.ok else EXIT_FAILURE

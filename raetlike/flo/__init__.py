@@ -9,7 +9,7 @@ Importing this package makes ioflo 2.0.3 importable on Python 3.11 (see
 
 from __future__ import annotations
 
-from raetlike.flo import _compat  # noqa: F401, I001 - first: ioflo imports only after it
+from raetlike.flo import _compat  # noqa: F401 - first: every submodule imports ioflo after it
 from raetlike.flo._deed import RaetlikeDeed
 from raetlike.flo.lane import (
     LANE_INODE,

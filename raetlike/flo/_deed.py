@@ -13,9 +13,8 @@ import logging
 from collections import deque
 from typing import Any
 
-from raetlike.flo import _compat  # noqa: F401 - ioflo needs it imported first
-
-from ioflo.aid.odicting import odict  # noqa: I001 - after _compat on purpose
+# ioflo 2.0.3 imports here because raetlike/flo/__init__.py imported _compat first
+from ioflo.aid.odicting import odict
 from ioflo.base import doing
 
 __all__ = ["RaetlikeDeed", "fresh_deque", "stack_ioinits"]

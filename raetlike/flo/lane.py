@@ -72,7 +72,7 @@ class _LaneDeed(RaetlikeDeed):
 class RaetlikeLaneStackSetup(_LaneDeed):
     """``do raetlike lane stack setup at enter``: make the yard and bind its socket."""
 
-    def action(self, **parms: Any) -> None:
+    def action(self) -> None:
         name = str(self.setting("name", "") or self.house_name)
         directory = str(self.setting("directory", ""))
         yard_settings: dict[str, Any] = {"lane": str(self.setting("lane", "lane")),
@@ -96,7 +96,7 @@ class RaetlikeLaneStackService(_LaneDeed):
     in ``events``, received messages also in ``rxmsgs`` as ``(body, sender)``.
     """
 
-    def action(self, **parms: Any) -> None:
+    def action(self) -> None:
         stack = self.lane()
         if stack is None:
             return
@@ -155,7 +155,7 @@ class RaetlikeLaneStackSender(_LaneDeed):
 class RaetlikeLaneStackPrinter(_LaneDeed):
     """``do raetlike lane stack printer``: log (and take) each message waiting in ``rxmsgs``."""
 
-    def action(self, **parms: Any) -> None:
+    def action(self) -> None:
         rxmsgs = self.rxmsgs.value
         while rxmsgs:
             body, sender = rxmsgs.popleft()
@@ -165,7 +165,7 @@ class RaetlikeLaneStackPrinter(_LaneDeed):
 class RaetlikeLaneStackCloser(_LaneDeed):
     """``do raetlike lane stack closer at exit``: close the stack, flush, remove the socket."""
 
-    def action(self, **parms: Any) -> None:
+    def action(self) -> None:
         stack = self.stack.value
         if not isinstance(stack, LaneStack):
             return

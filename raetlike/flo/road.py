@@ -87,7 +87,7 @@ class _RoadDeed(RaetlikeDeed):
 class RaetlikeRoadStackSetup(_RoadDeed):
     """``do raetlike road stack setup at enter``: make the stack and bind its UDP socket."""
 
-    def action(self, **parms: Any) -> None:
+    def action(self) -> None:
         name = str(self.setting("name", "") or self.house_name)
         host = str(self.setting("host", "127.0.0.1"))
         port = int(self.setting("port", 0))
@@ -121,7 +121,7 @@ class RaetlikeRoadStackService(_RoadDeed):
     as ``(body, sender)``, and the ``status`` counters are advanced.
     """
 
-    def action(self, **parms: Any) -> None:
+    def action(self) -> None:
         stack = self.road()
         if stack is None:
             return
@@ -159,7 +159,7 @@ def _collect_events(deed: _RoadDeed, stack: RoadStack) -> None:
 class RaetlikeRoadStackJoiner(_RoadDeed):
     """``do raetlike road stack joiner at enter with host "H" port P``: join the main estate."""
 
-    def action(self, host: str = "127.0.0.1", port: int = 7530, **parms: Any) -> None:
+    def action(self, host: str = "127.0.0.1", port: int = 7530) -> None:
         stack = self.road()
         if stack is not None:
             stack.join((str(host), int(port)), now=self.now)
@@ -167,9 +167,9 @@ class RaetlikeRoadStackJoiner(_RoadDeed):
 
 
 class RaetlikeRoadStackAllower(_RoadDeed):
-    """``do raetlike road stack allower at enter [with name "R"]``: allow R, or every joined remote."""
+    """``do raetlike road stack allower at enter [with name "R"]``: allow R or all joined."""
 
-    def action(self, name: str = "", **parms: Any) -> None:
+    def action(self, name: str = "") -> None:
         stack = self.road()
         if stack is None:
             return
@@ -215,7 +215,7 @@ def _default_destination(deed: _RoadDeed, stack: RoadStack) -> str:
 class RaetlikeRoadStackPrinter(_RoadDeed):
     """``do raetlike road stack printer``: log (and take) each message waiting in ``rxmsgs``."""
 
-    def action(self, **parms: Any) -> None:
+    def action(self) -> None:
         rxmsgs = self.rxmsgs.value
         while rxmsgs:
             body, sender = rxmsgs.popleft()
@@ -225,7 +225,7 @@ class RaetlikeRoadStackPrinter(_RoadDeed):
 class RaetlikeRoadStackCloser(_RoadDeed):
     """``do raetlike road stack closer at exit``: close the stack, flush, close the socket."""
 
-    def action(self, **parms: Any) -> None:
+    def action(self) -> None:
         stack = self.stack.value
         if not isinstance(stack, RoadStack):
             return

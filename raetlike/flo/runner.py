@@ -4,25 +4,32 @@ The plan's houses are built by ioflo's ``Skedder`` with the raetlike deeds
 registered (importing :mod:`raetlike.flo` registers them).  ``house`` keeps
 only the house of that name, so one plan file can hold both ends of a road
 and each end can run in its own process.  The skedder runs until every
-framer has stopped (``bid stop all``) or it is interrupted; a plan reports a
+framer has stopped (``bid stop all``) or it is interrupted (SIGINT or
+SIGTERM: the framers are aborted, so exit actions still close the stacks);
+a plan reports a
 failure by putting text into ``meta.failure`` (``put "no reply" into
 meta.failure``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
-from raetlike.errors import RaetError
-from raetlike.flo import _compat  # noqa: F401 - ioflo needs it imported first
-
-from ioflo.aid import consoling as aid_consoling  # noqa: I001 - after _compat on purpose
+# ioflo 2.0.3 imports here because raetlike/flo/__init__.py imported _compat first
+from ioflo.aid import consoling as aid_consoling
 from ioflo.base import consoling as base_consoling
 from ioflo.base import skedding
+
+from raetlike.errors import RaetError
 
 __all__ = ["DEFAULT_PERIOD", "PlanError", "PlanOutcome", "run_plan", "set_ioflo_verbosity"]
 
@@ -51,6 +58,8 @@ class PlanOutcome:
     """Wall-clock duration of the run."""
     ticks: int
     """How many periods the skedder's clock advanced."""
+    interrupted: str = ""
+    """The signal that stopped the run (``SIGINT``, ``SIGTERM``), or "" when the plan stopped."""
 
     @property
     def ok(self) -> bool:
@@ -70,6 +79,31 @@ def set_ioflo_verbosity(level: str) -> None:
     value = VERBOSITY.index(level)
     aid_consoling.getConsole().reinit(verbosity=value)
     base_consoling.getConsole().reinit(verbosity=value)
+
+
+@contextlib.contextmanager
+def _signals_as_interrupt(caught: list[str]) -> Iterator[None]:
+    """SIGINT and SIGTERM become KeyboardInterrupt, which the skedder turns into a clean stop.
+
+    The skedder then aborts every framer, running their exit actions, so
+    closers close stacks and remove socket files.  The signal's name is
+    appended to ``caught``.  Only in the main thread (elsewhere: no change).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, _frame: FrameType | None) -> None:
+        caught.append(signal.Signals(signum).name)
+        raise KeyboardInterrupt(caught[-1])
+
+    previous = {number: signal.signal(number, interrupt)
+                for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def run_plan(
@@ -105,7 +139,9 @@ def run_plan(
     log.info("plan %s: running %s every %g s", filepath,
              ", ".join(h.name for h in skedder.houses), period)
     started = time.monotonic()
-    skedder.run()
+    caught: list[str] = []
+    with _signals_as_interrupt(caught):
+        skedder.run()
     seconds = time.monotonic() - started
     failures = {}
     for built in skedder.houses:
@@ -113,4 +149,5 @@ def run_plan(
         if failure:
             failures[str(built.name)] = str(failure)
     return PlanOutcome(houses=tuple(skedder.houses), failures=failures, seconds=seconds,
-                       ticks=round(skedder.stamp / period))
+                       ticks=round(skedder.stamp / period),
+                       interrupted=caught[0] if caught else "")
