@@ -34,6 +34,8 @@ from raetlike.wire.packet import Packet, parse_packet
 from road import events
 from road._alive import Aliver, answer_alive
 from road._allow import Allowent, Allower
+from road._fast import FastRoad
+from road._fast_wire import is_fast
 from road._join import Joinent, Joiner
 from road._message import Messengent, Messenger, done_again
 from road._transaction import Transaction, rx_index, tx_index
@@ -106,6 +108,16 @@ class RoadConfig:
     """How long delivered transaction ids are remembered (stale detection)."""
     rejoin_interval: float = 2.0
     """Seconds between join attempts to a remote we were asked to join."""
+    fast: bool = False
+    """Advertise fast mode in joins; used with remotes that advertise it too (docs/road.md)."""
+    fast_datagram_size: int = 1232
+    """Fast mode's largest datagram (bytes): 1232 fits any IPv6 path; loopback takes 65000."""
+    fast_max_window: int = 2 * 1024 * 1024
+    """Fast mode's cap on bytes in flight per remote; keep it under the peer's receive buffer."""
+    fast_ack_delay: float = 0.005
+    """Fast mode: how long a lone ack-eliciting datagram may wait for company before its ack."""
+    fast_messages_in_flight: int = 8192
+    """Fast mode: messages sent but not yet acknowledged per remote (the ordering bound)."""
 
 
 class RoadStack:
@@ -135,6 +147,7 @@ class RoadStack:
         self._in_flight: dict[int, dict[Messenger, None]] = {}
         self._launched: dict[int, int] = {}  # uid -> messages started to it so far
         self._want_joined: dict[int, float] = {}  # uid -> next join attempt
+        self._fast = FastRoad(self)
         self.closed = False
 
     @property
@@ -219,6 +232,7 @@ class RoadStack:
             while remote.outbox:
                 outgoing = remote.outbox.popleft()
                 self._expire(remote, outgoing, "stack closed")
+        self._fast.close()
         self.closed = True
 
     def remote(self, name: str) -> Remote:
@@ -232,6 +246,9 @@ class RoadStack:
         self._tick(now)
         self.stats.datagrams_received += 1
         self.stats.bytes_received += len(data)
+        if is_fast(data):
+            self._fast.receive(data, now)
+            return
         try:
             packet = parse_packet(data)
         except PacketError as exc:
@@ -247,8 +264,10 @@ class RoadStack:
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, Address]]:
         """Everything queued for the wire, in order."""
         self._tick(now)
+        fast = self._fast.datagrams(self.now) if self._fast.links else []
         out = list(self._out)
         self._out.clear()
+        out.extend(fast)
         self.stats.datagrams_sent += len(out)
         self.stats.bytes_sent += sum(len(d) for d, _ in out)
         return out
@@ -266,6 +285,8 @@ class RoadStack:
             if remote.outbox:
                 times.append(min(o.expires for o in remote.outbox))
         times.extend(self._want_joined.values())
+        if self._fast.links and (fast := self._fast.deadline(self.now)) is not None:
+            times.append(fast)
         return min(times) if times else None
 
     def handle_timer(self, now: float) -> None:
@@ -279,6 +300,7 @@ class RoadStack:
                 transaction.handle_timer(now)
         for remote in list(self.remotes.values()):
             self._manage(remote)
+        self._fast.handle_timer(now)
         for uid, due in list(self._want_joined.items()):
             wanted = self.remotes.get(uid)
             if wanted is None or wanted.joined:
@@ -518,6 +540,7 @@ class RoadStack:
             if joinee is remote:
                 del self.joinees[address]
         self._want_joined.pop(remote.uid, None)
+        self._fast.remove(remote, reason)
         while remote.outbox:
             self._expire(remote, remote.outbox.popleft(), f"remote removed: {reason}")
         self.keep.remove_remote(remote)
@@ -531,7 +554,7 @@ class RoadStack:
         return self.keep.acceptance_for(role, verify_key, public_key)
 
     def _join_extras(self) -> dict[str, Any]:
-        return {}
+        return self._fast.join_extras()
 
     def _capabilities(self, remote: Remote, extra: dict[str, Any]) -> None:
         remote.capabilities = frozenset(str(k) for k in extra)
@@ -615,12 +638,14 @@ class RoadStack:
         remote.allowed = True
         remote.next_session_id()
         self._replace_stale_initiators(remote)
+        self._fast.session_started(remote)
         self._save_remote(remote)
         self._presence(remote, alive=True)
 
     def _allowed(self, remote: Remote) -> None:
         self.stats.allows_completed += 1
         self._emit(events.Allowed(remote.name, remote.session_id))
+        self._fast.allowed(remote)
         self._pump(remote)
 
     def _presence(self, remote: Remote, *, alive: bool, reason: str = "") -> None:
@@ -693,6 +718,8 @@ class RoadStack:
     def _pump(self, remote: Remote) -> None:
         if not remote.allowed or remote.session_box is None or remote.alive is False:
             return
+        if self._fast.links and self._fast.takes(remote):
+            return  # the fast link pulls from the outbox as its window opens
         config = self.config
         for messenger in list(self._stalled.get(remote.uid, {})):
             if remote.segments_in_flight >= config.window:

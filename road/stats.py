@@ -30,6 +30,8 @@ class Drop(enum.Enum):
     UNEXPECTED = "unexpected"  # a (state, packet kind) a transaction has no rule for
     INVALID_BODY = "invalid-body"  # well-formed but missing or wrong fields
     DUPLICATE = "duplicate"
+    REPLAYED = "replayed"  # fast mode: a packet number seen already or behind the replay window
+    STALE_KEY = "stale-key"  # fast mode: sealed with keys of another (older) allow
 
 
 @dataclass(slots=True)
@@ -52,6 +54,8 @@ class RoadStats:
     joins_completed: int = 0
     allows_completed: int = 0
     transactions_failed: int = 0
+    fast_datagrams_sent: int = 0
+    fast_datagrams_lost: int = 0
     dropped: Counter[Drop] = field(default_factory=Counter)
 
     def drop(self, reason: Drop) -> None:

@@ -1,0 +1,658 @@
+"""Fast mode between two raetlike estates: AEAD datagrams, coalescing, acks and NewReno.
+
+Both sides advertise ``rlk`` in their join bodies (RAET 0.6.8 ignores unknown
+keys).  When both did, every allow derives two per-direction ChaCha20-Poly1305
+keys from the allow's short-term session box, and messages to that remote go
+through a :class:`FastLink` instead of RAET message transactions: several
+messages (and acks) per datagram, packet numbers as nonces, a sliding replay
+window, cumulative and selective acks, loss detection and a paced NewReno
+window.  Join, allow and alive stay RAET transactions.  docs/road.md, "Fast
+mode", has the whole story.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from raetlike.crypto import AEAD_TAG_SIZE, AeadKey, counter_nonce, random_bytes
+from raetlike.errors import CryptoError, LocalProtocolError, PacketError
+from raetlike.wire.body import pack_body, parse_body
+from raetlike.wire.kinds import BodyKind
+from road import events
+from road._fast_control import CongestionControl, ReceivedRanges, ReplayWindow
+from road._fast_wire import (
+    FAST_HEADER_SIZE,
+    FRAME_MESSAGE_SIZE,
+    AbandonFrame,
+    AckFrame,
+    MessageFrame,
+    pack_abandon,
+    pack_ack,
+    pack_header,
+    pack_message_frame,
+    parse_frames,
+    parse_header,
+)
+from road.stats import Drop
+
+if TYPE_CHECKING:
+    from road.remote import Address, Outgoing, Remote
+    from road.stack import RoadStack
+
+__all__ = ["CAPABILITY", "FAST_VERSION", "FastLink", "FastRoad"]
+
+log = logging.getLogger(__name__)
+
+CAPABILITY = "rlk"  # the join body key that advertises fast mode
+FAST_VERSION = 1
+_CONTEXT = b"raetlike fast v1 "
+_ACK_ROOM = 2 + 16 * 4  # an ack frame of up to 4 ranges rides along with data
+_REKEY_AT = 1 << 62  # packet numbers: ask for a new allow long before 2**64
+_MAX_PROBE_INTERVAL = 0.5
+_BODY_KINDS = {int(kind): kind for kind in BodyKind}
+
+
+class _Sending:
+    """One message in flight: its payload, cut into fixed chunks, and which are acked."""
+
+    __slots__ = ("acked", "acked_count", "body_kind", "chunk_size", "chunks", "number",
+                 "outgoing", "payload")
+
+    def __init__(self, number: int, outgoing: Outgoing, payload: bytes, body_kind: int,
+                 chunk_size: int) -> None:
+        self.number = number
+        self.outgoing = outgoing
+        self.payload = payload
+        self.body_kind = body_kind
+        self.chunk_size = chunk_size
+        self.chunks = max(1, -(-len(payload) // chunk_size))
+        self.acked = bytearray(self.chunks)
+        self.acked_count = 0
+
+    def frame(self, index: int) -> bytes:
+        size = self.chunk_size
+        data = self.payload if self.chunks == 1 else self.payload[index * size:(index + 1) * size]
+        return pack_message_frame(self.number, len(self.payload), index, self.chunks,
+                                  body_kind=self.body_kind, data=data)
+
+
+class _Partial:
+    """Chunks of one message still arriving."""
+
+    __slots__ = ("chunks", "pieces", "total")
+
+    def __init__(self, total: int, chunks: int) -> None:
+        self.total = total
+        self.chunks = chunks
+        self.pieces: dict[int, bytes] = {}
+
+
+# a datagram awaiting its ack: (sent at, size, chunks it carried, abandons it carried)
+_Sent = tuple[float, int, list[tuple[_Sending, int]], list[int]]
+
+
+class FastLink:
+    """The fast-mode state with one remote: a sending stream and a receiving stream."""
+
+    def __init__(self, road: FastRoad, remote: Remote) -> None:
+        self.road = road
+        self.stack = road.stack
+        self.remote = remote
+        config = self.stack.config
+        self.datagram_size = config.fast_datagram_size
+        self.chunk_size = (self.datagram_size - FAST_HEADER_SIZE - AEAD_TAG_SIZE
+                           - FRAME_MESSAGE_SIZE - _ACK_ROOM)
+        if self.chunk_size < 64:
+            raise LocalProtocolError("fast_datagram_size is too small")
+        self.ack_delay = config.fast_ack_delay
+        self.keyed = False
+        self.sending_ok = False
+        self.key_id = 0
+        self.send_key: AeadKey | None = None
+        self.receive_key: AeadKey | None = None
+        # sending
+        self.stream_id = int.from_bytes(random_bytes(4), "big")
+        self.next_number = 1
+        self.messages: dict[int, _Sending] = {}
+        self.queue: deque[tuple[_Sending, int]] = deque()
+        self.again: deque[tuple[_Sending, int]] = deque()
+        self.abandons: deque[int] = deque()
+        self.sent: dict[int, _Sent] = {}
+        self.next_packet = 0
+        self.largest_acked = -1
+        self.last_eliciting = 0.0
+        self.loss_time: float | None = None
+        self.probes = 0
+        self.probe_count = 0
+        self.paused = False
+        self.control = CongestionControl(self.datagram_size, config.fast_max_window)
+        self.expiry_check = 0.0
+        # receiving
+        self.peer_stream: int | None = None
+        self.floor = 1
+        self.delivered: set[int] = set()
+        self.partials: dict[int, _Partial] = {}
+        self.replay = ReplayWindow()
+        self.received = ReceivedRanges()
+        self.ack_pending = 0
+        self.ack_due: float | None = None
+
+    # -- keys ------------------------------------------------------------------------
+    def rekey(self) -> None:
+        """New session keys from the allow just completed; unacked data goes again."""
+        remote = self.remote
+        box, peer = remote.session_box, remote.short_peer
+        if box is None or peer is None:
+            return
+        mine, theirs = remote.short_private.public_key.raw, peer.raw
+        self.send_key = AeadKey(box.derive(_CONTEXT + mine + theirs))
+        self.receive_key = AeadKey(box.derive(_CONTEXT + theirs + mine))
+        self.key_id = box.derive(_CONTEXT + b"id" + min(mine, theirs) + max(mine, theirs))[0]
+        self.keyed = True
+        self.sending_ok = False
+        self._forget_sent()
+        self.next_packet = 0
+        self.largest_acked = -1
+        self.replay = ReplayWindow()
+        self.received = ReceivedRanges()
+        self.ack_pending = 0
+        self.ack_due = None
+
+    def _forget_sent(self) -> None:
+        """Every datagram in flight is history: its unacked chunks and abandons go again."""
+        for _, size, chunks, abandons in self.sent.values():
+            self.control.on_forgotten(size)
+            self._requeue(chunks, abandons)
+        self.sent.clear()
+        self.loss_time = None
+        self.probe_count = 0
+        self.probes = 0
+
+    def _requeue(self, chunks: list[tuple[_Sending, int]], abandons: list[int]) -> None:
+        for item in chunks:
+            sending, index = item
+            if not sending.acked[index] and sending.number in self.messages:
+                self.again.append(item)
+        self.abandons.extend(abandons)
+
+    # -- sending -----------------------------------------------------------------
+    def _pull(self) -> bool:
+        """Take the next message from the remote's outbox into the stream; False if none."""
+        remote, stack = self.remote, self.stack
+        limit = stack.config.fast_messages_in_flight
+        while remote.outbox:
+            if self.messages and self.next_number - next(iter(self.messages)) >= limit:
+                return False
+            outgoing = remote.outbox.popleft()
+            if outgoing.expires <= stack.now:
+                stack._expire(remote, outgoing, "time to live ran out while queued")
+                continue
+            body = outgoing.body
+            kind = BodyKind.RAW if isinstance(body, bytes | bytearray) else stack.config.body_kind
+            try:
+                payload = pack_body(kind, body)
+            except (LocalProtocolError, PacketError, TypeError, ValueError) as exc:
+                stack._expire(remote, outgoing, f"cannot be packed: {exc}")
+                continue
+            sending = _Sending(self.next_number, outgoing, payload, int(kind), self.chunk_size)
+            self.next_number += 1
+            self.messages[sending.number] = sending
+            self.queue.extend((sending, index) for index in range(sending.chunks))
+            self.expiry_check = min(self.expiry_check, outgoing.expires) \
+                if len(self.messages) > 1 else outgoing.expires
+            return True
+        return False
+
+    def _has_data(self) -> bool:
+        return bool(self.again or self.queue or self.abandons or
+                    (self.remote.outbox and self._pull()))
+
+    def can_send_data(self, now: float) -> bool:
+        """Whether a data datagram may go now (keys, window, pacing, presence)."""
+        if not (self.keyed and self.sending_ok) or self.paused or self.remote.alive is False:
+            return False
+        if self.probes:
+            return self._has_data()
+        control = self.control
+        return (control.can_send(self.datagram_size) and control.pace_next <= now
+                and self._has_data())
+
+    def build(self, now: float) -> bytes | None:
+        """One datagram (data, acks or both), or None when nothing may go now."""
+        if not self.keyed or self.send_key is None:
+            return None
+        if self.next_packet >= _REKEY_AT:
+            self.road.stack._start_allow(self.remote)
+            return None
+        data = self.can_send_data(now)
+        ack_now = self.ack_pending and (data or (self.ack_due is not None and self.ack_due <= now))
+        if not data and not ack_now:
+            return None
+        parts: list[bytes] = []
+        room = self.datagram_size - FAST_HEADER_SIZE - AEAD_TAG_SIZE
+        if ack_now:
+            ranges = self.received.highest_first()
+            frame = pack_ack(ranges[:4] if data else ranges)
+            parts.append(frame)
+            room -= len(frame)
+            self.ack_pending = 0
+            self.ack_due = None
+        chunks: list[tuple[_Sending, int]] = []
+        abandons: list[int] = []
+        if data:
+            self._fill(parts, room, chunks, abandons)
+        number = self.next_packet
+        self.next_packet += 1
+        header = pack_header(self.key_id, self.remote.far_uid, self.stream_id, number)
+        sealed = self.send_key.seal(b"".join(parts), counter_nonce(0, number), header)
+        datagram = header + sealed
+        if chunks or abandons:
+            self.sent[number] = (now, len(datagram), chunks, abandons)
+            self.control.on_sent(len(datagram), now)
+            self.last_eliciting = now
+            if self.probes:
+                self.probes -= 1
+        self.stack.stats.fast_datagrams_sent += 1
+        return datagram
+
+    def _fill(self, parts: list[bytes], room: int, chunks: list[tuple[_Sending, int]],
+              abandons: list[int]) -> None:
+        """Abandons, then resends, then new chunks, while they fit ``room``."""
+        while self.abandons and room >= 9:
+            number = self.abandons.popleft()
+            abandons.append(number)
+            parts.append(pack_abandon(number))
+            room -= 9
+        again, queue, messages = self.again, self.queue, self.messages
+        while True:
+            if again:
+                source = again
+            elif queue or self._pull():
+                source = queue
+            else:
+                break
+            sending, index = source[0]
+            if sending.acked[index] or sending.number not in messages:
+                source.popleft()
+                continue
+            frame = sending.frame(index)
+            if len(frame) > room:
+                break
+            source.popleft()
+            parts.append(frame)
+            chunks.append((sending, index))
+            room -= len(frame)
+
+    # -- receiving ----------------------------------------------------------------
+    def receive(self, data: bytes, header_stream: int, number: int, now: float) -> None:
+        """An authenticated-to-be datagram for this link (header already parsed)."""
+        stack = self.stack
+        if not self.replay.fresh(number):
+            stack.stats.drop(Drop.REPLAYED)
+            return
+        assert self.receive_key is not None  # noqa: S101 - keyed links have keys
+        try:
+            plain = self.receive_key.open(data[FAST_HEADER_SIZE:], counter_nonce(0, number),
+                                          data[:FAST_HEADER_SIZE])
+        except CryptoError:
+            stack.stats.drop(Drop.BAD_COAT)
+            return
+        try:
+            frames = parse_frames(plain)
+        except PacketError:
+            stack.stats.drop(Drop.MALFORMED)
+            return
+        self.replay.mark(number)
+        self.received.add(number)
+        self.sending_ok = True
+        if self.peer_stream != header_stream:
+            self._new_peer_stream(header_stream)
+        eliciting = False
+        for frame in frames:
+            if isinstance(frame, MessageFrame):
+                eliciting = True
+                self._chunk(frame)
+            elif isinstance(frame, AckFrame):
+                self._on_ack(frame, now)
+            else:
+                eliciting = True
+                self._abandoned(frame)
+        if eliciting:
+            self.ack_pending += 1
+            if self.ack_pending >= 2:
+                self.ack_due = now
+            elif self.ack_due is None:
+                self.ack_due = now + self.ack_delay
+        self._heard(now)
+
+    def _heard(self, now: float) -> None:
+        """An authenticated datagram is proof of presence (no RAET alive needed meanwhile)."""
+        stack, remote = self.stack, self.remote
+        if remote.alive is not True or self.paused:
+            stack._presence(remote, alive=True)
+            return
+        config = stack.config
+        remote.presence_due = now + config.period + (0.0 if stack.local.main else config.offset)
+        remote.reap_due = now + config.reap_interval
+
+    def _new_peer_stream(self, stream: int) -> None:
+        if self.peer_stream is not None:
+            log.debug("%s: %s restarted its fast stream", self.stack.name, self.remote.name)
+        self.peer_stream = stream
+        self.floor = 1
+        self.delivered.clear()
+        self.partials.clear()
+
+    def _done(self, number: int) -> bool:
+        return number < self.floor or number in self.delivered
+
+    def _mark_done(self, number: int) -> None:
+        self.partials.pop(number, None)
+        if number != self.floor:
+            self.delivered.add(number)
+            return
+        self.floor += 1
+        delivered = self.delivered
+        while self.floor in delivered:
+            delivered.discard(self.floor)
+            self.floor += 1
+
+    def _chunk(self, frame: MessageFrame) -> None:
+        number = frame.number
+        if self._done(number):
+            self.stack.stats.drop(Drop.DUPLICATE)
+            return
+        if frame.chunks == 1:
+            if len(frame.data) != frame.total:
+                self.stack.stats.drop(Drop.MALFORMED)
+                return
+            self._deliver(number, frame.body_kind, frame.data, 1)
+            return
+        partial = self.partials.get(number)
+        if partial is None:
+            partial = self.partials[number] = _Partial(frame.total, frame.chunks)
+        if partial.chunks != frame.chunks or partial.total != frame.total:
+            self.stack.stats.drop(Drop.MALFORMED)
+            return
+        if frame.index in partial.pieces:
+            self.stack.stats.drop(Drop.DUPLICATE)
+            return
+        partial.pieces[frame.index] = frame.data
+        if len(partial.pieces) == partial.chunks:
+            pieces = partial.pieces
+            whole = b"".join(pieces[i] for i in range(partial.chunks))
+            if len(whole) != partial.total:
+                self.stack.stats.drop(Drop.MALFORMED)
+                self._mark_done(number)
+                return
+            self._deliver(number, frame.body_kind, whole, partial.chunks)
+
+    def _deliver(self, number: int, body_kind: int, payload: bytes, chunks: int) -> None:
+        self._mark_done(number)
+        stack = self.stack
+        kind = _BODY_KINDS.get(body_kind)
+        try:
+            if kind is None:
+                raise PacketError("bad-body", f"unknown body kind {body_kind}")
+            body = parse_body(kind, payload)
+        except PacketError:
+            stack.stats.drop(Drop.BAD_BODY)
+            return
+        stack.stats.messages_received += 1
+        stack._emit(events.MessageReceived(self.remote.name, body,
+                                           self.remote.remote_session_id,
+                                           number & 0xFFFFFFFF, chunks))
+
+    def _abandoned(self, frame: AbandonFrame) -> None:
+        if not self._done(frame.number) and frame.number < self.floor + (1 << 32):
+            self._mark_done(frame.number)
+
+    def _on_ack(self, frame: AckFrame, now: float) -> None:
+        if not frame.ranges:
+            return
+        sent = self.sent
+        largest = frame.ranges[0][1]
+        if largest >= self.next_packet:
+            self.stack.stats.drop(Drop.INVALID_BODY)
+            return
+        control = self.control
+        newest: _Sent | None = None
+        for first, last in frame.ranges:
+            if not sent:
+                break
+            low = max(first, next(iter(sent)))
+            if last < low:
+                continue
+            numbers: Any = range(low, last + 1) if last - low < len(sent) else \
+                [n for n in sent if low <= n <= last]
+            for number in numbers:
+                packet = sent.pop(number, None)
+                if packet is None:
+                    continue
+                if number == largest:
+                    newest = packet
+                sent_at, size, chunks, _ = packet
+                control.on_acked(size, sent_at)
+                for sending, index in chunks:
+                    self._chunk_acked(sending, index)
+        self.largest_acked = max(self.largest_acked, largest)
+        if newest is not None:
+            control.sample(now - newest[0])
+            self.probe_count = 0
+            self.probes = 0
+        self._detect_losses(now)
+
+    def _chunk_acked(self, sending: _Sending, index: int) -> None:
+        if sending.acked[index]:
+            return
+        sending.acked[index] = 1
+        sending.acked_count += 1
+        if (sending.acked_count == sending.chunks
+                and self.messages.pop(sending.number, None) is not None):
+            self.stack._sent(self.remote, sending.outgoing)
+
+    def _detect_losses(self, now: float) -> None:
+        self.loss_time = None
+        sent = self.sent
+        if not sent:
+            return
+        control = self.control
+        delay = control.loss_delay(control.smoothed_rtt)
+        largest = self.largest_acked
+        lost: list[int] = []
+        for number, packet in sent.items():
+            if number > largest:
+                break
+            if number <= largest - 3 or packet[0] <= now - delay:
+                lost.append(number)
+            else:
+                self.loss_time = packet[0] + delay
+                break
+        for number in lost:
+            sent_at, size, chunks, abandons = sent.pop(number)
+            control.on_lost(size, sent_at, now)
+            self._requeue(chunks, abandons)
+            self.stack.stats.fast_datagrams_lost += 1
+
+    # -- time ---------------------------------------------------------------------
+    def probe_deadline(self) -> float | None:
+        if not self.sent or self.paused:
+            return None
+        backoff = float(1 << min(self.probe_count, 16))
+        interval = min(self.control.probe_timeout(self.ack_delay) * backoff, _MAX_PROBE_INTERVAL)
+        return self.last_eliciting + interval
+
+    def deadline(self, now: float) -> float | None:
+        """The next moment this link wants ``handle_timer`` (or to send)."""
+        times = [t for t in (self.ack_due if self.ack_pending else None, self.loss_time,
+                             self.probe_deadline()) if t is not None]
+        if self.messages:
+            times.append(self.expiry_check)
+        if (self.keyed and self.sending_ok and not self.paused
+                and (self.again or self.queue or self.remote.outbox)
+                and self.control.can_send(self.datagram_size)):
+            times.append(max(self.control.pace_next, now))
+        return min(times) if times else None
+
+    def handle_timer(self, now: float) -> None:
+        """Losses by time, probe timeouts and expiries."""
+        if self.loss_time is not None and self.loss_time <= now:
+            self._detect_losses(now)
+        probe = self.probe_deadline()
+        if probe is not None and probe <= now:
+            self._probe_timeout(now)
+        if self.messages and self.expiry_check <= now:
+            self._expire_in_flight(now)
+
+    def _probe_timeout(self, now: float) -> None:
+        self.probe_count += 1
+        if self.probe_count > self.stack.config.max_redos:
+            self.pause()
+            self.stack._presence(self.remote, alive=False,
+                                 reason="fast-mode datagrams not acknowledged")
+            return
+        if self.probe_count >= 3:
+            self.control.collapse()
+        # the oldest datagram goes again (as if lost, without a window cut) plus one more
+        number = next(iter(self.sent))
+        _, size, chunks, abandons = self.sent.pop(number)
+        self.control.on_forgotten(size)
+        self._requeue(chunks, abandons)
+        self.probes = 2
+        self.last_eliciting = now
+
+    def _expire_in_flight(self, now: float) -> None:
+        upcoming = float("inf")
+        for number, sending in list(self.messages.items()):
+            expires = sending.outgoing.expires
+            if expires <= now:
+                del self.messages[number]
+                self.abandons.append(number)
+                self.stack._expire(self.remote, sending.outgoing,
+                                   "time to live ran out in flight")
+            else:
+                upcoming = min(upcoming, expires)
+        self.expiry_check = upcoming
+
+    def pause(self) -> None:
+        """The remote is dead: stop sending; everything in flight goes again on resume."""
+        self.paused = True
+        self._forget_sent()
+
+    def resume(self) -> None:
+        """The remote answers again."""
+        if self.paused:
+            self.paused = False
+            self.probe_count = 0
+            self.control.collapse()
+
+    def give_back(self, reason: str) -> None:
+        """Return every message in the stream as MessageExpired (close, removal)."""
+        for sending in self.messages.values():
+            self.stack._expire(self.remote, sending.outgoing, reason)
+        self.messages.clear()
+        self.queue.clear()
+        self.again.clear()
+        self.sent.clear()
+
+
+class FastRoad:
+    """The stack's fast-mode links, one per remote that negotiated it."""
+
+    def __init__(self, stack: RoadStack) -> None:
+        self.stack = stack
+        self.links: dict[int, FastLink] = {}
+        self._turn = 0
+
+    def join_extras(self) -> dict[str, Any]:
+        """What our join bodies advertise."""
+        return {CAPABILITY: FAST_VERSION} if self.stack.config.fast else {}
+
+    def negotiated(self, remote: Remote) -> bool:
+        """Whether both sides advertised fast mode."""
+        return self.stack.config.fast and CAPABILITY in remote.capabilities
+
+    def session_started(self, remote: Remote) -> None:
+        """An allow completed its key exchange: (re)key the remote's link."""
+        if not self.negotiated(remote):
+            link = self.links.pop(remote.uid, None)
+            if link is not None:
+                link.give_back("the remote no longer speaks fast mode")
+            return
+        link = self.links.get(remote.uid)
+        if link is None:
+            link = self.links[remote.uid] = FastLink(self, remote)
+        link.rekey()
+
+    def allowed(self, remote: Remote) -> None:
+        """The allow finished on our side: the link may send."""
+        link = self.links.get(remote.uid)
+        if link is not None and link.keyed:
+            link.sending_ok = True
+
+    def takes(self, remote: Remote) -> bool:
+        """Whether messages to ``remote`` go by fast mode (the link pulls from the outbox)."""
+        link = self.links.get(remote.uid)
+        if link is None or not link.keyed:
+            return False
+        if remote.alive is not False:
+            link.resume()
+        return True
+
+    def receive(self, data: bytes, now: float) -> None:
+        """One fast datagram; garbage is dropped and counted."""
+        stack = self.stack
+        try:
+            header = parse_header(data)
+        except PacketError:
+            stack.stats.drop(Drop.MALFORMED)
+            return
+        link = self.links.get(header.destination_uid)
+        if link is None or not link.keyed:
+            stack.stats.drop(Drop.UNKNOWN_REMOTE)
+            return
+        if header.key_id != link.key_id:
+            stack.stats.drop(Drop.STALE_KEY)
+            return
+        link.receive(data, header.stream_id, header.packet_number, now)
+
+    def datagrams(self, now: float) -> list[tuple[bytes, Address]]:
+        """Datagrams from every link, one per link per round (fair sharing)."""
+        out: list[tuple[bytes, Address]] = []
+        links = list(self.links.values())
+        if not links:
+            return out
+        self._turn = (self._turn + 1) % len(links)
+        active = links[self._turn:] + links[:self._turn]
+        while active:
+            still: list[FastLink] = []
+            for link in active:
+                datagram = link.build(now)
+                if datagram is not None:
+                    out.append((datagram, link.remote.host_address))
+                    still.append(link)
+            active = still
+        return out
+
+    def deadline(self, now: float) -> float | None:
+        """The earliest deadline of any link."""
+        times = [t for link in self.links.values() if (t := link.deadline(now)) is not None]
+        return min(times) if times else None
+
+    def handle_timer(self, now: float) -> None:
+        """Let every link's timers fire."""
+        for link in list(self.links.values()):
+            link.handle_timer(now)
+
+    def remove(self, remote: Remote, reason: str) -> None:
+        """The remote is gone: its stream's messages come back."""
+        link = self.links.pop(remote.uid, None)
+        if link is not None:
+            link.give_back(f"remote removed: {reason}")
+
+    def close(self) -> None:
+        """The stack closes: every message in every stream comes back."""
+        for link in self.links.values():
+            link.give_back("stack closed")

@@ -1,0 +1,190 @@
+"""Fast-mode datagrams between raetlike peers: the frame header and the frames.
+
+A fast datagram is the binary head family's *layout 2*: a fixed 20-byte
+header (authenticated as AEAD associated data), then the ChaCha20-Poly1305
+sealed frames (ciphertext and 16-byte tag).  Byte tables: docs/wire.md,
+"Fast-mode frame (binary layout 2)".  Pure functions: no sockets, no clock.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+from raetlike.errors import PacketError
+
+__all__ = [
+    "FAST_LAYOUT",
+    "FAST_MAGIC",
+    "FAST_HEADER_SIZE",
+    "FRAME_MESSAGE_SIZE",
+    "AckFrame",
+    "FastHeader",
+    "FrameKind",
+    "MessageFrame",
+    "AbandonFrame",
+    "is_fast",
+    "pack_ack",
+    "pack_abandon",
+    "pack_header",
+    "pack_message_frame",
+    "parse_frames",
+    "parse_header",
+]
+
+FAST_MAGIC = 0xB2  # the binary head's magic ...
+FAST_LAYOUT = 2  # ... with layout 2: the fast frame (layout 1 is the RAET-shaped binary head)
+_HEADER = struct.Struct("!BBBBIIQ")
+FAST_HEADER_SIZE = _HEADER.size  # 20
+_PREFIX = bytes((FAST_MAGIC, FAST_LAYOUT))
+
+_MESSAGE = struct.Struct("!BQIIIBH")  # kind, number, total, chunk index, chunks, body kind, size
+FRAME_MESSAGE_SIZE = _MESSAGE.size  # 24
+_ACK_HEAD = struct.Struct("!BB")  # kind, range count
+_RANGE = struct.Struct("!QQ")  # first, last packet number (inclusive)
+_ABANDON = struct.Struct("!BQ")
+MAX_ACK_RANGES = 32
+
+
+class FrameKind(enum.IntEnum):
+    """The frame kinds inside a fast datagram (wire values; they never change)."""
+
+    MESSAGE = 1
+    ACK = 2
+    ABANDON = 3
+
+
+@dataclass(frozen=True, slots=True)
+class FastHeader:
+    """The clear header of a fast datagram."""
+
+    flags: int
+    """Reserved, 0."""
+    key_id: int
+    """Which session keys sealed it (a byte derived from the allow's shared secret)."""
+    destination_uid: int
+    """The receiver's uid for the sender (RAET's ``de``)."""
+    stream_id: int
+    """The sender's stream incarnation (random per sending stack and remote)."""
+    packet_number: int
+    """Per direction and key, from 0 upwards; the AEAD nonce counter."""
+
+
+@dataclass(frozen=True, slots=True)
+class MessageFrame:
+    """One chunk of one application message."""
+
+    number: int
+    """The message number in the sender's stream (1, 2, ...)."""
+    total: int
+    """The whole message's length in bytes."""
+    index: int
+    """This chunk's index, 0-based."""
+    chunks: int
+    """How many chunks the message has."""
+    body_kind: int
+    """The message's BodyKind wire value."""
+    data: bytes
+    """The chunk's bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class AckFrame:
+    """Packet numbers received: inclusive ranges, highest first."""
+
+    ranges: tuple[tuple[int, int], ...]
+    """(first, last) pairs."""
+
+
+@dataclass(frozen=True, slots=True)
+class AbandonFrame:
+    """The sender gave a message up (its time to live ran out): forget its chunks."""
+
+    number: int
+    """The message number."""
+
+
+Frame = MessageFrame | AckFrame | AbandonFrame
+
+
+def is_fast(data: bytes) -> bool:
+    """Whether ``data`` starts like a fast datagram (magic and layout 2)."""
+    return data[:2] == _PREFIX
+
+
+def pack_header(key_id: int, destination_uid: int, stream_id: int, packet_number: int) -> bytes:
+    """The 20-byte clear header."""
+    return _HEADER.pack(FAST_MAGIC, FAST_LAYOUT, 0, key_id, destination_uid, stream_id,
+                        packet_number)
+
+
+def parse_header(data: bytes) -> FastHeader:
+    """The clear header of ``data``; PacketError when it is not a fast datagram."""
+    if len(data) < FAST_HEADER_SIZE:
+        raise PacketError("bad-length", "fast datagram shorter than its header")
+    magic, layout, flags, key_id, destination, stream, number = _HEADER.unpack_from(data)
+    if magic != FAST_MAGIC or layout != FAST_LAYOUT:
+        raise PacketError("bad-head", "not a fast datagram")
+    return FastHeader(flags, key_id, destination, stream, number)
+
+
+def pack_message_frame(number: int, total: int, index: int, chunks: int, *, body_kind: int,
+                       data: bytes) -> bytes:
+    """A MESSAGE frame carrying one chunk."""
+    return _MESSAGE.pack(FrameKind.MESSAGE, number, total, index, chunks, body_kind,
+                         len(data)) + data
+
+
+def pack_ack(ranges: list[tuple[int, int]]) -> bytes:
+    """An ACK frame of at most MAX_ACK_RANGES ranges (highest first)."""
+    ranges = ranges[:MAX_ACK_RANGES]
+    return _ACK_HEAD.pack(FrameKind.ACK, len(ranges)) + b"".join(
+        _RANGE.pack(first, last) for first, last in ranges)
+
+
+def pack_abandon(number: int) -> bytes:
+    """An ABANDON frame for message ``number``."""
+    return _ABANDON.pack(FrameKind.ABANDON, number)
+
+
+def parse_frames(plain: bytes) -> list[Frame]:
+    """The frames of an opened datagram; PacketError on anything malformed."""
+    frames: list[Frame] = []
+    offset, end = 0, len(plain)
+    message_unpack, range_unpack = _MESSAGE.unpack_from, _RANGE.unpack_from
+    while offset < end:
+        kind = plain[offset]
+        if kind == FrameKind.MESSAGE:
+            if offset + FRAME_MESSAGE_SIZE > end:
+                raise PacketError("bad-frame", "truncated message frame")
+            _, number, total, index, chunks, body_kind, size = message_unpack(plain, offset)
+            offset += FRAME_MESSAGE_SIZE
+            if offset + size > end or index >= chunks or size > total or number == 0:
+                raise PacketError("bad-frame", "inconsistent message frame")
+            frames.append(MessageFrame(number, total, index, chunks, body_kind,
+                                       plain[offset:offset + size]))
+            offset += size
+        elif kind == FrameKind.ACK:
+            if offset + 2 > end:
+                raise PacketError("bad-frame", "truncated ack frame")
+            count = plain[offset + 1]
+            offset += 2
+            if offset + count * _RANGE.size > end:
+                raise PacketError("bad-frame", "truncated ack ranges")
+            ranges = []
+            for _ in range(count):
+                first, last = range_unpack(plain, offset)
+                if first > last:
+                    raise PacketError("bad-frame", "ack range runs backwards")
+                ranges.append((first, last))
+                offset += _RANGE.size
+            frames.append(AckFrame(tuple(ranges)))
+        elif kind == FrameKind.ABANDON:
+            if offset + _ABANDON.size > end:
+                raise PacketError("bad-frame", "truncated abandon frame")
+            frames.append(AbandonFrame(_ABANDON.unpack_from(plain, offset)[1]))
+            offset += _ABANDON.size
+        else:
+            raise PacketError("bad-frame", f"unknown frame kind {kind}")
+    return frames
