@@ -27,7 +27,7 @@ from typing import Any
 # ioflo 2.0.3 imports here because raetlike/flo/__init__.py imported _compat first
 from ioflo.aid import consoling as aid_consoling
 from ioflo.base import consoling as base_consoling
-from ioflo.base import skedding
+from ioflo.base import excepting, skedding
 
 from raetlike.errors import RaetError
 
@@ -40,6 +40,14 @@ DEFAULT_PERIOD = 0.1
 
 VERBOSITY = ("mute", "terse", "concise", "verbose", "profuse")
 """ioflo's console levels, quietest first."""
+
+
+_BUILD_ERRORS = (excepting.ParseError, excepting.ResolveError, excepting.ParameterError,
+                 excepting.CloneError, excepting.RegisterError)
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 class PlanError(RaetError):
@@ -129,8 +137,12 @@ def run_plan(
     set_ioflo_verbosity(verbosity)
     skedder = skedding.Skedder(name="raetlike", period=period, real=real,
                                filepath=filepath, behaviors=["raetlike.flo"])
-    if not skedder.build():
-        raise PlanError(f"{filepath}: the plan does not build (run with -v for ioflo's report)")
+    try:
+        built = skedder.build()
+    except _BUILD_ERRORS as exc:
+        raise PlanError(f"{filepath}: the plan does not build: {_first_line(exc)}") from None
+    if not built:
+        raise PlanError(f"{filepath}: the plan does not build (run with -vv for ioflo's report)")
     if house is not None:
         names = [h.name for h in skedder.houses]
         skedder.houses = [h for h in skedder.houses if h.name == house]
