@@ -147,3 +147,24 @@ print("ok")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_houses_with_keeps_remember_each_other_across_runs(tmp_path: Path) -> None:
+    keeps = tmp_path / "keeps"
+    master_port, minion_port = free_udp_ports(2)
+    plan = road_plan(tmp_path, master_port, minion_port)
+    text = plan.read_text()
+    text = text.replace("main true", f'main true keep "{keeps}"')
+    text = text.replace(f"port {minion_port}\n", f'port {minion_port} keep "{keeps}"\n')
+    plan.write_text(text)
+
+    first = run_plan(plan, period=PERIOD, real=False)
+    second = run_plan(plan, period=PERIOD, real=False)
+
+    assert first.ok, first.failures
+    assert second.ok, second.failures
+    assert sorted(p.name for p in keeps.iterdir()) == ["master", "minion"]
+    assert any((keeps / "minion" / "remote").iterdir())
+    restored = [e for e in shares(second, "minion", ".raetlike.road.stack.")["events"]
+                if isinstance(e, road_events.Joined)]
+    assert [e.remote for e in restored] == ["master"]
