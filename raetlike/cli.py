@@ -234,6 +234,16 @@ def build_parser() -> argparse.ArgumentParser:
                         metavar="W", help=f"messages in flight (default: {DEFAULT_WINDOW})")
     pinger.add_argument("--json", action="store_true", help="print one JSON object")
 
+    bench = commands.add_parser(
+        "bench", parents=[common], help="measure raw UDP, fast mode, RAET mode and RAET 0.6.8",
+        description="Run peers in child processes on loopback and print a table with ratios.")
+    bench.add_argument("--quick", action="store_true", help="a short run (one repetition)")
+    bench.add_argument("--json", action="store_true", help="print one JSON object")
+    bench.add_argument("--repeat", type=_positive(int, 1), default=None, metavar="N",
+                       help="repetitions per figure (median; default 3, quick 1)")
+    bench.add_argument("--estates", type=_positive(int, 1), default=None, metavar="N",
+                       help="estates joining one main (default 200, quick 50)")
+
     keys = commands.add_parser(
         "keys", parents=[common], help="list, accept, reject or delete remote keys",
         description="Manage the keys remote estates presented (by role), like salt-key.",
@@ -277,6 +287,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _estate(args)
         if args.command == "ping":
             return _ping(args)
+        if args.command == "bench":
+            from raetlike.bench import main as bench_main  # noqa: PLC0415 - only when asked
+
+            return bench_main(args.quick, args.json, args.repeat, args.estates)
         if args.command == "yard":
             return _yard(args)
         if args.command == "keys":
