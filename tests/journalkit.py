@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from raetlike.journal import Endpoint, JournalRecord, JournalWriter, RecordKind
+from road import events
+from tests.roadkit import MAIN, allowed_pair
+from tests.simlink import Impairment
 
 HOUR_START = 1_767_261_600.0  # 2026-01-01T10:00:00Z
 
@@ -50,3 +54,37 @@ def write_known_traffic(root: Path) -> dict[str, object]:
                                 sent=at - (n % 10 + 1) / 1000, topic="beat"))
     return {"missing": [(50, 50), (120, 122)], "duplicates": [77], "out_of_order": [30],
             "records": 196 + 1 + 100}
+
+
+def journal_road_traffic(directory: Path) -> dict[str, Any]:
+    """Real road stacks on a lossy simulated link; the main estate journals what it delivers.
+
+    The minion numbers its messages 1..120 (``_seq``) but never sends 40, 41 and
+    90 and sends 60 twice; every fifth message is big enough for several
+    segments.  Wall time is HOUR_START plus the virtual clock.
+    """
+    pair = allowed_pair(seed=3, impairment=Impairment(loss=0.1, jitter=0.005))
+    sequence = [n for n in range(1, 121) if n not in {40, 41, 90}]
+    sequence.insert(sequence.index(61), 60)
+    for n in sequence:
+        pair.minion.transmit({"_seq": n, "_sent": HOUR_START + pair.net.now, "_topic": "load",
+                              "pad": "x" * (3000 if n % 5 == 0 else 10)},
+                             to="main", now=pair.net.now)
+    writer = JournalWriter(directory, "main")
+    state = {"seen": 0, "requests": 0}
+    journaled: list[JournalRecord] = []
+
+    def journal_new() -> bool:
+        received = pair.events(MAIN, events.MessageReceived)
+        for event in received[state["seen"]:]:
+            requests = pair.main.stats.resend_requests_sent
+            journaled.append(writer.record_delivery("main", event, HOUR_START + pair.net.now,
+                                                    resends=requests - state["requests"]))
+            state["requests"] = requests
+        state["seen"] = len(received)
+        return state["seen"] >= len(sequence)
+
+    pair.run_until(journal_new, timeout=300)
+    writer.close()
+    return {"records": journaled, "missing": [(40, 41), (90, 90)], "duplicates": [60],
+            "resend_requests": pair.main.stats.resend_requests_sent}

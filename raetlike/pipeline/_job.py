@@ -6,6 +6,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 DEFAULT_WINDOW = 60.0
 DEFAULT_INTERVAL = 10.0
 REPORT_ROWS = 50
+WRITERS = 4  # tables written at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +76,7 @@ def _rows(frame: DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
     return [row.asDict(recursive=True) for row in selected.collect()]
 
 
-def _analyse(spark: SparkSession, normalised: DataFrame, options: PipelineOptions,
-             started: float) -> PipelineResult:
+def _analyse(normalised: DataFrame, options: PipelineOptions, started: float) -> PipelineResult:
     """Compute, write and report from normalised journal lines (valid and not)."""
     valid = F.col("valid")
     if options.since is not None:
@@ -94,41 +95,46 @@ def _analyse(spark: SparkSession, normalised: DataFrame, options: PipelineOption
             F.max(timed).alias("max_ms")).collect()[0].asDict()
         total, skipped = int(figures.pop("records")), int(figures.pop("skipped"))
         overall = figures
-        missing = tables.audit_missing(records)
-        duplicates = tables.audit_duplicates(records)
-        out_of_order = tables.audit_out_of_order(records)
+        cached = [records]
+
+        def keep(frame: DataFrame) -> DataFrame:
+            cached.append(frame.persist(StorageLevel.MEMORY_AND_DISK))
+            return cached[-1]
+
+        missing = keep(tables.audit_missing(records))
+        duplicates = keep(tables.audit_duplicates(records))
+        out_of_order = keep(tables.audit_out_of_order(records))
         frames = {
             "traffic": tables.traffic(records, options.window_seconds),
-            "rate": tables.rate_over_time(records, options.window_seconds),
+            "rate": keep(tables.rate_over_time(records, options.window_seconds)),
             "latency": tables.latency(records),
-            "latency_histogram": tables.latency_histogram(records),
+            "latency_histogram": keep(tables.latency_histogram(records)),
             "remotes": tables.remotes(records),
-            "estates": tables.estates(records),
+            "estates": keep(tables.estates(records)),
             "audit_missing": missing,
             "audit_duplicates": duplicates,
             "audit_out_of_order": out_of_order,
-            "audit_summary": tables.audit_summary(records, missing, duplicates, out_of_order),
+            "audit_summary": keep(tables.audit_summary(records, missing, duplicates,
+                                                       out_of_order)),
         }
-        paths: dict[str, Path] = {}
-        for name, frame in frames.items():
-            path = options.out / "tables" / name
-            frame.write.mode("overwrite").parquet(str(path))
-            paths[name] = path
+        paths = {name: options.out / "tables" / name for name in frames}
+        # Spark runs jobs from several threads at once: small jobs overlap their overheads
+        with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+            list(pool.map(lambda name: frames[name].write.mode("overwrite").parquet(
+                str(paths[name])), frames))
+        data = ReportData(
+            journals=[str(j) for j in options.journals], records=total, skipped_lines=skipped,
+            latency=overall,
+            histogram=sorted(_rows(frames["latency_histogram"]), key=lambda r: r["bucket"]),
+            rate=sorted(_rows(frames["rate"]), key=lambda r: r["window_start"]),
+            estates=sorted(_rows(frames["estates"]), key=lambda r: r["estate"]),
+            audit=sorted(_rows(frames["audit_summary"]), key=lambda r: r["source"]),
+            missing=_rows(missing.orderBy("source", "first_missing"), REPORT_ROWS),
+            duplicates=_rows(duplicates.orderBy("source", "sequence"), REPORT_ROWS),
+            window_seconds=options.window_seconds)
     finally:
-        records.unpersist()
-
-    def read(name: str, limit: int | None = None) -> list[dict[str, Any]]:
-        return _rows(spark.read.parquet(str(paths[name])), limit)
-
-    data = ReportData(
-        journals=[str(j) for j in options.journals], records=total, skipped_lines=skipped,
-        latency=overall, histogram=sorted(read("latency_histogram"), key=lambda r: r["bucket"]),
-        rate=sorted(read("rate"), key=lambda r: r["window_start"]),
-        estates=sorted(read("estates"), key=lambda r: r["estate"]),
-        audit=sorted(read("audit_summary"), key=lambda r: r["source"]),
-        missing=read("audit_missing", REPORT_ROWS), duplicates=read("audit_duplicates",
-                                                                    REPORT_ROWS),
-        window_seconds=options.window_seconds)
+        for frame in cached:
+            frame.unpersist()
     report = write_report(data, options.out)
     seconds = time.monotonic() - started
     log.info("pipeline: %d records (%d skipped lines) in %.1f s; report %s",
@@ -144,7 +150,7 @@ def run_pipeline(options: PipelineOptions, spark: SparkSession | None = None) ->
     normalised = normalise(read_json_journal(session, directories)).persist(
         StorageLevel.MEMORY_AND_DISK)
     try:
-        return _analyse(session, normalised, options, started)
+        return _analyse(normalised, options, started)
     finally:
         normalised.unpersist()
 
@@ -185,7 +191,7 @@ def follow_journals(options: PipelineOptions, spark: SparkSession | None = None,
             normalised = session.read.parquet(str(records_dir)).drop("batch_id")
         else:
             normalised = normalise(session.createDataFrame([], JOURNAL_SCHEMA))
-        result = _analyse(session, normalised, options, started)
+        result = _analyse(normalised, options, started)
         if on_round is not None:
             on_round(result)
         done += 1

@@ -45,8 +45,7 @@ def rate_over_time(records: DataFrame, window_seconds: float) -> DataFrame:
     return (records.groupBy(F.window("received_at", span).alias("window"))
             .agg(F.count("*").alias("messages"), F.sum("body_bytes").alias("bytes"))
             .select(F.col("window.start").alias("window_start"), "messages", "bytes",
-                    (F.col("messages") / window_seconds).alias("messages_per_second"))
-            .orderBy("window_start"))
+                    (F.col("messages") / window_seconds).alias("messages_per_second")))
 
 
 def latency(records: DataFrame) -> DataFrame:
@@ -63,7 +62,7 @@ def latency_histogram(records: DataFrame) -> DataFrame:
     for index in range(len(LATENCY_EDGES_MS) - 1, -1, -1):
         bucket = bucket.when(value >= LATENCY_EDGES_MS[index], F.lit(index))
     return (records.where(value.isNotNull()).groupBy(bucket.alias("bucket"))
-            .agg(F.count("*").alias("messages")).orderBy("bucket"))
+            .agg(F.count("*").alias("messages")))
 
 
 def remotes(records: DataFrame) -> DataFrame:
@@ -90,8 +89,7 @@ def estates(records: DataFrame) -> DataFrame:
         F.count("*").alias("messages_received"), F.sum("body_bytes").alias("bytes_received"),
         quantiles[0].alias("received_p50_ms"), quantiles[1].alias("received_p99_ms"))
     return (sent.join(received, "estate", "full_outer")
-            .fillna(0, ["messages_sent", "bytes_sent", "messages_received", "bytes_received"])
-            .orderBy("estate"))
+            .fillna(0, ["messages_sent", "bytes_sent", "messages_received", "bytes_received"]))
 
 
 def _sequenced(records: DataFrame) -> DataFrame:
@@ -102,7 +100,7 @@ def audit_duplicates(records: DataFrame) -> DataFrame:
     """Sequence numbers delivered more than once (anywhere), per source."""
     return (_sequenced(records).groupBy("source", "sequence")
             .agg(F.count("*").alias("copies"), F.array_sort(F.collect_set("node")).alias("nodes"))
-            .where(F.col("copies") > 1).orderBy("source", "sequence"))
+            .where(F.col("copies") > 1))
 
 
 def audit_missing(records: DataFrame) -> DataFrame:
@@ -113,8 +111,7 @@ def audit_missing(records: DataFrame) -> DataFrame:
             .where(F.col("sequence") - F.col("previous") > 1)
             .select("source", (F.col("previous") + 1).alias("first_missing"),
                     (F.col("sequence") - 1).alias("last_missing"),
-                    (F.col("sequence") - F.col("previous") - 1).alias("missing"))
-            .orderBy("source", "first_missing"))
+                    (F.col("sequence") - F.col("previous") - 1).alias("missing")))
 
 
 def audit_out_of_order(records: DataFrame) -> DataFrame:
@@ -126,8 +123,7 @@ def audit_out_of_order(records: DataFrame) -> DataFrame:
             .withColumn("highest_before", F.max("sequence").over(before))
             .withColumn("copy", F.row_number().over(copy))
             .where((F.col("copy") == 1) & (F.col("sequence") < F.col("highest_before")))
-            .select("source", "node", "sequence", "highest_before", "received_at")
-            .orderBy("source", "node", "received_at"))
+            .select("source", "node", "sequence", "highest_before", "received_at"))
 
 
 def audit_summary(records: DataFrame, missing: DataFrame, duplicates: DataFrame,
@@ -143,10 +139,9 @@ def audit_summary(records: DataFrame, missing: DataFrame, duplicates: DataFrame,
     joined = (base.join(gaps, "source", "left").join(copies, "source", "left")
               .join(late, "source", "left")
               .fillna(0, ["missing", "duplicates", "out_of_order"]))
-    return joined.withColumn(
-        "complete", (F.col("missing") == 0) & (F.col("duplicates") == 0)).orderBy("source")
+    return joined.withColumn("complete", (F.col("missing") == 0) & (F.col("duplicates") == 0))
 
 
 TABLES = ("traffic", "rate", "latency", "latency_histogram", "remotes", "estates",
           "audit_summary", "audit_missing", "audit_duplicates", "audit_out_of_order")
-"""The Parquet tables the pipeline writes, each under ``OUT/tables/NAME/``."""
+"""The Parquet tables the pipeline writes, each under ``OUT/tables/NAME/`` (unordered)."""
