@@ -237,7 +237,7 @@ class BusNode:
         self._heard(neighbour)
         if not neighbour.trusted or not message.userid:
             link = neighbour.link
-            if (message.userid, message.role) != (link.userid, link.role):
+            if message.userid and (message.userid, message.role) != (link.userid, link.role):
                 self.stats.restamped += 1
             message = message.stamped(link.userid, link.role, Rolemask.USER)
         if message.type is MessageType.REQUEST:
@@ -455,7 +455,8 @@ class BusNode:
                 self._send_keepalive(name)
         for name, neighbour in self._links.items():
             silent = now - neighbour.last_heard
-            if not neighbour.lost and silent >= self.config.keepalive_timeout:
+            # the same sum as get_timer's, so a timer that fires always acts (no float gap)
+            if not neighbour.lost and neighbour.last_heard + self.config.keepalive_timeout <= now:
                 neighbour.lost = True
                 logger.info("%s: link %s silent for %.1f s", self.name, name, silent)
                 self._events.append(PeerLost(name, silent))
