@@ -211,7 +211,7 @@ class BusNode:
         """Drop ``callback`` (or every callback) subscribed to ``prefix``."""
         self._tick(now)
         callbacks = self._subscriptions.get(prefix, [])
-        kept = [] if callback is None else [c for c in callbacks if c is not callback]
+        kept = [] if callback is None else [c for c in callbacks if c != callback]
         if kept:
             self._subscriptions[prefix] = kept
         else:
