@@ -18,6 +18,7 @@ of the same node left open without changing its bytes.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import os
 import re
@@ -58,10 +59,15 @@ _SEGMENT_NAME = re.compile(r"^(?P<node>.+)\.(?P<stamp>\d{8}T\d{12})\.(?P<pid>\d+
                            + re.escape(OPEN_SUFFIX) + "$")
 
 
+@functools.lru_cache(maxsize=64)
+def _partition_of_hour(hour: int) -> str:
+    moment = datetime.fromtimestamp(hour * 3600, UTC)
+    return f"date={moment:%Y-%m-%d}/hour={moment:%H}"
+
+
 def partition_of(wall: float) -> str:
     """The ``date=YYYY-MM-DD/hour=HH`` directory (UTC) for a wall-clock time."""
-    moment = datetime.fromtimestamp(wall, UTC)
-    return f"date={moment:%Y-%m-%d}/hour={moment:%H}"
+    return _partition_of_hour(int(wall // 3600))
 
 
 def _sync(fd: int) -> None:
