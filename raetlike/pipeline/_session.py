@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pyspark import SparkConf
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 __all__ = ["DEFAULT_MASTER", "spark_session"]
@@ -62,7 +62,9 @@ def spark_session(master: str | None = None, app_name: str = "raetlike-pipeline"
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    conf = SparkConf()  # carries spark-submit's settings when run under it
+    if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: its JVM is already up
+        SparkContext._ensure_initialized()
+    conf = SparkConf()  # with the JVM up, this carries spark-submit's settings
     chosen = master or conf.get("spark.master") or DEFAULT_MASTER
     local = chosen.startswith("local")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
