@@ -25,6 +25,7 @@ from raetlike.ping import (
     DEFAULT_WINDOW,
     PingError,
     ping,
+    ping_yard,
 )
 from raetlike.udp import Address, parse_host_port
 from raetlike.wire.kinds import AutoMode
@@ -94,7 +95,7 @@ _AUTO = {mode.name.lower(): mode for mode in AutoMode}
 
 _MAIN_EPILOG = """\
 examples:
-  raetlike demo                                    # two estates, a ping, a report
+  raetlike demo                                    # four manors, seven yards, a table
   raetlike estate master --port 7530 --main --echo
   raetlike estate minion1 --port 7531 --join 127.0.0.1:7530
   raetlike ping 127.0.0.1:7530 --count 10000 --json
@@ -127,9 +128,11 @@ examples:
   raetlike ping 127.0.0.1:7530
   raetlike ping 127.0.0.1:7530 --count 10000 --size 1024 --json
   raetlike ping [::1]:7530 --count 1 --size 1000000 --timeout 30
+  raetlike ping --lane jobs --dir /tmp/lanes --yard worker --count 10000 --json
 
-The pinged estate must be a main estate started with --echo.  Exit status 0
-only when every echo came back.
+The pinged estate must be a main estate started with --echo; a pinged yard
+('--lane LANE --yard NAME') one started with 'raetlike yard NAME --echo'.
+Exit status 0 only when every echo came back.
 """
 
 _PIPELINE_EPILOG = """\
@@ -222,8 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Join an echoing main estate with a temporary estate, send numbered "
                     "messages (many in flight) and report messages/s and round-trip times.",
         epilog=_PING_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    pinger.add_argument("target", metavar="HOST:PORT", type=_host_port,
-                        help="the estate to ping")
+    pinger.add_argument("target", metavar="HOST:PORT", type=_host_port, nargs="?",
+                        help="the estate to ping (or give --lane and --yard)")
+    _add_ping_lane(pinger)
     pinger.add_argument("--count", type=_positive(int, 1), default=DEFAULT_COUNT,
                         metavar="N", help=f"messages to send (default: {DEFAULT_COUNT})")
     pinger.add_argument("--size", type=_positive(int, 0), default=DEFAULT_SIZE,
@@ -262,12 +266,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_chaos(commands, common)
     _add_flo(commands, common)
 
-    commands.add_parser(
-        "demo", parents=[common], help="two estates, a ping and a report",
-        description="Start a main and a minion estate as processes, ping through them, "
-                    "print a short report and clean up.",
-        epilog="example:\n  raetlike demo\n",
+    demo = commands.add_parser(
+        "demo", parents=[common], help="four manors and their yards exchanging everything",
+        description="On loopback with temporary keeps: a main manor and three minion manors "
+                    "(processes) with yards; the minions join (accepted through main's keep), "
+                    "then routed messages, bus events and requests and SP surveys flow yard "
+                    "to yard; a table at the end.  Exit 0 when everything was delivered.",
+        epilog="examples:\n  raetlike demo\n  raetlike demo --quick --json\n",
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    demo.add_argument("--quick", action="store_true", help="less traffic (about 2 s of it)")
+    demo.add_argument("--json", action="store_true", help="print one JSON object at the end")
     _add_pipeline(commands, common)
     return parser
 
@@ -286,6 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "estate":
             return _estate(args)
         if args.command == "ping":
+            _check_ping_target(parser, args)
             return _ping(args)
         if args.command == "bench":
             from raetlike.bench import main as bench_main  # noqa: PLC0415 - only when asked
@@ -301,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _flo(args)
         if args.command == "pipeline":
             return _pipeline(args)
-        return _demo()
+        return _demo(args)
     except (RaetError, OSError) as exc:
         return _fail(str(exc))
 
@@ -328,6 +337,29 @@ def _yard(args: argparse.Namespace) -> int:
     return run_yard(options, sys.stdout)
 
 
+def _add_ping_lane(pinger: argparse.ArgumentParser) -> None:
+    """``ping --lane LANE [--dir DIR] --yard NAME``: ping a yard instead of an estate."""
+    pinger.add_argument("--lane", type=_lane_name, metavar="LANE",
+                        help="ping a yard on this lane instead of an estate")
+    pinger.add_argument("--dir", dest="lane_dir", type=Path, metavar="DIR",
+                        help="the lane's socket directory (with --lane)")
+    pinger.add_argument("--yard", type=_name, metavar="NAME",
+                        help="the echoing yard to ping (with --lane)")
+
+
+def _check_ping_target(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exactly one target: HOST:PORT, or --lane with --yard (--dir only with --lane)."""
+    if args.lane is None:
+        if args.target is None:
+            parser.error("ping: give HOST:PORT, or --lane LANE --yard NAME")
+        if args.yard is not None or args.lane_dir is not None:
+            parser.error("ping: --yard and --dir go with --lane")
+    elif args.target is not None:
+        parser.error("ping: give HOST:PORT or --lane, not both")
+    elif args.yard is None:
+        parser.error("ping: --lane needs --yard NAME")
+
+
 def _ping(args: argparse.Namespace) -> int:
     show = sys.stdout.isatty() and not args.json
 
@@ -337,8 +369,13 @@ def _ping(args: argparse.Namespace) -> int:
             sys.stdout.flush()
 
     try:
-        result = ping(args.target, count=args.count, size=args.size, timeout=args.timeout,
-                      window=args.window, progress=progress)
+        if args.lane is not None:
+            result = ping_yard(args.yard, lane=args.lane, count=args.count, size=args.size,
+                               directory=None if args.lane_dir is None else str(args.lane_dir),
+                               timeout=args.timeout, window=args.window, progress=progress)
+        else:
+            result = ping(args.target, count=args.count, size=args.size, timeout=args.timeout,
+                          window=args.window, progress=progress)
     except PingError as exc:
         if show:
             sys.stdout.write("\n")
@@ -550,10 +587,10 @@ def _pipeline(args: argparse.Namespace) -> int:
     return run_command(args, sys.stdout, sys.stderr)
 
 
-def _demo() -> int:
+def _demo(args: argparse.Namespace) -> int:
     from raetlike.demo import run_demo  # noqa: PLC0415 - only the demo needs subprocesses
 
-    return run_demo(sys.stdout)
+    return run_demo(sys.stdout, quick=args.quick, as_json=args.json)
 
 
 # -- flo --------------------------------------------------------------------

@@ -3,6 +3,9 @@
 :func:`ping` runs a temporary estate (a fresh name, an in-memory keep) over a
 real UDP socket, keeps up to ``window`` messages in flight, and measures each
 message's round trip from ``transmit`` to the arrival of its echo.
+:func:`ping_yard` does the same with a yard on a lane (``raetlike yard NAME
+--echo``): a temporary yard ``ping-<hex>`` in the lane's directory sends
+straight to that yard's socket (no join).
 """
 
 from __future__ import annotations
@@ -15,15 +18,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from lane import LaneConfig, LaneStack, LocalYard
+from lane import events as lane_events
 from raetlike.errors import BackpressureError, RaetError
 from raetlike.run import Loop
 from raetlike.udp import Address, UdpDriver
+from raetlike.uxd import UxdDriver, socket_is_live
 from raetlike.wire.kinds import AutoMode
 from road import events
 from road.keeping import MemoryKeep
 from road.stack import LocalEstate, RoadConfig, RoadStack
 
-__all__ = ["PingError", "PingResult", "ping", "percentile", "format_address"]
+__all__ = ["PingError", "PingResult", "ping", "ping_yard", "percentile", "format_address"]
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +51,16 @@ class PingError(RaetError):
 class PingResult:
     """What a completed ping measured."""
 
-    target: Address
-    """The address pinged."""
+    target: Address | str
+    """The address pinged (a yard's socket path for :func:`ping_yard`)."""
     remote: str
-    """The name the pinged estate gave in its join."""
+    """The name the pinged estate gave in its join (the yard's name)."""
     count: int
     """Messages sent, all echoed."""
     size: int
     """Payload bytes per message."""
     join_seconds: float
-    """From the first join request to the completed allow."""
+    """From the first join request to the completed allow (0 for a yard)."""
     seconds: float
     """From the first transmit to the last echo."""
     round_trips: tuple[float, ...]
@@ -79,7 +85,8 @@ class PingResult:
         """A JSON-ready summary (times in milliseconds)."""
         return {
             "ok": True,
-            "target": format_address(self.target),
+            "target": (self.target if isinstance(self.target, str)
+                       else format_address(self.target)),
             "remote": self.remote,
             "count": self.count,
             "echoed": len(self.round_trips),
@@ -267,3 +274,115 @@ def _no_join(target: Address, pinger: _Pinger, timeout: float) -> str:
     if pinger.stack.stats.datagrams_received == 0:
         return f"timed out after {timeout:g} s: no answer from {where}"
     return f"timed out after {timeout:g} s waiting to join {where}"
+
+
+class _YardPinger:
+    """One yard ping run: a temporary yard, its socket and the sequence bookkeeping."""
+
+    def __init__(self, target: str, stack: LaneStack, count: int, size: int, window: int, *,
+                 clock: Callable[[], float]) -> None:
+        self.target = target
+        self.stack = stack
+        self.count = count
+        self.window = window
+        self.clock = clock
+        self.payload = "x" * size
+        self.loop = Loop(clock)
+        self.driver = UxdDriver(stack)
+        self.loop.add(self.driver)
+        self.failure = ""
+        self.next_seq = 0
+        self.sent_at: dict[int, float] = {}
+        self.round_trips: dict[int, float] = {}
+
+    def handle_events(self) -> bool:
+        """Take the stack's events, top up the window; True once every echo is back."""
+        while (event := self.stack.next_event()) is not None:
+            if isinstance(event, lane_events.MessageReceived) and event.yard == self.target:
+                self.echoed(event.body)
+            elif isinstance(event, lane_events.YardUnreachable):
+                self.failure = f"yard {event.yard} unreachable: {event.reason}"
+        self.fill_window()
+        return bool(self.failure) or len(self.round_trips) == self.count
+
+    def echoed(self, body: dict[str, Any]) -> None:
+        now = self.clock()
+        seq = body.get("seq")
+        if not isinstance(seq, int) or seq not in self.sent_at or seq in self.round_trips:
+            log.debug("%s: ignoring a message that is no echo of ours", self.stack.name)
+            return
+        if body.get("payload") != self.payload:
+            self.failure = f"echo of message {seq} came back changed"
+            return
+        self.round_trips[seq] = now - self.sent_at[seq]
+
+    def fill_window(self) -> None:
+        while (self.next_seq < self.count and not self.failure
+               and self.next_seq - len(self.round_trips) < self.window):
+            seq = self.next_seq
+            try:
+                self.stack.transmit({"seq": seq, "payload": self.payload}, to=self.target,
+                                    now=self.clock())
+            except BackpressureError:
+                return
+            self.sent_at[seq] = self.clock()
+            self.next_seq += 1
+
+
+def ping_yard(
+    yard: str,
+    *,
+    lane: str,
+    directory: str | None = None,
+    count: int = DEFAULT_COUNT,
+    size: int = DEFAULT_SIZE,
+    timeout: float = DEFAULT_TIMEOUT,
+    window: int = DEFAULT_WINDOW,
+    progress: Progress | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> PingResult:
+    """Send ``count`` messages to the echoing ``yard`` on ``lane`` and wait for every echo.
+
+    A temporary yard ``ping-<hex>`` binds a socket in ``directory`` (the
+    lane default when None) and sends straight to the yard's socket there.
+    Raises :class:`PingError` with a one-line reason when nothing listens at
+    the yard's path, the yard becomes unreachable, or not every echo is back
+    within ``timeout`` seconds.
+    """
+    if count < 1 or size < 0 or window < 1 or timeout <= 0:
+        raise ValueError("count and window must be at least 1, size at least 0, timeout > 0")
+    name = f"ping-{secrets.token_hex(4)}"
+    local = (LocalYard(name, lane) if directory is None else LocalYard(name, lane, directory))
+    stack = LaneStack(local, LaneConfig(unreachable_after=min(timeout, 10.0)), now=clock())
+    path = stack.add_yard(yard).path
+    if not socket_is_live(path):
+        raise PingError(f"no yard {yard} listening at {path}")
+    pinger = _YardPinger(yard, stack, count, size, window, clock=clock)
+    last_report = first = clock()
+
+    def done() -> bool:
+        nonlocal last_report
+        if progress is not None and clock() - last_report >= 0.2:
+            last_report = clock()
+            progress(len(pinger.round_trips), count)
+        return pinger.handle_events()
+
+    try:
+        pinger.fill_window()
+        finished = pinger.loop.run_until(done, timeout=timeout)
+        end = clock()
+    finally:
+        stack.close(now=clock())
+        pinger.loop.close()
+    if pinger.failure:
+        raise PingError(pinger.failure)
+    if not finished:
+        raise PingError(f"timed out after {timeout:g} s: {len(pinger.round_trips)} of {count} "
+                        f"echoes back from yard {yard} at {path}")
+    if progress is not None:
+        progress(count, count)
+    return PingResult(
+        target=path, remote=yard, count=count, size=size, join_seconds=0.0,
+        seconds=end - first,
+        round_trips=tuple(pinger.round_trips[seq] for seq in range(count)),
+    )
