@@ -158,7 +158,7 @@ def test_a_negative_delay_is_refused() -> None:
 probability = st.floats(0.0, 1.0)
 
 
-@settings(max_examples=200)
+@settings(max_examples=100)
 @given(loss=probability, duplicate=probability, reorder=probability, corrupt=probability,
        jitter=st.floats(0.0, 0.1), seed=st.integers(0, 2**32), count=st.integers(0, 60),
        directions=st.lists(st.sampled_from(list(Direction)), min_size=60, max_size=60))

@@ -35,7 +35,7 @@ from raetlike.wire.kinds import MAX_PAGE_SIZE, PageKind
 from raetlike.wire.page import Binder, PageHead, paginate, parse_page
 from tests.test_wire_fuzz import valid_packets
 
-EXAMPLES = int(os.environ.get("RAETLIKE_FUZZ_EXAMPLES", "200"))
+EXAMPLES = int(os.environ.get("RAETLIKE_FUZZ_EXAMPLES", "120"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
