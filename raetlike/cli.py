@@ -266,16 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_chaos(commands, common)
     _add_flo(commands, common)
 
-    demo = commands.add_parser(
-        "demo", parents=[common], help="four manors and their yards exchanging everything",
-        description="On loopback with temporary keeps: a main manor and three minion manors "
-                    "(processes) with yards; the minions join (accepted through main's keep), "
-                    "then routed messages, bus events and requests and SP surveys flow yard "
-                    "to yard; a table at the end.  Exit 0 when everything was delivered.",
-        epilog="examples:\n  raetlike demo\n  raetlike demo --quick --json\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    demo.add_argument("--quick", action="store_true", help="less traffic (about 2 s of it)")
-    demo.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    _add_demo(commands, common)
     _add_pipeline(commands, common)
     return parser
 
@@ -585,6 +576,19 @@ def _pipeline(args: argparse.Namespace) -> int:
     except ImportError as exc:
         return _fail(f"the pipeline needs PySpark (pip install 'raetlike[spark]'): {exc}")
     return run_command(args, sys.stdout, sys.stderr)
+
+
+def _add_demo(commands: Any, common: argparse.ArgumentParser) -> None:
+    demo = commands.add_parser(
+        "demo", parents=[common], help="four manors and their yards exchanging everything",
+        description="On loopback with temporary keeps: a main manor and three minion manors "
+                    "(processes) with yards; the minions join (accepted through main's keep), "
+                    "then routed messages, bus events and requests and SP surveys flow yard "
+                    "to yard; a table at the end.  Exit 0 when everything was delivered.",
+        epilog="examples:\n  raetlike demo\n  raetlike demo --quick --json\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    demo.add_argument("--quick", action="store_true", help="less traffic (about 2 s of it)")
+    demo.add_argument("--json", action="store_true", help="print one JSON object at the end")
 
 
 def _demo(args: argparse.Namespace) -> int:

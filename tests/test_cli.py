@@ -231,12 +231,16 @@ def test_help_shows_examples(command: str, capsys: pytest.CaptureFixture[str]) -
     assert "example" in capsys.readouterr().out
 
 
-def test_demo_runs_two_estates_and_exits_0() -> None:
-    result = _run("demo", timeout=60)
+def test_demo_accepts_a_pending_minion_delivers_everything_and_exits_0() -> None:
+    result = _run("demo", "--quick", timeout=60)
     assert result.returncode == 0, result.stderr
-    assert "minion joined main" in result.stdout
-    assert "500 messages of 100 B echoed" in result.stdout
-    assert "1 MB message echoed" in result.stdout
+    assert "minion3 is still pending; accepting it through the keep" in result.stdout
+    assert "all minions joined and allowed" in result.stdout
+    for row in ("messages     90/90", "events       48/48", "requests     24/24",
+                "surveys        6/6"):
+        assert row in result.stdout
+    assert "\r" not in result.stdout  # no live line when stdout is not a terminal
+
 
 
 @pytest.mark.parametrize(
