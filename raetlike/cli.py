@@ -240,7 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser(
         "bench", parents=[common], help="measure raw UDP, fast mode, RAET mode and RAET 0.6.8",
-        description="Run peers in child processes on loopback and print a table with ratios.")
+        description="Run peers in child processes on loopback and print a table with ratios.",
+        epilog="examples:\n  raetlike bench --quick\n  raetlike bench --repeat 5 --json\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     bench.add_argument("--quick", action="store_true", help="a short run (one repetition)")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--repeat", type=_positive(int, 1), default=None, metavar="N",
