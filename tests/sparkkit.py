@@ -15,6 +15,6 @@ from raetlike.pipeline import spark_session
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """The test run's SparkSession (local[2])."""
-    session = spark_session("local[2]", app_name="raetlike-tests")
+    session = spark_session("local[2]", app_name="raetlike-tests", short_jobs=True)
     yield session
     session.stop()

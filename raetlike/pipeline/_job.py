@@ -83,7 +83,9 @@ def _analyse(normalised: DataFrame, options: PipelineOptions, started: float) ->
         valid = valid & (F.col("received") >= options.since)
     if options.until is not None:
         valid = valid & (F.col("received") < options.until)
-    records = normalised.where(valid).persist(StorageLevel.MEMORY_AND_DISK)
+    normalised = normalised.persist(StorageLevel.MEMORY_AND_DISK)
+    records = normalised.where(valid)
+    cached = [normalised]
     try:
         timed = F.when(valid, F.col("latency_ms"))
         quantiles = F.percentile_approx(timed, [0.5, 0.9, 0.99], tables.PERCENTILE_ACCURACY)
@@ -95,7 +97,6 @@ def _analyse(normalised: DataFrame, options: PipelineOptions, started: float) ->
             F.max(timed).alias("max_ms")).collect()[0].asDict()
         total, skipped = int(figures.pop("records")), int(figures.pop("skipped"))
         overall = figures
-        cached = [records]
 
         def keep(frame: DataFrame) -> DataFrame:
             cached.append(frame.persist(StorageLevel.MEMORY_AND_DISK))
@@ -147,12 +148,7 @@ def run_pipeline(options: PipelineOptions, spark: SparkSession | None = None) ->
     session = spark or spark_session(options.master)
     started = time.monotonic()
     directories = hour_directories(options.journals, options.since, options.until)
-    normalised = normalise(read_json_journal(session, directories)).persist(
-        StorageLevel.MEMORY_AND_DISK)
-    try:
-        return _analyse(normalised, options, started)
-    finally:
-        normalised.unpersist()
+    return _analyse(normalise(read_json_journal(session, directories)), options, started)
 
 
 def _ingest(session: SparkSession, options: PipelineOptions) -> None:

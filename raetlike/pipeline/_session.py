@@ -57,8 +57,13 @@ def _log4j2_file() -> Path:
     return path
 
 
-def spark_session(master: str | None = None, app_name: str = "raetlike-pipeline") -> SparkSession:
-    """The active session if any, else a new one (``local[*]`` unless a master is configured)."""
+def spark_session(master: str | None = None, app_name: str = "raetlike-pipeline", *,
+                  short_jobs: bool = False) -> SparkSession:
+    """The active session if any, else a new one (``local[*]`` unless a master is configured).
+
+    ``short_jobs`` (tests) limits the local driver JVM to its first JIT tier:
+    faster for many tiny jobs, slower for big ones.
+    """
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -75,8 +80,8 @@ def spark_session(master: str | None = None, app_name: str = "raetlike-pipeline"
     if local:
         settings.update(_LOCAL_ONLY)
         settings["spark.driver.extraJavaOptions"] = (
-            f"-Dlog4j2.configurationFile=file:{_log4j2_file()} "
-            "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+            f"-Dlog4j2.configurationFile=file:{_log4j2_file()} -XX:+UseSerialGC"
+            + (" -XX:TieredStopAtLevel=1" if short_jobs else ""))
     for key, value in settings.items():
         if not conf.contains(key):
             builder = builder.config(key, value)
