@@ -134,11 +134,13 @@ class LaneStack:
         or is larger than a lane message may be.  If the yard stays
         unreachable the message comes back in a YardUnreachable event.
         """
-        self._tick(now)
-        self._confirm()
+        if now is not None and now > self.now:
+            self.now = now
+        if self._handed:
+            self._confirm()
         if self.closed:
             raise LocalProtocolError("the stack is closed")
-        if not isinstance(message, Mapping):
+        if type(message) is not dict and not isinstance(message, Mapping):
             raise LocalProtocolError(f"a message must be a mapping, not {type(message).__name__}")
         remote = self.yards.get(to) or self._add_destination(to)
         if remote.waiting >= self.config.outbox_limit:
@@ -163,10 +165,12 @@ class LaneStack:
 
     def receive_datagram(self, data: bytes, source: str | None, now: float) -> None:
         """Take one datagram from the socket ``source``; garbage is dropped and counted."""
-        self._tick(now)
-        self._confirm()
-        self.stats.datagrams_received += 1
-        self.stats.bytes_received += len(data)
+        self.now = max(self.now, now)
+        if self._handed:
+            self._confirm()
+        stats = self.stats
+        stats.datagrams_received += 1
+        stats.bytes_received += len(data)
         try:
             head, body = parse_page(data)
         except PacketError as exc:
@@ -183,10 +187,13 @@ class LaneStack:
                 return
             self._route(head, data, source)
             return
-        remote = self._admit(head.source, source)
-        if remote is None:
-            return
-        self._note_session(remote, head.yard_session)
+        remote = self.yards.get(head.source)
+        if remote is None or (source and source != remote.path):
+            remote = self._admit(head.source, source)
+            if remote is None:
+                return
+        if remote.yard_session != head.yard_session:
+            self._note_session(remote, head.yard_session)
         try:
             message = self.binder.add_page(head, body)
         except PacketError as exc:
@@ -256,13 +263,26 @@ class LaneStack:
         if remote.blocked_until is not None and remote.blocked_until >= self.now:
             return  # already backing off from an earlier page of this round
         progress = busy and position > 0
-        if progress:  # the yard took pages this round: it drains, so try again at once
+        if progress:  # the yard took pages this round: it drains; wait for room, don't escalate
             remote.window = position
             remote.failing_since = None
             remote.retry_delay = 0.0
-            remote.blocked_until = self.now
+            remote.blocked_until = self.now + self.config.busy_retry
             return
         self._back_off(remote, busy, os.strerror(error))
+
+    def send_ready(self, address: str, now: float) -> None:
+        """The driver saw room again in the queue of the socket at ``address``.
+
+        Yards reached through that socket that are backing off retry at once
+        (the next ``datagrams_to_send``); a driver that cannot tell leaves
+        them to their timers.
+        """
+        self._tick(now)
+        for remote in self.yards.values():
+            if remote.blocked_until is not None and remote.outbox \
+                    and self._address(remote) == address:
+                remote.blocked_until = self.now
 
     def get_timer(self) -> float | None:
         """The earliest moment the stack wants attention, or None when idle."""
@@ -283,7 +303,8 @@ class LaneStack:
 
     def next_event(self) -> events.Event | None:
         """The oldest event not yet taken, or None."""
-        self._confirm()
+        if self._handed:
+            self._confirm()
         return self._events.popleft() if self._events else None
 
     # == inbound ===========================================================

@@ -5,6 +5,16 @@ directory is created owner-only (0700) and the socket file is made 0600.  A
 socket file left by a dead process is replaced; one a live yard listens on is
 never taken (:class:`YardRunningError`).  Datagrams the kernel refuses are
 reported to the stack (``send_failed``), which keeps and retries them.
+
+A receiving yard's queue holds only ``/proc/sys/net/unix/max_dgram_qlen``
+datagrams; past that ``sendto`` fails with EAGAIN.  Our socket is not
+connected (it sends to every yard), so its writability says nothing about a
+yard's queue.  On Linux the driver therefore keeps, per busy yard socket, an
+unbound *waiter* socket connected to it: the kernel reports the waiter
+writable as soon as that yard's queue has room.  The driver's ``fileno`` is
+then an epoll descriptor holding the bound socket (readable) and the armed
+waiters (writable); it turns readable on either, and :meth:`UxdDriver.receive`
+tells the stack which yards have room again (``send_ready``).
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ import contextlib
 import errno
 import logging
 import os
+import select
 import socket
 import stat
 from typing import Protocol
@@ -26,6 +37,8 @@ log = logging.getLogger(__name__)
 BUFFER_SIZE = 4 * 1024 * 1024  # room for many 64 KB pages each way
 MAX_DATAGRAM = 65535
 BATCH = 256  # datagrams drained per readiness, so one busy socket cannot starve the rest
+BUSY_ERRORS = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS})
+WAITERS = 64  # waiter sockets kept at most (one per busy yard socket)
 DIRECTORY_MODE = 0o700
 SOCKET_MODE = 0o600
 
@@ -44,6 +57,7 @@ class LaneLike(Protocol):
     def receive_datagram(self, data: bytes, source: str | None, now: float) -> None: ...
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, str]]: ...
     def send_failed(self, address: str, data: bytes, error: int, now: float) -> None: ...
+    def send_ready(self, address: str, now: float) -> None: ...
     def get_timer(self) -> float | None: ...
     def handle_timer(self, now: float) -> None: ...
 
@@ -116,24 +130,82 @@ class UxdDriver:
         self._inode = os.lstat(self.path).st_ino
         self.send_errors = 0
         self.closed = False
+        self._epoll = select.epoll() if hasattr(select, "epoll") else None
+        if self._epoll is not None:
+            self._epoll.register(self.sock.fileno(), select.EPOLLIN)
+        self._waiters: dict[str, socket.socket] = {}
+        self._waiting: dict[int, str] = {}  # armed waiter fd -> the address it watches
 
     def fileno(self) -> int:
-        return self.sock.fileno()
+        """What to select on for reading: the epoll descriptor, or the socket without epoll."""
+        return self.sock.fileno() if self._epoll is None else self._epoll.fileno()
 
     def receive(self, now: float) -> int:
-        """Drain up to a batch of datagrams into the stack; returns how many."""
-        count = 0
-        while count < BATCH:
+        """Tell the stack which busy yards have room; drain up to a batch of datagrams.
+
+        The socket is emptied first and the datagrams handed to the stack
+        after: the senders get the whole queue back at once (it holds only a
+        few datagrams) and refill it while the stack works.
+        """
+        if self._waiting and self._epoll is not None:
+            self._woken(self._epoll.poll(0), now)
+        batch: list[tuple[bytes, str]] = []
+        recvfrom = self.sock.recvfrom
+        while len(batch) < BATCH:
             try:
-                data, source = self.sock.recvfrom(MAX_DATAGRAM + 1)
+                batch.append(recvfrom(MAX_DATAGRAM + 1))
             except BlockingIOError:
                 break
             except OSError as exc:
                 log.debug("%s: recvfrom: %s", self.stack.name, exc)
                 break
-            self.stack.receive_datagram(data, source or None, now)
-            count += 1
-        return count
+        receive_datagram = self.stack.receive_datagram
+        for data, source in batch:
+            receive_datagram(data, source or None, now)
+        return len(batch)
+
+    def _woken(self, ready: list[tuple[int, int]], now: float) -> None:
+        for fd, flags in ready:
+            address = self._waiting.pop(fd, None)
+            if address is None:
+                continue
+            if flags & (select.EPOLLERR | select.EPOLLHUP):
+                self._drop_waiter(address)  # its yard went away; the stack will hear why
+            self.stack.send_ready(address, now)
+
+    def _arm(self, address: str, *, fresh: bool) -> None:
+        """Watch for room in the queue of ``address`` (a new waiter socket when ``fresh``)."""
+        if self._epoll is None:
+            return
+        if fresh:
+            self._drop_waiter(address)
+        waiter = self._waiters.get(address)
+        try:
+            if waiter is None:
+                if len(self._waiters) >= WAITERS:
+                    self._drop_waiter(next(iter(self._waiters)))
+                waiter = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                waiter.setblocking(False)
+                self._waiters[address] = waiter
+                waiter.connect(address)
+                self._epoll.register(waiter.fileno(), select.EPOLLOUT | select.EPOLLONESHOT)
+            elif waiter.fileno() not in self._waiting:
+                self._epoll.modify(waiter.fileno(), select.EPOLLOUT | select.EPOLLONESHOT)
+        except OSError as exc:  # gone meanwhile: the stack's timer retries
+            log.debug("%s: cannot watch %s: %s", self.stack.name, address, exc)
+            self._drop_waiter(address)
+            return
+        self._waiting[waiter.fileno()] = address
+
+    def _drop_waiter(self, address: str) -> None:
+        waiter = self._waiters.pop(address, None)
+        if waiter is None:
+            return
+        self._waiting.pop(waiter.fileno(), None)
+        if self._epoll is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._epoll.unregister(waiter.fileno())
+        waiter.close()
 
     def send(self, now: float) -> int:
         """Send what the stack has; report each refused datagram back to the stack.
@@ -144,25 +216,33 @@ class UxdDriver:
         """
         sent = 0
         refused: dict[str, int] = {}
+        took: set[str] = set()
+        sendto = self.sock.sendto
         for data, address in self.stack.datagrams_to_send(now):
             error = refused.get(address)
             if error is None:
                 try:
-                    self.sock.sendto(data, address)
+                    sendto(data, address)
                 except OSError as exc:
                     error = exc.errno or errno.EIO
                     refused[address] = error
                     self.send_errors += 1
                     log.debug("%s: sendto %s: %s", self.stack.name, address, exc)
+                    if error in BUSY_ERRORS:
+                        # a waiter that woke us for nothing may watch a socket since replaced
+                        self._arm(address, fresh=address not in took)
+                    else:
+                        self._drop_waiter(address)
                 else:
                     sent += 1
+                    took.add(address)
                     continue
             self.stack.send_failed(address, data, error, now)
         return sent
 
     @property
     def wants_write(self) -> bool:
-        """Always False: the stack retries refused pages on its own timer."""
+        """Always False: room in a busy yard's queue shows as ``fileno`` turning readable."""
         return False
 
     def service(self, now: float) -> None:
@@ -178,6 +258,10 @@ class UxdDriver:
         if self.closed:
             return
         self.closed = True
+        for address in list(self._waiters):
+            self._drop_waiter(address)
+        if self._epoll is not None:
+            self._epoll.close()
         self.sock.close()
         with contextlib.suppress(FileNotFoundError):
             if os.lstat(self.path).st_ino == self._inode:

@@ -13,6 +13,7 @@ of a book (one message) back into the message.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -62,13 +63,25 @@ _SESSION = re.compile(r"[0-9a-fA-F]{18}")
 # RAET cuts a message into sections two bytes shorter than the room a head
 # leaves in a page ("extrasize" in RAET's paging); kept for byte equality.
 _SECTION_SLACK = 2
-# Characters that would break a head line: the field separator and the line end.
-_FORBIDDEN_IN_NAME = frozenset(" \n")
+# Characters that would break a head line (the field separator, the line end) or
+# do not fit in Latin-1.
+_FORBIDDEN_IN_NAME = re.compile("[ \n\u0100-\U0010ffff]")
+# The whole head of a well-formed page, in one match: the fast path of parse_page.
+# A page it does not match (or whose numbers are out of range) goes the slow way,
+# which accepts exactly the same pages and says what is wrong with the others.
+_FAST_HEAD = re.compile(
+    rb"ri RAET\nvn ([0-9a-fA-F]{1,8})\npk ([0-9a-fA-F]{1,8})\nsn ([^ \n]*)\ndn ([^ \n]*)\n"
+    rb"si ([0-9a-fA-F]{18})\nbi ([0-9a-fA-F]{1,8})\n"
+    rb"pn ([0-9a-fA-F]{1,8})\npc ([0-9a-fA-F]{1,8})\n\n"
+)
+_KINDS = {int(kind): kind for kind in PageKind}
+_JSON_ENCODER = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators=...)
+_JSON_DECODER = json.JSONDecoder()
 
 
 def _check_name(what: str, name: str) -> None:
     """Raise LocalProtocolError unless ``name`` can stand as a yard name in a head."""
-    if any(char in _FORBIDDEN_IN_NAME or ord(char) > 0xFF for char in name):
+    if _FORBIDDEN_IN_NAME.search(name):
         raise LocalProtocolError(f"{what} {name!r} must be Latin-1 without spaces or newlines")
 
 
@@ -115,6 +128,27 @@ class PageHead:
             raise LocalProtocolError(f"version {self.version} out of range")
 
 
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _checked_head(  # noqa: PLR0917 - every field of a head, already checked
+    source: str, destination: str, yard_session: str, book_id: int,
+    page_number: int, page_count: int, kind: PageKind, version: int,
+) -> PageHead:
+    """A PageHead from fields the fast parse already checked (skips ``__post_init__``)."""
+    head: PageHead = _new(PageHead)
+    _set(head, "source", source)
+    _set(head, "destination", destination)
+    _set(head, "yard_session", yard_session)
+    _set(head, "book_id", book_id)
+    _set(head, "page_number", page_number)
+    _set(head, "page_count", page_count)
+    _set(head, "kind", kind)
+    _set(head, "version", version)
+    return head
+
+
 def _pack_head(head: PageHead) -> bytes:
     """The head lines of ``head``, closed by the empty line."""
     lines = (
@@ -156,6 +190,25 @@ def parse_page(data: bytes) -> tuple[PageHead, bytes]:
     """
     if len(data) > MAX_PAGE_SIZE:
         raise PacketError("page-too-large", f"{len(data)} bytes")
+    match = _FAST_HEAD.match(data)
+    if match is not None:
+        version, kind_value, source, destination, session, book, number, count = match.groups()
+        if number == b"0000" and count == b"0001":  # one page: the common case
+            page_number, page_count = 0, 1
+        else:
+            page_number, page_count = int(number, 16), int(count, 16)
+        kind = _KINDS.get(int(kind_value, 16))
+        vn = 0 if version == b"0" else int(version, 16)
+        if kind is not None and page_number < page_count <= MAX_SEGMENT_COUNT and vn <= MAX_VERSION:
+            head = _checked_head(source.decode("latin-1"), destination.decode("latin-1"),
+                                 session.decode("ascii"), int(book, 16), page_number, page_count,
+                                 kind, vn)
+            return head, data[match.end():]
+    return _parse_slowly(data)
+
+
+def _parse_slowly(data: bytes) -> tuple[PageHead, bytes]:
+    """parse_page for pages off the fast path: the same checks, one field at a time."""
     if not data.startswith(_MAGIC_LINE):
         raise PacketError("not-a-page", "does not start with 'ri RAET'")
     front, separator, body = data.partition(HEAD_END)
@@ -201,7 +254,7 @@ def encode_body(message: Mapping[str, Any], kind: PageKind) -> bytes:
         return b""
     try:
         if kind is PageKind.JSON:
-            return json.dumps(message, separators=(",", ":")).encode("utf-8")
+            return _JSON_ENCODER.encode(message).encode("utf-8")
         packed: bytes = msgpack.packb(message)
     except (TypeError, ValueError, OverflowError) as error:
         raise LocalProtocolError(f"message does not serialize as {kind.name}: {error}") from None
@@ -214,7 +267,7 @@ def decode_body(body: bytes, kind: PageKind) -> dict[str, Any]:
         return {}
     try:
         if kind is PageKind.JSON:
-            message = json.loads(body.decode("utf-8"))
+            message = _JSON_DECODER.decode(body.decode("utf-8"))
         else:
             message = msgpack.unpackb(body, raw=False)
     except (ValueError, TypeError, RecursionError, msgpack.UnpackException) as error:
@@ -243,27 +296,29 @@ def paginate(  # noqa: PLR0917 - the agreed signature: the head fields in wire o
     body = encode_body(message, kind)
     if len(body) > MAX_MESSAGE_SIZE:
         raise LocalProtocolError(f"message of {len(body)} bytes exceeds {MAX_MESSAGE_SIZE}")
-    first = PageHead(source, destination, yard_session, book_id, kind=kind)
-    head = _pack_head(first)
+    if not 0 <= book_id <= MAX_BOOK_ID:
+        PageHead(source, destination, yard_session, book_id, kind=kind)  # raises the error
+    prefix = _head_prefix(source, destination, yard_session, kind)
+    head = prefix + b"%x\npn 0000\npc 0001\n\n" % book_id
     if len(head) + len(body) <= MAX_PAGE_SIZE:
         return [head + body]
     section = MAX_PAGE_SIZE - len(head) - _SECTION_SLACK
     count = -(-len(body) // section)
+    if count > MAX_SEGMENT_COUNT:
+        raise LocalProtocolError(f"page count {count} out of range")
     return [
-        _pack_head(
-            PageHead(
-                source,
-                destination,
-                yard_session,
-                book_id,
-                page_number=number,
-                page_count=count,
-                kind=kind,
-            )
-        )
+        prefix + b"%x\npn %04x\npc %04x\n\n" % (book_id, number, count)
         + body[number * section : (number + 1) * section]
         for number in range(count)
     ]
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def _head_prefix(source: str, destination: str, yard_session: str, kind: PageKind) -> bytes:
+    """A head up to the book id (``bi ``) as ``_pack_head`` writes it; checks the fields."""
+    head = PageHead(source, destination, yard_session, 0, kind=kind)
+    packed = _pack_head(head)
+    return packed[: packed.index(b"\nbi ") + len(b"\nbi ")]
 
 
 @dataclass(slots=True)
