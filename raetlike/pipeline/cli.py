@@ -51,6 +51,7 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if missing:
         err.write(f"raetlike: error: no such journal directory: {', '.join(missing)}\n")
         return EXIT_FAILURE
+    logging.getLogger("py4j").setLevel(max(logging.WARNING, logging.getLogger().level))
     options = PipelineOptions(journals=tuple(Path(p) for p in args.journals), out=args.out,
                               master=args.master, since=since, until=until,
                               window_seconds=args.window)
