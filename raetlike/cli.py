@@ -219,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     yard.add_argument("--main", action="store_true", help="be the lane's main yard")
     yard.add_argument("--echo", action="store_true",
                       help="send every message back (routed ones with the route reversed)")
+    _add_bus_options(estate, yard)
 
     pinger = commands.add_parser(
         "ping", parents=[common], help="time echoes from an --echo estate",
@@ -308,6 +309,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc))
 
 
+def _add_bus_options(estate: argparse.ArgumentParser, yard: argparse.ArgumentParser) -> None:
+    """The ``--bus`` flag of ``estate`` and ``yard``."""
+    estate.add_argument("--bus", action="store_true",
+                        help="run a bus node serving 'echo.': remotes and (with --lane) "
+                             "yards become its links (docs/bus.md)")
+    yard.add_argument("--bus", action="store_true",
+                      help="run a bus node serving 'echo.' with the main yard upstream "
+                           "(docs/bus.md)")
+
+
 def _fail(reason: str) -> int:
     print(f"raetlike: error: {reason}", file=sys.stderr)
     return EXIT_FAILURE
@@ -317,7 +328,7 @@ def _estate(args: argparse.Namespace) -> int:
     options = EstateOptions(
         name=args.name, host=args.host, port=args.port, main=args.main, join=args.join,
         auto=_AUTO[args.auto], keep_dir=args.keep, echo=args.echo,
-        lane=args.lane, lane_dir=args.lane_dir, journal_dir=args.journal,
+        lane=args.lane, lane_dir=args.lane_dir, journal_dir=args.journal, bus=args.bus,
     )
     return run_estate(options, sys.stdout)
 
@@ -326,6 +337,7 @@ def _yard(args: argparse.Namespace) -> int:
     from raetlike.yard import YardOptions, run_yard  # noqa: PLC0415 - only this command
 
     options = YardOptions(name=args.name, lane=args.lane, main=args.main, echo=args.echo,
+                          bus=args.bus,
                           directory=None if args.lane_dir is None else str(args.lane_dir))
     return run_yard(options, sys.stdout)
 

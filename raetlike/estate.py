@@ -18,6 +18,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
+from raetlike.bus import BusNode
+from raetlike.bus._hosting import ECHO_PREFIX, EstateBus, echo, timer_task
 from raetlike.errors import BackpressureError, LocalProtocolError
 from raetlike.journal import JournalWriter
 from raetlike.manor import ManorHouse
@@ -68,6 +70,8 @@ class EstateOptions:
     """The lane's socket directory; None means the lane default."""
     journal_dir: Path | None = None
     """Journal every delivered message under this directory (docs/journal.md)."""
+    bus: bool = False
+    """Run a bus node serving ``echo.`` (docs/bus.md): remotes and yards become its links."""
 
 
 class _Estate:
@@ -96,6 +100,12 @@ class _Estate:
         self.journal = (None if options.journal_dir is None
                         else JournalWriter(options.journal_dir, self.stack.name))
         self.resend_requests = 0  # stack.stats.resend_requests_sent at the last journal record
+        self.bus = None if not options.bus else EstateBus(
+            BusNode(self.stack.name, now=clock()), self.stack,
+            None if self.house is None else self.house.lane)
+        if self.bus is not None:
+            self.bus.node.serve(ECHO_PREFIX, echo)
+            self.loop.spawn(timer_task(self.bus.node, clock), name="bus timers")
 
     @property
     def name(self) -> str:
@@ -108,6 +118,8 @@ class _Estate:
             self.loop.run_once(max_wait=IDLE_STEP)
             self.handle_events()
             if self.house is not None:
+                if self.bus is not None:
+                    self.bus.take_lane_events(self.house.manor, self.clock())
                 self.house.service()
             self.driver.send(self.clock())
             if self.journal is not None:
@@ -126,6 +138,8 @@ class _Estate:
 
     def handle(self, event: events.Event) -> None:  # noqa: PLR0912 - one branch per event kind
         name, remote = self.name, event.remote
+        if self.bus is not None and self.bus.handle_road_event(event, self.clock()):
+            return
         routed = self.house is not None and self.house.handle_road_event(event)
         if isinstance(event, events.MessageReceived):
             log.info("estate %s: message from %s (transaction %d, %d segments)",

@@ -19,6 +19,9 @@ from types import FrameType
 from typing import Any, TextIO
 
 from lane import LaneConfig, LaneStack, LocalYard, events
+from raetlike.bus import BusAttachment, BusNode
+from raetlike.bus._hosting import ECHO_PREFIX, echo, timer_task
+from raetlike.channels import LaneChannel
 from raetlike.errors import RaetError
 from raetlike.manor import MANOR_YARD, RouteError, is_error, parse_route, with_route
 from raetlike.run import Loop
@@ -47,6 +50,8 @@ class YardOptions:
     """The main yard's name, for a yard that is not main."""
     echo: bool = False
     """Send every message back to where it came from."""
+    bus: bool = False
+    """Run a bus node serving ``echo.``, its upstream the main yard (docs/bus.md)."""
 
 
 def echo_of(body: dict[str, Any], sender: str, main_yard: str | None) -> tuple[dict[str, Any], str]:
@@ -78,6 +83,13 @@ def run_yard(options: YardOptions, out: TextIO,
     stack = LaneStack(local, LaneConfig(main_yard=main_yard), now=clock())
     loop = Loop(clock)
     loop.add(UxdDriver(stack))
+    bus: BusAttachment | None = None
+    if options.bus and main_yard is not None:
+        node = BusNode(stack.name, now=clock())
+        node.serve(ECHO_PREFIX, echo)
+        node.add_link(LaneChannel(stack, main_yard), upstream=True)
+        bus = BusAttachment(node)
+        loop.spawn(timer_task(node, clock), name="bus timers")
     out.write(f"yard {stack.name} listening on {stack.path}\n")
     out.flush()
     stopping = False
@@ -90,6 +102,8 @@ def run_yard(options: YardOptions, out: TextIO,
 
     def handle() -> bool:
         while (event := stack.next_event()) is not None:
+            if bus is not None and bus.handle_event(event, clock()):
+                continue
             if isinstance(event, events.MessageReceived):
                 _received(stack, event, main_yard, echo=options.echo, now=clock())
             elif isinstance(event, events.YardUnreachable):

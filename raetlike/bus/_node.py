@@ -143,25 +143,50 @@ class BusNode:
 
     # == services and requests =============================================
 
+    def serve(self, prefix: str, handler: Service, *,
+              roles: frozenset[str] | None = None) -> None:
+        """Handle every request whose topic starts with ``prefix`` (e.g. ``"kvs."``).
+
+        ``handler`` is one handler, or a mapping from the rest of the topic
+        (after the prefix) to a handler.  The longest matching prefix wins;
+        ``roles`` (if given) are the roles allowed in (the local node always is).
+        """
+        self._services[prefix] = _Registered(handler, roles)
+
+    def unserve(self, prefix: str) -> None:
+        """Stop handling ``prefix``."""
+        self._services.pop(prefix, None)
+
     def register_service(self, name: str, service: Service, *,
                          roles: frozenset[str] | None = None) -> None:
-        """Serve ``name.*`` with ``service``; ``roles`` (if given) are the roles allowed in."""
+        """Serve ``name.*`` with ``service``: ``serve(name + ".", service, roles=roles)``."""
         if not name or "." in name:
             raise LocalProtocolError(f"a service name has no dots: {name!r}")
-        self._services[name] = _Registered(service, roles)
+        self.serve(f"{name}.", service, roles=roles)
 
     def unregister_service(self, name: str) -> None:
         """Stop serving ``name``."""
-        self._services.pop(name, None)
+        self.unserve(f"{name}.")
 
-    def send(self, destination: str, message: Call, on_reply: OnReply, *, now: float,
-             timeout: float | None = None) -> int:
+    def provides(self, topic: str) -> bool:
+        """True when a local handler takes ``topic``."""
+        return self._served(topic) is not None
+
+    def _served(self, topic: str) -> str | None:
+        """The longest registered prefix of ``topic``, or None."""
+        matches = [prefix for prefix in self._services if topic.startswith(prefix)]
+        return max(matches, key=len) if matches else None
+
+    def send(self, destination: str, message: Call, on_reply: OnReply, *,
+             now: float | None = None, timeout: float | None = None) -> int:
         """Send a request to ``destination`` (ANY, UPSTREAM or a node name); returns its matchtag.
 
         ``on_reply`` runs exactly once: with the response, or with an error
         reply (ETIMEDOUT after ``timeout``, EHOSTUNREACH, ENOSYS, EPERM).
+        ``now`` defaults to the node's latest time (from its last call).
         """
         self._tick(now)
+        now = self.now
         if "." not in message.topic:
             raise LocalProtocolError(f"a request topic is service.method: {message.topic!r}")
         matchtag = self._next_matchtag()
@@ -272,7 +297,7 @@ class BusNode:
             self._fail(request, Errno.EPROTO, "too many hops")
             return
         target = request.target
-        if target == self.name or (target == ANY and request.service in self._services):
+        if target == self.name or (target == ANY and self.provides(request.topic)):
             self._handle(request)
         elif target in (ANY, UPSTREAM):
             if self.upstream is not None and came_from != self.upstream:
@@ -353,15 +378,16 @@ class BusNode:
 
     def _run(self, request: BusMessage) -> tuple[Any, Errno, str]:
         """Call the handler; (payload, errno, error text)."""
-        registered = self._services.get(request.service)
-        if registered is None:
+        prefix = self._served(request.topic)
+        if prefix is None:
             return None, Errno.ENOSYS, f"no service {request.service!r}"
+        registered = self._services[prefix]
         if registered.roles is not None and request.rolemask is not Rolemask.OWNER \
                 and request.role not in registered.roles:
             return None, Errno.EPERM, f"role {request.role!r} may not call {request.topic}"
         handler: Handler | None
         if isinstance(registered.service, Mapping):
-            handler = registered.service.get(request.method)
+            handler = registered.service.get(request.topic[len(prefix):])
         else:
             handler = registered.service
         if handler is None:

@@ -1,0 +1,107 @@
+"""Bus nodes in running processes: an estate's (manor's) node, timers on a Loop, echo.
+
+:class:`EstateBus` puts a :class:`BusNode` on an estate's road stack and, for
+a manor, on its lane's main yard: road remotes become links when allowed (a
+minion's main estate is its upstream), and a yard becomes a link the first
+time a bus message comes from it.  :func:`timer_task` runs a node's timers as
+a :class:`raetlike.run.Loop` task.  :func:`echo` is the ``echo.`` service of
+``raetlike estate --bus`` and ``raetlike yard --bus``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from lane import events as lane_events
+from lane.stack import LaneStack
+from raetlike.bus._api import Request
+from raetlike.bus._glue import BusAttachment
+from raetlike.bus._message import is_bus_body
+from raetlike.bus._node import BusNode
+from raetlike.channels import LaneChannel, RoadChannel
+from raetlike.manor import Manor
+from raetlike.run import TaskBody
+from road import events as road_events
+from road.stack import RoadStack
+
+__all__ = ["ECHO_PREFIX", "EstateBus", "echo", "timer_task"]
+
+logger = logging.getLogger(__name__)
+
+ECHO_PREFIX = "echo."
+"""The topic prefix the command-line bus nodes serve."""
+
+ROAD_TTL = 30.0
+"""Seconds a bus message may wait on the road before it is given back (113)."""
+
+
+def echo(request: Request) -> Any:
+    """A handler that answers with the request's payload."""
+    return request.payload
+
+
+def timer_task(node: BusNode, clock: Callable[[], float]) -> TaskBody:
+    """A Loop task that fires ``node``'s timers when they are due, forever."""
+    while True:
+        now = clock()
+        timer = node.get_timer()
+        if timer is not None and timer <= now:
+            node.handle_timer(now)
+            yield None  # let the loop flush what the timers sent
+            continue
+        yield 1.0 if timer is None else timer - now
+
+
+class EstateBus:
+    """A bus node on an estate's road stack and (for a manor) its lane's main yard."""
+
+    __slots__ = ("_attachment", "lane", "node", "road", "ttl")
+
+    def __init__(self, node: BusNode, road: RoadStack, lane: LaneStack | None = None, *,
+                 ttl: float = ROAD_TTL) -> None:
+        """Feed ``node`` from ``road`` (and ``lane``); road links get ``ttl``."""
+        self.node = node
+        self.road = road
+        self.lane = lane
+        self.ttl = ttl
+        self._attachment = BusAttachment(node)
+
+    def handle_road_event(self, event: road_events.Event, now: float) -> bool:
+        """Link allowed remotes; take bus messages.  True when the event was the bus's."""
+        if isinstance(event, road_events.Allowed | road_events.Alive):
+            self._link_remote(event.remote, now)
+            return False
+        if isinstance(event, road_events.MessageReceived) and is_bus_body(event.body):
+            self._link_remote(event.remote, now)
+        return self._attachment.handle_event(event, now)
+
+    def handle_lane_event(self, event: lane_events.Event, now: float) -> bool:
+        """Link a yard on its first bus message; take bus messages.  True when taken."""
+        if self.lane is not None and isinstance(event, lane_events.MessageReceived) \
+                and is_bus_body(event.body) and event.yard not in self.node.links:
+            logger.info("bus %s: yard %s linked", self.node.name, event.yard)
+            self.node.add_link(LaneChannel(self.lane, event.yard), now=now)
+        return self._attachment.handle_event(event, now)
+
+    def take_lane_events(self, manor: Manor, now: float) -> None:
+        """Drain the lane's events: the bus's to the node, every other one to ``manor``."""
+        if self.lane is None:
+            return
+        while (event := self.lane.next_event()) is not None:
+            if not self.handle_lane_event(event, now) and not manor.handle_lane_event(event, now):
+                logger.debug("bus %s: lane event %s", self.node.name, type(event).__name__)
+
+    def _link_remote(self, name: str, now: float) -> None:
+        if name in self.node.links:
+            return
+        remote = self.road.names.get(name)
+        if remote is None:
+            return
+        upstream = (not self.road.local.main and remote.main
+                    and self.node.upstream is None)
+        logger.info("bus %s: remote %s linked%s", self.node.name, name,
+                    " (upstream)" if upstream else "")
+        self.node.add_link(RoadChannel(self.road, name, ttl=self.ttl), upstream=upstream,
+                           now=now)
