@@ -253,6 +253,12 @@ class Hosted(Generic[AddressT]):
         self.settle(self._now())
         return self._events.popleft() if self._events else None
 
+    def close(self, now: float) -> None:
+        """Close the stack (what it gives back comes out of :meth:`next_event`)."""
+        close = getattr(self.stack, "close", None)
+        if close is not None:
+            close(now=now)
+
     def _now(self) -> float:
         now = getattr(self.stack, "now", 0.0)
         return float(now)
