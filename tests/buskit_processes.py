@@ -46,8 +46,11 @@ def bus_yard(name: str, lane: str, directory: str, main_yard: str = "main") -> B
     stack = LaneStack(LocalYard(name, lane, directory), LaneConfig(main_yard=main_yard))
     node = BusNode(name, now=time.monotonic())
     attachment = BusAttachment(node)
-    loop.add(UxdDriver(stack), on_event=lambda event: attachment.handle_event(
-        event, time.monotonic()) or None)
+
+    def on_event(event: object) -> None:
+        attachment.handle_event(event, time.monotonic())
+
+    loop.add(UxdDriver(stack), on_event=on_event)
     node.add_link(LaneChannel(stack, main_yard), upstream=True)
     loop.spawn(timer_task(node, time.monotonic), name="bus timers")
     return BusClient(node, loop)
