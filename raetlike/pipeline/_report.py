@@ -79,9 +79,11 @@ def _time_label(seconds: float) -> str:
 
 
 def _charts(data: ReportData) -> tuple[str, str]:
+    counts = {int(r["bucket"]): float(r["messages"]) for r in data.histogram}
+    buckets = range(min(counts), max(counts) + 1) if counts else range(0)  # gaps shown as 0
     latency_svg = bar_chart(
-        [_bucket_label(int(r["bucket"])) for r in data.histogram],
-        [float(r["messages"]) for r in data.histogram],
+        [_bucket_label(bucket) for bucket in buckets],
+        [counts.get(bucket, 0.0) for bucket in buckets],
         title="Latency distribution (received - sent)", x_label="latency bucket (ms)",
         y_label="messages")
     points = [(r["window_start"].replace(tzinfo=UTC).timestamp()
