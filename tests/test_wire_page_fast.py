@@ -13,7 +13,8 @@ from raetlike.wire.page import PageHead, encode_body, pack_page, paginate, parse
 
 names = st.text(alphabet=st.characters(max_codepoint=0xFF, exclude_characters=" \n"), max_size=12)
 sessions = st.text(alphabet="0123456789abcdefABCDEF", min_size=18, max_size=18)
-messages = st.dictionaries(st.text(max_size=8), st.integers() | st.text(max_size=40), max_size=4)
+values = st.integers(-(2**63), 2**64 - 1) | st.text(max_size=40)  # what msgpack can carry
+messages = st.dictionaries(st.text(max_size=8), values, max_size=4)
 
 
 def _slow_outcome(data: bytes) -> tuple[PageHead, bytes] | str:
