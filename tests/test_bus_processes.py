@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from raetlike.bus import Errno
-from tests.buskit_processes import BusClient, bus_yard
+from raetlike.bus._hosting import LoopBus
+from tests.buskit_processes import bus_yard
 from tests.test_manor_processes import Process
 
 DEADLINE = 10.0
@@ -29,14 +30,14 @@ class Tree:
     hub: Process
     leaf: Process
     svc: Process
-    asker: BusClient
+    asker: LoopBus
 
 
 @pytest.fixture(scope="module")
 def tree() -> Iterator[Tree]:
     base = Path(tempfile.mkdtemp(prefix="bus", dir="/tmp"))  # short: socket paths <= 108 B
     started: list[Process] = []
-    asker: BusClient | None = None
+    asker: LoopBus | None = None
     try:
         hub = Process(base, "hub", "estate", "hub", "--main", "--host", "127.0.0.1",
                       "--port", "0", "--keep", str(base / "keep"), "--auto", "always",

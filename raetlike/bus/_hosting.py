@@ -16,17 +16,17 @@ from typing import Any
 
 from lane import events as lane_events
 from lane.stack import LaneStack
-from raetlike.bus._api import Request
+from raetlike.bus._api import Call, Reply, Request
 from raetlike.bus._glue import BusAttachment
-from raetlike.bus._message import is_bus_body
+from raetlike.bus._message import Errno, is_bus_body
 from raetlike.bus._node import BusNode
 from raetlike.channels import LaneChannel, RoadChannel
 from raetlike.manor import Manor
-from raetlike.run import TaskBody
+from raetlike.run import Loop, TaskBody
 from road import events as road_events
 from road.stack import RoadStack
 
-__all__ = ["ECHO_PREFIX", "EstateBus", "echo", "timer_task"]
+__all__ = ["ECHO_PREFIX", "EstateBus", "LoopBus", "echo", "timer_task"]
 
 logger = logging.getLogger(__name__)
 
@@ -105,3 +105,35 @@ class EstateBus:
                     " (upstream)" if upstream else "")
         self.node.add_link(RoadChannel(self.road, name, ttl=self.ttl), upstream=upstream,
                            now=now)
+
+
+class LoopBus:
+    """A bus node on a :class:`Loop`, with blocking calls (tests, benchmarks, scripts)."""
+
+    __slots__ = ("clock", "loop", "node")
+
+    def __init__(self, node: BusNode, loop: Loop, clock: Callable[[], float]) -> None:
+        """``node`` driven by ``loop`` (whose drivers feed it); starts its timer task."""
+        self.node = node
+        self.loop = loop
+        self.clock = clock
+        loop.spawn(timer_task(node, clock), name=f"bus timers {node.name}")
+
+    def call(self, target: str, topic: str, payload: Any, timeout: float) -> Reply:
+        """Send one request and run the loop until its one reply (a timeout error at worst)."""
+        got: list[Reply] = []
+        matchtag = self.node.send(target, Call(topic, payload), got.append, now=self.clock(),
+                                  timeout=timeout)
+        if not self.loop.run_until(lambda: bool(got), timeout=timeout + 1.0):
+            self.node.cancel(matchtag)  # the node's timer was late: end it here the same way
+            return Reply(matchtag, topic, None, Errno.ETIMEDOUT, "no response in time")
+        return got[0]
+
+    def call_until_routed(self, target: str, topic: str, payload: Any,
+                          deadline: float) -> Reply:
+        """Call until the answer is not 113 (links appear as nodes start) or ``deadline``."""
+        while True:
+            reply = self.call(target, topic, payload, max(0.1, deadline - self.clock()))
+            if reply.errno is not Errno.EHOSTUNREACH or self.clock() >= deadline:
+                return reply
+            self.loop.run_until(lambda: False, timeout=0.05)
