@@ -91,3 +91,4 @@ def test_an_unknown_method_and_an_unknown_node_answer_38_and_113(tree: Tree) -> 
     assert tree.asker.call("svc", "kvs.get", 0, timeout=DEADLINE).errno is Errno.ENOSYS
     assert tree.asker.call("nobody", "echo.ping", 0, timeout=DEADLINE).errno \
         is Errno.EHOSTUNREACH
+

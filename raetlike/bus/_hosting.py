@@ -57,7 +57,7 @@ def timer_task(node: BusNode, clock: Callable[[], float]) -> TaskBody:
 class EstateBus:
     """A bus node on an estate's road stack and (for a manor) its lane's main yard."""
 
-    __slots__ = ("_attachment", "lane", "node", "road", "ttl")
+    __slots__ = ("_attachment", "_remotes", "_yards", "lane", "node", "refused", "road", "ttl")
 
     def __init__(self, node: BusNode, road: RoadStack, lane: LaneStack | None = None, *,
                  ttl: float = ROAD_TTL) -> None:
@@ -67,6 +67,10 @@ class EstateBus:
         self.lane = lane
         self.ttl = ttl
         self._attachment = BusAttachment(node)
+        self._remotes: set[str] = set()
+        self._yards: set[str] = set()
+        self.refused = 0
+        """Bus messages dropped because their sender's name is another kind of link's."""
 
     def handle_road_event(self, event: road_events.Event, now: float) -> bool:
         """Link allowed remotes; take bus messages.  True when the event was the bus's."""
@@ -75,14 +79,24 @@ class EstateBus:
             return False
         if isinstance(event, road_events.MessageReceived) and is_bus_body(event.body):
             self._link_remote(event.remote, now)
+            if event.remote not in self._remotes:  # a yard's name: never speak for it
+                self.refused += 1
+                return True
         return self._attachment.handle_event(event, now)
 
     def handle_lane_event(self, event: lane_events.Event, now: float) -> bool:
         """Link a yard on its first bus message; take bus messages.  True when taken."""
         if self.lane is not None and isinstance(event, lane_events.MessageReceived) \
-                and is_bus_body(event.body) and event.yard not in self.node.links:
-            logger.info("bus %s: yard %s linked", self.node.name, event.yard)
-            self.node.add_link(LaneChannel(self.lane, event.yard), now=now)
+                and is_bus_body(event.body):
+            if event.yard not in self.node.links:
+                logger.info("bus %s: yard %s linked", self.node.name, event.yard)
+                self.node.add_link(LaneChannel(self.lane, event.yard), now=now)
+                self._yards.add(event.yard)
+            elif event.yard not in self._yards:  # an estate's name: never speak for it
+                logger.warning("bus %s: yard %s has a remote's name; dropped",
+                               self.node.name, event.yard)
+                self.refused += 1
+                return True
         return self._attachment.handle_event(event, now)
 
     def take_lane_events(self, manor: Manor, now: float) -> None:
@@ -105,6 +119,7 @@ class EstateBus:
                     " (upstream)" if upstream else "")
         self.node.add_link(RoadChannel(self.road, name, ttl=self.ttl), upstream=upstream,
                            now=now)
+        self._remotes.add(name)
 
 
 class LoopBus:
