@@ -2,10 +2,11 @@
 
 A :class:`BusNode` per estate (or yard) with links to its neighbours
 (``raetlike.channels.RoadChannel`` / ``LaneChannel``), one of them upstream
-toward main.  Services are registered by name (``register_service("kvs",
-handler)``), requests sent with ``send(destination, Call(topic, payload),
-on_reply, now=...)``, events published through main to subscribers by topic
-prefix.  Sans-IO: host the node on its stack with
+toward main.  Handlers are registered per topic prefix (``serve("kvs.",
+handler)``; ``register_service("kvs", handler)`` is the same), requests sent
+with ``send(destination, Call(topic, payload), on_reply)`` (``on_reply`` runs
+once, with the response or an error such as ETIMEDOUT), events published
+through main to subscribers by topic prefix.  Sans-IO: host the node on its stack with
 ``Hosted(stack, [BusAttachment(node)])``.  See docs/bus.md.
 """
 
