@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from raetlike.bus import Errno
-from raetlike.bus._hosting import LoopBus
-from tests.buskit_processes import bus_yard
+from raetlike.bus._hosting import LoopBus, bus_yard
 from tests.test_manor_processes import Process
 
 DEADLINE = 10.0

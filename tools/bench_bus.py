@@ -34,14 +34,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from raetlike.bus import BusNode  # noqa: E402 - after the path is set
-from raetlike.bus._hosting import EstateBus, LoopBus  # noqa: E402
+from raetlike.bus._hosting import EstateBus, LoopBus, bus_yard  # noqa: E402
 from raetlike.run import Loop  # noqa: E402
 from raetlike.swarm import SurveyHub  # noqa: E402
 from raetlike.udp import UdpDriver, parse_host_port  # noqa: E402
 from raetlike.wire.kinds import AutoMode  # noqa: E402
 from road.keeping import MemoryKeep  # noqa: E402
 from road.stack import LocalEstate, RoadConfig, RoadStack  # noqa: E402
-from tests.buskit_processes import bus_yard  # noqa: E402
 
 PAYLOAD = "x" * 100
 START = 20.0

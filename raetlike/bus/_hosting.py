@@ -11,9 +11,11 @@ a :class:`raetlike.run.Loop` task.  :func:`echo` is the ``echo.`` service of
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
+from lane import LaneConfig, LocalYard
 from lane import events as lane_events
 from lane.stack import LaneStack
 from raetlike.bus._api import Call, Reply, Request
@@ -23,10 +25,11 @@ from raetlike.bus._node import BusNode
 from raetlike.channels import LaneChannel, RoadChannel
 from raetlike.manor import Manor
 from raetlike.run import Loop, TaskBody
+from raetlike.uxd import UxdDriver
 from road import events as road_events
 from road.stack import RoadStack
 
-__all__ = ["ECHO_PREFIX", "EstateBus", "LoopBus", "echo", "timer_task"]
+__all__ = ["ECHO_PREFIX", "EstateBus", "LoopBus", "bus_yard", "echo", "timer_task"]
 
 logger = logging.getLogger(__name__)
 
@@ -152,3 +155,20 @@ class LoopBus:
             if reply.errno is not Errno.EHOSTUNREACH or self.clock() >= deadline:
                 return reply
             self.loop.run_until(lambda: False, timeout=0.05)
+
+
+def bus_yard(name: str, lane: str, directory: str, main_yard: str = "main",
+             clock: Callable[[], float] = time.monotonic) -> LoopBus:
+    """This process as the yard ``name`` on ``lane``: a bus node whose upstream is ``main_yard``."""
+    loop = Loop(clock)
+    stack = LaneStack(LocalYard(name, lane, directory), LaneConfig(main_yard=main_yard),
+                      now=clock())
+    node = BusNode(name, now=clock())
+    attachment = BusAttachment(node)
+
+    def on_event(event: object) -> None:
+        attachment.handle_event(event, clock())
+
+    loop.add(UxdDriver(stack), on_event=on_event)
+    node.add_link(LaneChannel(stack, main_yard), upstream=True)
+    return LoopBus(node, loop, clock)
