@@ -178,6 +178,12 @@ class FastLink:
         self.abandons.extend(abandons)
 
     # -- sending -----------------------------------------------------------------
+    def _outbox_ready(self) -> bool:
+        """Whether _pull could take a message now (no side effects)."""
+        limit = self.stack.config.fast_messages_in_flight
+        return bool(self.remote.outbox) and not (
+            self.messages and self.next_number - next(iter(self.messages)) >= limit)
+
     def _pull(self) -> bool:
         """Take the next message from the remote's outbox into the stream; False if none."""
         remote, stack = self.remote, self.stack
@@ -465,7 +471,8 @@ class FastLink:
         for number, packet in sent.items():
             if number > largest:
                 break
-            if number <= largest - 3 or packet[0] <= now - delay:
+            # packet[0] + delay is the loss time this method sets: compare that same sum
+            if number <= largest - 3 or packet[0] + delay <= now:
                 lost.append(number)
             else:
                 self.loss_time = packet[0] + delay
@@ -490,10 +497,12 @@ class FastLink:
                              self.probe_deadline()) if t is not None]
         if self.messages:
             times.append(self.expiry_check)
+        # The same conditions as can_send_data, or the loop spins at one instant.
         if (self.keyed and self.sending_ok and not self.paused
-                and (self.again or self.queue or self.remote.outbox)
-                and self.control.can_send(self.datagram_size)):
-            times.append(max(self.control.pace_next, now))
+                and self.remote.alive is not False
+                and (self.again or self.queue or self.abandons or self._outbox_ready())
+                and (self.probes or self.control.can_send(self.datagram_size))):
+            times.append(now if self.probes else max(self.control.pace_next, now))
         return min(times) if times else None
 
     def handle_timer(self, now: float) -> None:

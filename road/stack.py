@@ -108,8 +108,10 @@ class RoadConfig:
     """How long delivered transaction ids are remembered (stale detection)."""
     rejoin_interval: float = 2.0
     """Seconds between join attempts to a remote we were asked to join."""
-    fast: bool = False
-    """Advertise fast mode in joins; used with remotes that advertise it too (docs/road.md)."""
+    fast: bool = True
+    """Advertise fast mode in joins; used with remotes that advertise it too (docs/road.md).
+
+    False keeps every remote in RAET 0.6.8 mode (signed, per-packet boxed)."""
     fast_datagram_size: int = 1232
     """Fast mode's largest datagram (bytes): 1232 fits any IPv6 path; loopback takes 65000."""
     fast_max_window: int = 2 * 1024 * 1024

@@ -114,8 +114,11 @@ def make_pair(
 ) -> Pair:
     """A main estate at MAIN and a minion at MINION, neither joined yet."""
     net = FilterNet(seed=seed, impairment=impairment or Impairment())
-    main = RoadStack(main_estate or LocalEstate("main", main=True), main_config, main_keep)
-    minion = RoadStack(minion_estate or LocalEstate("minion"), minion_config, minion_keep)
+    # Without a config a pair speaks RAET mode: these are RAET protocol tests.
+    main = RoadStack(main_estate or LocalEstate("main", main=True),
+                     main_config or RoadConfig(fast=False), main_keep)
+    minion = RoadStack(minion_estate or LocalEstate("minion"),
+                       minion_config or RoadConfig(fast=False), minion_keep)
     net.add(MAIN, main)
     net.add(MINION, minion)
     pair = Pair(net, main, minion)

@@ -65,7 +65,7 @@ def test_two_raetlike_estates_advertise_fast_mode_and_messages_skip_raet_transac
 
 
 def test_a_side_without_the_capability_keeps_both_in_raet_mode() -> None:
-    pair = allowed_pair(main_config=RoadConfig(fast=True), minion_config=RoadConfig())
+    pair = allowed_pair(main_config=RoadConfig(fast=True), minion_config=RoadConfig(fast=False))
     datagrams = capture(pair)
     pair.minion.transmit({"hello": "raet"}, to="main")
     pair.main.transmit({"hello": "back"}, to="minion")
