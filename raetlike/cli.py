@@ -199,8 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"keep directory (default: {default_keep_dir()})")
     estate.add_argument("--echo", action="store_true",
                         help="send every message received back to its sender")
-    estate.add_argument("--journal", type=Path, metavar="DIR",
-                        help="journal every delivered message under DIR (docs/journal.md)")
+    _add_mode(estate, "never negotiate the fast mode with raetlike peers",
+              journal=True)
     estate.add_argument("--lane", type=_lane_name, metavar="LANE",
                         help="also run the main yard of LANE: the estate becomes a manor "
                              "routing (estate, yard, share) between road and lane")
@@ -324,10 +324,17 @@ def _fail(reason: str) -> int:
     return EXIT_FAILURE
 
 
+def _add_mode(parser: argparse.ArgumentParser, text: str, *, journal: bool = False) -> None:
+    parser.add_argument("--raet-mode", action="store_true", help=text)
+    if journal:
+        parser.add_argument("--journal", type=Path, metavar="DIR",
+                            help="journal every delivered message under DIR (docs/journal.md)")
+
+
 def _estate(args: argparse.Namespace) -> int:
     options = EstateOptions(
         name=args.name, host=args.host, port=args.port, main=args.main, join=args.join,
-        auto=_AUTO[args.auto], keep_dir=args.keep, echo=args.echo,
+        auto=_AUTO[args.auto], keep_dir=args.keep, echo=args.echo, raet_mode=args.raet_mode,
         lane=args.lane, lane_dir=args.lane_dir, journal_dir=args.journal, bus=args.bus,
     )
     return run_estate(options, sys.stdout)
@@ -343,6 +350,7 @@ def _yard(args: argparse.Namespace) -> int:
 
 
 def _add_ping_lane(pinger: argparse.ArgumentParser) -> None:
+    _add_mode(pinger, "never negotiate the fast mode (measure RAET 0.6.8's protocol)")
     """``ping --lane LANE [--dir DIR] --yard NAME``: ping a yard instead of an estate."""
     pinger.add_argument("--lane", type=_lane_name, metavar="LANE",
                         help="ping a yard on this lane instead of an estate")
@@ -380,7 +388,7 @@ def _ping(args: argparse.Namespace) -> int:
                                timeout=args.timeout, window=args.window, progress=progress)
         else:
             result = ping(args.target, count=args.count, size=args.size, timeout=args.timeout,
-                          window=args.window, progress=progress)
+                          window=args.window, progress=progress, raet_mode=args.raet_mode)
     except PingError as exc:
         if show:
             sys.stdout.write("\n")

@@ -64,6 +64,8 @@ class EstateOptions:
     """Base directory of keeps; None means :func:`default_keep_dir`."""
     echo: bool = False
     """Send every message received back to its sender."""
+    raet_mode: bool = False
+    """Never negotiate the fast mode: speak RAET 0.6.8's protocol with every remote."""
     lane: str | None = None
     """Also run the main yard of this lane: the estate becomes a manor (docs/manor.md)."""
     lane_dir: Path | None = None
@@ -84,8 +86,8 @@ class _Estate:
         local, self.keep = open_estate(keep_dir, options.name, main=options.main,
                                        host_address=(options.host, options.port),
                                        auto=options.auto)
-        self.stack = RoadStack(local, RoadConfig(auto=options.auto), keep=self.keep,
-                               now=clock())
+        config = RoadConfig(auto=options.auto, fast=not options.raet_mode)
+        self.stack = RoadStack(local, config, keep=self.keep, now=clock())
         self.keep.restore_remotes(self.stack)
         self.loop = Loop(clock)
         self.driver = UdpDriver(self.stack, options.host, options.port)

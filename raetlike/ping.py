@@ -119,14 +119,15 @@ class _Pinger:
     """One ping run: the stack, its socket and the bookkeeping of sequence numbers."""
 
     def __init__(self, target: Address, count: int, size: int, window: int,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], *, raet_mode: bool = False) -> None:
         self.target = target
         self.count = count
         self.window = window
         self.clock = clock
         self.payload = "x" * size
         name = f"ping-{secrets.token_hex(4)}"
-        self.stack = RoadStack(LocalEstate(name), RoadConfig(auto=AutoMode.ONCE),
+        config = RoadConfig(auto=AutoMode.ONCE, fast=not raet_mode)
+        self.stack = RoadStack(LocalEstate(name), config,
                                keep=MemoryKeep(AutoMode.ONCE), now=clock())
         self.loop = Loop(clock)
         bind_host = "::" if ":" in target[0] else "0.0.0.0"  # noqa: S104 - any local interface
@@ -220,6 +221,7 @@ def ping(
     window: int = DEFAULT_WINDOW,
     progress: Progress | None = None,
     clock: Callable[[], float] = time.monotonic,
+    raet_mode: bool = False,
 ) -> PingResult:
     """Join the echoing estate at ``target``, send ``count`` messages, wait for every echo.
 
@@ -231,7 +233,7 @@ def ping(
         raise ValueError("count and window must be at least 1, size at least 0, timeout > 0")
     started = clock()
     deadline = started + timeout
-    pinger = _Pinger(target, count, size, window, clock)
+    pinger = _Pinger(target, count, size, window, clock, raet_mode=raet_mode)
     try:
         pinger.stack.join(target, now=clock())
         if not pinger.run_until(lambda: pinger.allowed, deadline):
