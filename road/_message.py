@@ -270,16 +270,19 @@ class Messengent(Transaction):
         self.send(kind, body, secure=False, **fields)
 
     def start(self, index: Any, packet: Packet) -> None:
-        """Take the first segment."""
+        """Take the first segment (the stack verified its signature already)."""
         self.register(index)
-        self.on_message(packet)
+        self._take(packet)
 
     def on_message(self, packet: Packet) -> None:
+        if self.remote.allowed and not self.stack._verify(self.remote, packet, signed=True):
+            return
+        self._take(packet)
+
+    def _take(self, packet: Packet) -> None:
         if not self.remote.allowed or self.remote.session_box is None:
             self._reply(PacketKind.NACK)
             self.fail("not allowed")
-            return
-        if not self.stack._verify(self.remote, packet, signed=True):
             return
         head = packet.head
         self.idle = 0
