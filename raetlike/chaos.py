@@ -133,6 +133,8 @@ class Impairer:
                                                           repr=False)
     _held: dict[Flow, _Held] = field(default_factory=dict, init=False, repr=False)
     _order: int = field(default=0, init=False, repr=False)
+    partitioned: bool = False
+    """While True every datagram is lost (a partition; ``raetlike chaos`` toggles it on SIGUSR1)."""
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
@@ -142,6 +144,9 @@ class Impairer:
         imp, rng = self.impairment, self._rng
         counters = self.counters[flow[0]]
         counters.received += 1
+        if self.partitioned:
+            counters.lost += 1
+            return
         if rng.random() < imp.loss:
             counters.lost += 1
             return
@@ -353,7 +358,12 @@ def run_chaos(listen: Address, forward: Address, impairment: Impairment,
         log.info("chaos: %s, stopping", signal.Signals(signum).name)
         relay.stop()
 
+    def toggle_partition(_signum: int, _frame: FrameType | None) -> None:
+        relay.impairer.partitioned = not relay.impairer.partitioned
+        log.info("chaos: partition %s", "on" if relay.impairer.partitioned else "off")
+
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, toggle_partition)
     previous_fd = signal.set_wakeup_fd(wake_write.fileno(), warn_on_full_buffer=False)
     try:
         out.write(f"chaos listening on {format_address(relay.address)} "

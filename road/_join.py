@@ -388,10 +388,13 @@ class Joinent(Transaction):
             return
         if not self._wins_races(cred) or not self._bind(cred):
             return
+        created = self.vacuous and self.remote.uid not in stack.remotes
         status = self._admit(cred)
         if status is None:
             return
         remote = self.remote
+        if created:
+            stack._stranger(remote)
         stack._capabilities(remote, cred.extra)
         self.register(index)
         if self.vacuous:
@@ -522,7 +525,8 @@ class Joinent(Transaction):
                 self.respond()
             elif status is Acceptance.REJECTED:
                 self.nack(PacketKind.REJECT)  # tell the joiner, as RAET does
-                self.stack._remove_remote(remote, "keys rejected by operator")
+                if remote.uid in self.stack.remotes:
+                    self.stack._remove_remote(remote, "keys rejected by operator")
 
     def on_timeout(self) -> None:
         self.nack(PacketKind.NACK)
@@ -561,7 +565,8 @@ class Joinent(Transaction):
         if self.open(packet, signed=False) is None:
             return
         self.fail("rejected by joiner")
-        self.stack._remove_remote(self.remote, "joiner rejected us")
+        if self.remote.uid in self.stack.remotes:
+            self.stack._remove_remote(self.remote, "joiner rejected us")
 
     RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {}
 

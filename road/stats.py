@@ -54,6 +54,8 @@ class RoadStats:
     joins_completed: int = 0
     allows_completed: int = 0
     transactions_failed: int = 0
+    joins_evicted: int = 0
+    """Open vacuous joins ended early because ``max_pending_joins`` were open."""
     fast_datagrams_sent: int = 0
     fast_datagrams_lost: int = 0
     dropped: Counter[Drop] = field(default_factory=Counter)
