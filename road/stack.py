@@ -119,6 +119,9 @@ class RoadConfig:
     fast_ack_delay: float = 0.005
     """Fast mode: how long a lone ack-eliciting datagram may wait for company before its ack."""
     fast_messages_in_flight: int = 8192
+    max_pending_joins: int = 1000
+    """Main: estates added by vacuous joins not completed yet ("strangers") kept at once; past
+    it the oldest is removed (``stats.joins_evicted``), so a join flood stays bounded."""
     """Fast mode: messages sent but not yet acknowledged per remote (the ordering bound)."""
 
 
@@ -149,6 +152,7 @@ class RoadStack:
         self._in_flight: dict[int, dict[Messenger, None]] = {}
         self._launched: dict[int, int] = {}  # uid -> messages started to it so far
         self._want_joined: dict[int, float] = {}  # uid -> next join attempt
+        self._strangers: dict[int, None] = {}  # uids added by vacuous joins, not joined yet
         self._fast = FastRoad(self)
         self.closed = False
 
@@ -482,6 +486,17 @@ class RoadStack:
         log.debug("%s: %s", self.name, event)
         self._events.append(event)
 
+    def _stranger(self, remote: Remote) -> None:
+        """A vacuous join added ``remote``: count it among the strangers, evicting the oldest."""
+        self._strangers[remote.uid] = None
+        while len(self._strangers) > self.config.max_pending_joins:
+            uid = next(iter(self._strangers))
+            del self._strangers[uid]
+            oldest = self.remotes.get(uid)
+            if oldest is not None and not oldest.joined:
+                self.stats.joins_evicted += 1
+                self._remove_remote(oldest, "too many estates that never finished joining")
+
     def _track(self, transaction: Transaction) -> None:
         self._transactions[transaction] = None
         if isinstance(transaction, Messenger):
@@ -542,6 +557,7 @@ class RoadStack:
             if joinee is remote:
                 del self.joinees[address]
         self._want_joined.pop(remote.uid, None)
+        self._strangers.pop(remote.uid, None)
         self._fast.remove(remote, reason)
         while remote.outbox:
             self._expire(remote, remote.outbox.popleft(), f"remote removed: {reason}")
@@ -626,6 +642,7 @@ class RoadStack:
 
     def _joined(self, remote: Remote, *, initiator: bool) -> None:
         self.stats.joins_completed += 1
+        self._strangers.pop(remote.uid, None)
         self._want_joined.pop(remote.uid, None)
         self._save_remote(remote)
         self._emit(events.Joined(remote.name, remote.uid, remote.main, initiator))
