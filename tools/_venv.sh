@@ -10,13 +10,15 @@ command -v "$py" >/dev/null 2>&1 || py=python3
 if [ ! -x "$venv/bin/python" ]; then
     echo "raetlike: creating venv at $venv" >&2
     "$py" -m venv "$venv"
-    "$venv/bin/python" -m pip install -q --upgrade pip setuptools 2>&1 | grep -v '^WARNING: Location' >&2 || true
+    "$venv/bin/python" -m pip install -q --upgrade pip setuptools 2>&1 | { grep -v '^WARNING: Location' >&2 || true; }
 fi
 stamp="$venv/.raetlike-$extras"
 want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "raetlike: installing .[$extras] into $venv" >&2
-    "$venv/bin/python" -m pip install -q -e "$root[$extras]" 2>&1 | grep -v '^WARNING: Location' >&2 || true
-    "$venv/bin/python" -c "import raetlike" && echo "$want" > "$stamp"
+    # pipefail: a failed install stops here, loudly
+    "$venv/bin/python" -m pip install -q -e "$root[$extras]" 2>&1 | { grep -v '^WARNING: Location' >&2 || true; }
+    "$venv/bin/python" -c "import raetlike"
+    echo "$want" > "$stamp"
 fi
 export PATH="$venv/bin:$PATH"
