@@ -607,16 +607,24 @@ def _add_demo(commands: Any, common: argparse.ArgumentParser) -> None:
                     "(processes) with yards; the minions join (accepted through main's keep), "
                     "then routed messages, bus events and requests and SP surveys flow yard "
                     "to yard; a table at the end.  Exit 0 when everything was delivered.",
-        epilog="examples:\n  raetlike demo\n  raetlike demo --quick --json\n",
+        epilog="examples:\n  raetlike demo\n  raetlike demo --quick --json\n"
+               "  raetlike demo --out demo-report      # keep journals and report here\n"
+               "  raetlike demo --quick --no-pipeline  # no Spark at the end\n",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     demo.add_argument("--quick", action="store_true", help="less traffic (about 2 s of it)")
     demo.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    demo.add_argument("--out", type=Path, metavar="DIR", default=None,
+                      help="keep the journals (DIR/journal) and the pipeline's report "
+                           "(DIR/report) here (default: a new temporary directory, kept)")
+    demo.add_argument("--no-pipeline", dest="pipeline", action="store_false",
+                      help="do not run the Spark pipeline over the journals at the end")
 
 
 def _demo(args: argparse.Namespace) -> int:
     from raetlike.demo import run_demo  # noqa: PLC0415 - only the demo needs subprocesses
 
-    return run_demo(sys.stdout, quick=args.quick, as_json=args.json)
+    return run_demo(sys.stdout, quick=args.quick, as_json=args.json, out_dir=args.out,
+                    pipeline=args.pipeline)
 
 
 # -- flo --------------------------------------------------------------------

@@ -17,6 +17,13 @@ receive bus events, call each other's bus services (through the hub), and the
 hub surveys the apps (SP SURVEYOR/RESPONDENT) — bus and SP both travel over
 :class:`RoutedChannel`, a channel that is a ``(estate, yard)`` reached through
 the manors.  A live line shows progress on a terminal; a table ends the run.
+
+Every estate journals its deliveries (docs/journal.md) under the demo's
+output directory, which outlives the demo; at the end the Spark pipeline
+(docs/pipeline.md) runs over those journals and the demo prints where its
+report is.  Routed messages carry ``_sent`` (for latency); those between the
+apps and main's manor also carry ``_seq``, one numbered stream per direction
+(source shares), for the delivery audit.
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ from raetlike.manor import Route, RouteError, Triple, is_error, parse_route, wit
 from raetlike.sp import Framing, Payload, Respondent, SurveyDone, Surveyor, SurveyResponse, flush
 from raetlike.udp import Address, parse_host_port
 
-__all__ = ["DemoError", "RoutedChannel", "DemoFigures", "run_demo"]
+__all__ = ["DemoError", "DemoFigures", "PipelineFigures", "RoutedChannel", "run_demo"]
 
 log = logging.getLogger(__name__)
 
@@ -133,15 +140,17 @@ class ChildProcess:
 class Children:
     """Every child process of the demo; all are stopped on exit (also on Ctrl-C)."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, journals: Path | None = None) -> None:
         self.base = base
+        self.journals = journals
         self.started: list[ChildProcess] = []
 
     def estate(self, name: str, *args: str) -> ChildProcess:
         """Start ``raetlike estate NAME`` on a free loopback port with its own keep."""
+        journal = [] if self.journals is None else ["--journal", str(self.journals / name)]
         child = ChildProcess(
             name, ["estate", name, "--host", "127.0.0.1", "--port", "0",
-                   "--keep", str(self.base / "keep"), *args],
+                   "--keep", str(self.base / "keep"), *journal, *args],
             self.base / f"{name}.log", f"estate {name} listening on ")
         self.started.append(child)
         return child
@@ -358,13 +367,26 @@ class DemoYard:
             self.answer_surveys(now)
             await asyncio.sleep(0.05)
 
-    def ping(self, far: Triple, number: int, size: int) -> None:
-        """A routed message to ``far``'s yard (an echo yard or a manor), timed."""
-        body = {"demo": "ping", "n": number, "pad": "x" * size}
+    def ping(self, far: Triple, number: int, sequence: int, size: int) -> None:
+        """A routed message to ``far``'s yard (an echo yard or a manor), timed.
+
+        The source share names the target and the target share names us, so
+        each direction of each pair is a stream of its own in the journals.
+        Messages to main's manor (direct, one road hop each way) are numbered
+        (``_seq``) for the pipeline's delivery audit; the echo carries the
+        number back.  Minion-to-minion messages are not: main relays them and
+        journals them too, which the audit would count as duplicates.
+        """
+        body: dict[str, Any] = {"demo": "ping", "n": number, "_sent": time.time(),
+                                "pad": "x" * size}
+        if far.estate == MAIN:
+            body["_seq"] = sequence
         self.waiting[number] = self.now()
         kind = self.figures.kinds["messages"]
         kind.sent_bytes += _size(body)
-        self.yard.transmit(with_route(body, Route(Triple(), far)), to="main")
+        route = Route(Triple(share=f"to-{far.estate}"),
+                      Triple(far.estate, far.yard, f"from-{self.estate}"))
+        self.yard.transmit(with_route(body, route), to="main")
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,7 +479,7 @@ async def _send_all(hub: DemoYard, apps: list[DemoYard], plan: Plan, figures: De
             for far in targets[app.estate]:
                 if step < plan.pings:
                     number += 1
-                    app.ping(far, number, plan.size)
+                    app.ping(far, number, step + 1, plan.size)
             if step < plan.events:
                 payload = {"from": app.node.name, "n": step}
                 published[(app.node.name, step)] = now
@@ -524,20 +546,29 @@ class Screen:
             self.status = status
 
 
-def run_demo(out: TextIO, *, quick: bool = False, as_json: bool = False) -> int:
+def run_demo(out: TextIO, *, quick: bool = False, as_json: bool = False,
+             out_dir: Path | None = None, pipeline: bool = True,
+             spark: Any | None = None) -> int:
     """Run the demo, writing what happens and a final table to ``out``.
 
-    Returns 0 when everything was delivered; raises :class:`DemoError` with the
-    reason otherwise (130 after Ctrl-C, once everything is cleaned up).
+    The estates journal into ``out_dir/journal`` (``out_dir`` None: a new
+    temporary directory that is kept); unless ``pipeline`` is False the Spark
+    pipeline then writes ``out_dir/report`` (on ``spark`` if given, a
+    SparkSession).  Returns 0 when everything was delivered (a pipeline that
+    cannot run is reported in one line, not a failure); raises
+    :class:`DemoError` with the reason otherwise (130 after Ctrl-C, once
+    everything is cleaned up).
     """
     started = time.monotonic()
     screen = Screen(out, live=out.isatty() and not as_json)
     say = (lambda _text: None) if as_json else screen.line
     plan = Plan.of(quick=quick)
     figures = DemoFigures()
+    kept = _output_directory(out_dir)
+    journals = kept / "journal"
     with tempfile.TemporaryDirectory(prefix="raetlike-demo-") as temp:
         base = Path(temp)
-        children = Children(base)
+        children = Children(base, journals)
         try:
             dirs = _start(children, base, say, quick=quick)
             say(f"traffic for about {plan.seconds:g} s: routed messages yard to yard, "
@@ -546,23 +577,40 @@ def run_demo(out: TextIO, *, quick: bool = False, as_json: bool = False) -> int:
             screen.line(f"traffic done: {figures.progress()}")
         except KeyboardInterrupt:
             children.stop_all()
-            screen.line("interrupted: every process stopped, temporary files removed")
+            screen.line(f"interrupted: every process stopped, temporary files removed "
+                        f"(journals kept in {journals})")
             return 130
         finally:
             statuses = children.stop_all()
     for name, status in statuses.items():
         if status:
             figures.problems.append(f"{name} exited with status {status}")
+    written = sorted(path.name for path in journals.iterdir()) if journals.is_dir() else []
+    say(f"journals of {', '.join(written) or 'no estate'} in {journals}")
+    analysed: PipelineFigures | str | None = None
+    if pipeline:
+        say("running the Spark pipeline over the journals (Spark takes 10-30 s to start)")
+        try:
+            analysed = _run_pipeline(journals, kept / "report", spark)
+        except KeyboardInterrupt:
+            screen.line(f"pipeline interrupted; journals kept in {journals}")
+            return 130
     rows = [kind.row(name) for name, kind in figures.kinds.items()]
     seconds = time.monotonic() - started
     if as_json:
         out.write(json.dumps({"ok": figures.complete() and not figures.problems,
                               "seconds": round(seconds, 2), "retries": figures.retries,
-                              "traffic": rows, "problems": figures.problems}) + "\n")
+                              "traffic": rows, "problems": figures.problems,
+                              "journals": str(journals),
+                              "pipeline": _pipeline_json(analysed)}) + "\n")
     else:
         out.write(_table(rows))
+        out.write(_pipeline_lines(analysed))
         out.write(f"retries (bus requests resent): {figures.retries}; "
                   f"{len(statuses)} processes stopped; demo took {seconds:.1f} s\n")
+        if isinstance(analysed, PipelineFigures):
+            out.write(f"report: {analysed.report}\n")
+    out.flush()
     if not figures.complete():
         missing = [f"{r['kind']} {r['done']}/{r['expected']}" for r in rows
                    if r["done"] < r["expected"]]
@@ -571,6 +619,101 @@ def run_demo(out: TextIO, *, quick: bool = False, as_json: bool = False) -> int:
     if figures.problems:
         raise DemoError("; ".join(figures.problems[:3]))
     return 0
+
+
+def _output_directory(out_dir: Path | None) -> Path:
+    """``out_dir`` (created), or a new temporary directory the demo does not remove."""
+    if out_dir is None:
+        return Path(tempfile.mkdtemp(prefix="raetlike-demo-out-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return out_dir
+
+
+# -- the pipeline over the journals ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineFigures:
+    """What the pipeline found in the demo's journals."""
+
+    report: Path
+    records: int
+    skipped_lines: int
+    sources: int
+    """Sources with ``_seq`` numbers (the audited streams)."""
+    complete_sources: int
+    missing: int
+    duplicates: int
+    out_of_order: int
+    seconds: float
+
+
+def _run_pipeline(journals: Path, report: Path, spark: Any | None) -> PipelineFigures | str:
+    """Run the pipeline over every journal directory; its figures, or why it could not run."""
+    directories = sorted(path for path in journals.iterdir() if path.is_dir()) \
+        if journals.is_dir() else []
+    if not directories:
+        return "no journals were written"
+    try:
+        from raetlike.pipeline import (  # noqa: PLC0415 - PySpark is optional
+            PipelineOptions,
+            run_pipeline,
+            spark_session,
+        )
+    except ImportError as exc:
+        return f"PySpark is not installed (pip install 'raetlike[spark]'): {exc}"
+    logging.getLogger("py4j").setLevel(max(logging.WARNING, logging.getLogger().level))
+    started = time.monotonic()
+    session = spark
+    try:
+        if session is None:
+            session = spark_session()
+        result = run_pipeline(PipelineOptions(journals=tuple(directories), out=report), session)
+    except Exception as exc:  # noqa: BLE001 - Spark/Java fail in many ways; the demo goes on
+        return f"{type(exc).__name__}: {_first_line(str(exc))}"
+    finally:
+        if spark is None and session is not None:
+            with contextlib.suppress(Exception):
+                session.stop()
+    audit = json.loads((result.report.parent / "summary.json").read_text()).get("audit", [])
+    return PipelineFigures(
+        report=result.report, records=result.records, skipped_lines=result.skipped_lines,
+        sources=len(audit), complete_sources=sum(1 for row in audit if row["complete"]),
+        missing=sum(int(row["missing"]) for row in audit),
+        duplicates=sum(int(row["duplicates"]) for row in audit),
+        out_of_order=sum(int(row["out_of_order"]) for row in audit),
+        seconds=time.monotonic() - started)
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else "(no message)"
+
+
+def _pipeline_json(analysed: PipelineFigures | str | None) -> dict[str, Any] | None:
+    if analysed is None:
+        return None
+    if isinstance(analysed, str):
+        return {"ok": False, "error": analysed}
+    return {"ok": True, "report": str(analysed.report), "records": analysed.records,
+            "skipped_lines": analysed.skipped_lines, "audited_sources": analysed.sources,
+            "complete_sources": analysed.complete_sources, "missing": analysed.missing,
+            "duplicates": analysed.duplicates, "out_of_order": analysed.out_of_order,
+            "seconds": round(analysed.seconds, 2)}
+
+
+def _pipeline_lines(analysed: PipelineFigures | str | None) -> str:
+    if analysed is None:
+        return "pipeline: skipped (--no-pipeline)\n"
+    if isinstance(analysed, str):
+        return f"pipeline: not run: {analysed}\n"
+    verdict = ("complete" if analysed.complete_sources == analysed.sources
+               else f"{analysed.sources - analysed.complete_sources} incomplete")
+    return (f"journal  {analysed.records} records ({analysed.skipped_lines} skipped lines), "
+            f"pipeline {analysed.seconds:.1f} s\n"
+            f"audit    {analysed.sources} numbered streams: {analysed.missing} missing, "
+            f"{analysed.duplicates} duplicates, {analysed.out_of_order} out of order "
+            f"-> {verdict}\n")
 
 
 def _start(children: Children, base: Path, say: Callable[[str], None], *,

@@ -231,9 +231,12 @@ def test_help_shows_examples(command: str, capsys: pytest.CaptureFixture[str]) -
     assert "example" in capsys.readouterr().out
 
 
-def test_demo_accepts_a_pending_minion_delivers_everything_and_exits_0() -> None:
-    result = _run("demo", "--quick", timeout=60)
+def test_demo_accepts_a_pending_minion_delivers_everything_and_exits_0(tmp_path: Path) -> None:
+    result = _run("demo", "--quick", "--no-pipeline", "--out", str(tmp_path), timeout=60)
     assert result.returncode == 0, result.stderr
+    assert "pipeline: skipped (--no-pipeline)" in result.stdout
+    assert sorted(p.name for p in (tmp_path / "journal").iterdir()) == [
+        "main", "minion1", "minion2", "minion3"]
     assert "minion3 is still pending; accepting it through the keep" in result.stdout
     assert "all minions joined and allowed" in result.stdout
     for row in ("messages     90/90", "events       48/48", "requests     24/24",
