@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from raetlike.udp import UdpDriver
 from raetlike.wire.kinds import AutoMode
@@ -27,11 +27,41 @@ from road import events
 from road.keeping import MemoryKeep
 from road.stack import LocalEstate, RoadConfig, RoadStack
 
-__all__ = ["BenchOptions", "format_table", "run_bench"]
+__all__ = ["BenchOptions", "Progress", "StatusLine", "format_table", "run_bench"]
 
 _ACK_EVERY = 32
 _RAW_WINDOW = 512
 _LOOPBACK_DATAGRAM = 60_000
+
+
+Progress = Callable[[str], None]
+"""Told the name of each measurement as it starts."""
+
+
+def _silent(_what: str) -> None:
+    pass
+
+
+class StatusLine:
+    """One line redrawn in place on a terminal naming the current measurement; nothing elsewhere."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.live = out.isatty()
+        self.shown = False
+
+    def __call__(self, what: str) -> None:
+        if self.live:
+            self.out.write(f"\r\033[Kmeasuring {what} ...")
+            self.out.flush()
+            self.shown = True
+
+    def clear(self) -> None:
+        """Remove the line (before the results are printed)."""
+        if self.shown:
+            self.out.write("\r\033[K")
+            self.out.flush()
+            self.shown = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,23 +303,32 @@ def _median(runs: list[float]) -> float:
     return statistics.median(runs)
 
 
-def _raetlike(options: BenchOptions, fast: bool) -> dict[str, float]:
+def _raetlike(options: BenchOptions, fast: bool,
+              progress: Progress = _silent) -> dict[str, float]:
+    mode = "fast mode" if fast else "RAET mode"
     code = f"from raetlike.bench import serve_estate; serve_estate({fast})"
     process, port = _spawn(code)
     try:
+        progress(f"{mode}: join and allow")
         client = _Client(port, fast)
         quick = options.quick
         count = (20_000 if fast else 4_000) // (4 if quick else 1)
         one_way, echo, p50, p99, one_mb, ten_mb = [], [], [], [], [], []
-        for _ in range(options.repeat):
+        for run in range(options.repeat):
+            of = f" (run {run + 1}/{options.repeat})" if options.repeat > 1 else ""
+            progress(f"{mode}: one-way, {count:,} messages{of}")
             one_way.append(count / client.one_way(count))
+            progress(f"{mode}: echo, window 32{of}")
             elapsed, _rtts = client.ping(count // 4, window=32)
             echo.append(len(client.echoes) / elapsed)
+            progress(f"{mode}: round trips{of}")
             _, rtts = client.ping(300 if quick else 1000)
             p50.append(_percentile(rtts, 0.5))
             p99.append(_percentile(rtts, 0.99))
+            progress(f"{mode}: a 1 MB message{of}")
             one_mb.append(client.big(1_000_000))
             if fast:  # RAET mode takes minutes for 10 MB under this pump
+                progress(f"{mode}: a 10 MB message{of}")
                 ten_mb.append(client.big(10_000_000))
         client.close()
         result = {
@@ -304,6 +343,7 @@ def _raetlike(options: BenchOptions, fast: bool) -> dict[str, float]:
         process.wait()
     process, port = _spawn(code)
     try:
+        progress(f"{mode}: {options.estates} estates join and allow")
         result["joins"] = options.estates
         result["joins_s"] = _joins(port, options.estates, fast)
     finally:
@@ -312,12 +352,15 @@ def _raetlike(options: BenchOptions, fast: bool) -> dict[str, float]:
     return result
 
 
-def _raw(options: BenchOptions) -> dict[str, float]:
+def _raw(options: BenchOptions, progress: Progress = _silent) -> dict[str, float]:
     process, port = _spawn("from raetlike.bench import serve_udp; serve_udp()")
     try:
         count = 100_000 // (4 if options.quick else 1)
+        progress(f"raw UDP: one-way, {count:,} datagrams")
         stream = [count / _raw_stream(port, count, 100) for _ in range(options.repeat)]
+        progress("raw UDP: round trips")
         rtts = [_raw_ping(port, 2000) for _ in range(options.repeat)]
+        progress("raw UDP: 10 MB")
         ten_mb = [_raw_stream(port, 10_000_000 // _LOOPBACK_DATAGRAM // _ACK_EVERY * _ACK_EVERY,
                               _LOOPBACK_DATAGRAM) for _ in range(options.repeat)]
     finally:
@@ -331,7 +374,7 @@ def _raw(options: BenchOptions) -> dict[str, float]:
     }
 
 
-def _raet_068(options: BenchOptions) -> dict[str, float] | None:
+def _raet_068(options: BenchOptions, progress: Progress = _silent) -> dict[str, float] | None:
     script = Path(__file__).parent / "_raetbench" / "raet_echo.py"
     with tempfile.TemporaryDirectory() as directory:
         port_file = Path(directory) / "port"
@@ -339,6 +382,7 @@ def _raet_068(options: BenchOptions) -> dict[str, float] | None:
             [sys.executable, str(script), "main", str(port_file)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
+            progress("RAET 0.6.8: starting its main estate")
             deadline = time.monotonic() + 20
             while not (port_file.exists() and port_file.read_text()):
                 if time.monotonic() > deadline:
@@ -346,7 +390,10 @@ def _raet_068(options: BenchOptions) -> dict[str, float] | None:
                 time.sleep(0.05)
             count = 500 if options.quick else 1500
             runs = []
-            for _ in range(options.repeat if not options.quick else 1):
+            repeat = options.repeat if not options.quick else 1
+            for run in range(repeat):
+                of = f" (run {run + 1}/{repeat})" if repeat > 1 else ""
+                progress(f"RAET 0.6.8: echo, {count:,} messages{of}")
                 out = subprocess.run(  # noqa: S603 - our own script
                     [sys.executable, str(script), "client", f"127.0.0.1:{port_file.read_text()}",
                      str(count), "16"], capture_output=True, text=True, timeout=180, check=False)
@@ -360,15 +407,18 @@ def _raet_068(options: BenchOptions) -> dict[str, float] | None:
     return {"echo_msgs_per_s": _median(runs)}
 
 
-def run_bench(options: BenchOptions) -> dict[str, Any]:
-    """Measure everything; a JSON-ready mapping of scenario -> figures."""
+def run_bench(options: BenchOptions, progress: Progress = _silent) -> dict[str, Any]:
+    """Measure everything; a JSON-ready mapping of scenario -> figures.
+
+    ``progress`` is told the name of each measurement as it starts.
+    """
     zmq_note = ("pyzmq importable, but the CURVE scenario is not implemented yet"
                 if importlib.util.find_spec("zmq") else "skipped: pyzmq not installed")
     return {
-        "raw_udp": _raw(options),
-        "fast": _raetlike(options, fast=True),
-        "raet_mode": _raetlike(options, fast=False),
-        "raet_0_6_8": _raet_068(options) or "skipped: RAET 0.6.8 not runnable",
+        "raw_udp": _raw(options, progress),
+        "fast": _raetlike(options, fast=True, progress=progress),
+        "raet_mode": _raetlike(options, fast=False, progress=progress),
+        "raet_0_6_8": _raet_068(options, progress) or "skipped: RAET 0.6.8 not runnable",
         "pyzmq_curve": zmq_note,
         "repeat": options.repeat,
         "quick": options.quick,
@@ -428,6 +478,11 @@ def main(quick: bool, as_json: bool, repeat: int | None, estates: int | None) ->
     """The ``raetlike bench`` command."""
     options = BenchOptions(quick=quick, repeat=repeat or (1 if quick else 3),
                            estates=estates or (50 if quick else 200))
-    result = run_bench(options)
+    status = StatusLine(sys.stdout)
+    progress: Progress = _silent if as_json else status
+    try:
+        result = run_bench(options, progress)
+    finally:
+        status.clear()
     sys.stdout.write((json.dumps(result, indent=2) if as_json else format_table(result)) + "\n")
     return 0

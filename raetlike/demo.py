@@ -589,7 +589,7 @@ def run_demo(out: TextIO, *, quick: bool = False, as_json: bool = False,
     say(f"journals of {', '.join(written) or 'no estate'} in {journals}")
     analysed: PipelineFigures | str | None = None
     if pipeline:
-        say("running the Spark pipeline over the journals (Spark takes 10-30 s to start)")
+        say("running the Spark pipeline over the journals (10-60 s with Spark's start)")
         try:
             analysed = _run_pipeline(journals, kept / "report", spark)
         except KeyboardInterrupt:

@@ -1,0 +1,41 @@
+"""``raetlike bench`` names each measurement on one redrawn line, on a terminal only."""
+
+from __future__ import annotations
+
+import io
+import os
+
+from raetlike.bench import BenchOptions, StatusLine, _raw
+
+
+def test_the_status_line_writes_nothing_when_the_output_is_not_a_terminal() -> None:
+    out = io.StringIO()
+    status = StatusLine(out)
+    status("raw UDP: round trips")
+    status.clear()
+    assert out.getvalue() == ""
+
+
+def test_on_a_terminal_each_measurement_redraws_one_line_and_clear_removes_it() -> None:
+    master, slave = os.openpty()
+    try:
+        with open(slave, "w", closefd=False) as terminal:
+            status = StatusLine(terminal)
+            status("raw UDP: one-way")
+            status("raw UDP: round trips")
+            status.clear()
+        shown = os.read(master, 4096).decode()
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert shown == ("\r\x1b[Kmeasuring raw UDP: one-way ..."
+                     "\r\x1b[Kmeasuring raw UDP: round trips ...\r\x1b[K")
+    assert "\n" not in shown
+
+
+def test_a_measurement_reports_each_step_by_name_as_it_starts() -> None:
+    steps: list[str] = []
+    figures = _raw(BenchOptions(quick=True, repeat=1), steps.append)
+    assert steps == ["raw UDP: one-way, 25,000 datagrams", "raw UDP: round trips",
+                     "raw UDP: 10 MB"]
+    assert figures["one_way_msgs_per_s"] > 0
