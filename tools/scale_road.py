@@ -18,8 +18,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from road import events  # noqa: E402
-from road.stack import LocalEstate, RoadConfig, RoadStack  # noqa: E402
+from road import events
+from road.stack import LocalEstate, RoadConfig, RoadStack
 
 Address = tuple[str, int]
 MAIN: Address = ("10.0.0.1", 7530)
