@@ -70,6 +70,10 @@ class FileRoadKeep:
                 joined=remote.joined, fqdn=remote.fqdn,
             )
             self.keep.dump_remote(record)
+            # the fast-mode capability must outlive a restart: a peer that kept
+            # it would otherwise speak fast mode to us while we speak RAET's
+            self.keep.dump_remote_traits(remote.name,
+                                         {"capabilities": sorted(remote.capabilities)})
             former = self._saved_names.get(remote.uid)
             if former is not None and former != remote.name:
                 self.keep.remove_remote(former)
@@ -106,6 +110,10 @@ class FileRoadKeep:
                 public_key=None if role is None else role.public_key,
                 acceptance=None if role is None else role.acceptance,
             )
+            traits = self.keep.load_remote_traits(record.name)
+            capabilities = traits.get("capabilities")
+            if isinstance(capabilities, list):
+                remote.capabilities = frozenset(str(c) for c in capabilities)
             remote.next_session_id()
             restored.append(remote)
         return restored

@@ -201,7 +201,26 @@ class Keep:
 
     def remove_remote(self, name: str) -> bool:
         """Forget the remote estate ``name`` (not its role); False if not kept."""
+        remove_file(self.remote_traits_path(name))
         return remove_file(self.remote_estate_path(name))
+
+    def remote_traits_path(self, name: str) -> Path:
+        """``raetlike/remote.<name>.json``: what only raetlike knows of a remote."""
+        check_name(name, "estate name")
+        return self._directory / "raetlike" / f"remote.{name}{_EXTENSION}"
+
+    def load_remote_traits(self, name: str) -> dict[str, object]:
+        """raetlike-only facts about remote ``name`` (e.g. its capabilities); {} if none.
+
+        Kept beside RAET's layout in a directory RAET 0.6.8 never reads.
+        """
+        return read_json(self.remote_traits_path(name)) or {}
+
+    def dump_remote_traits(self, name: str, traits: dict[str, object]) -> None:
+        """Write raetlike-only facts about remote ``name``."""
+        path = self.remote_traits_path(name)
+        ensure_private_directory(path.parent)
+        write_json(path, traits)
 
     # -- remote roles: keys and acceptance --------------------------------
 
