@@ -88,13 +88,38 @@ class Transaction:
         self.address: Address = address or remote.host_address
         self.index: Index | None = None
         now = stack.now
-        self.timeout_at: float | None = now + self.timeout if self.timeout > 0 else None
+        self._timeout_at: float | None = None
+        self._redo_at: float | None = None
+        self.timeout_at = now + self.timeout if self.timeout > 0 else None
         self.redo_interval = self.redo_min
-        self.redo_at: float | None = None
         self.last_sent: bytes | None = None
         self.last_kind: PacketKind | None = None
         self.ended = False
         self.state: enum.Enum = self.initial_state()
+
+    # -- deadlines: every change is told to the stack's timer heap ---------
+
+    @property
+    def timeout_at(self) -> float | None:
+        """When the transaction gives up (None: never)."""
+        return self._timeout_at
+
+    @timeout_at.setter
+    def timeout_at(self, value: float | None) -> None:
+        self._timeout_at = value
+        if value is not None:
+            self.stack._wake(self, value)
+
+    @property
+    def redo_at(self) -> float | None:
+        """When the remembered packet goes again (None: not armed)."""
+        return self._redo_at
+
+    @redo_at.setter
+    def redo_at(self, value: float | None) -> None:
+        self._redo_at = value
+        if value is not None:
+            self.stack._wake(self, value)
 
     # -- identity ---------------------------------------------------------
 

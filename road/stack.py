@@ -9,6 +9,8 @@ seconds, always passed in: the stack has no clock and no socket.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 from collections import deque
 from collections.abc import Mapping
@@ -152,6 +154,11 @@ class RoadStack:
         self._in_flight: dict[int, dict[Messenger, None]] = {}
         self._launched: dict[int, int] = {}  # uid -> messages started to it so far
         self._want_joined: dict[int, float] = {}  # uid -> next join attempt
+        # Lazy timer heaps: an entry may be stale (the deadline moved later or
+        # its owner is gone); it then only causes one early handle_timer.
+        self._transaction_timers: list[tuple[float, int, Transaction]] = []
+        self._remote_timers: list[tuple[float, int]] = []
+        self._timer_order = itertools.count()
         self._strangers: dict[int, None] = {}  # uids added by vacuous joins, not joined yet
         self._fast = FastRoad(self)
         self.closed = False
@@ -222,6 +229,7 @@ class RoadStack:
         life = self.config.message_ttl if ttl is None else ttl
         body = dict(message) if isinstance(message, Mapping) else bytes(message)
         remote.outbox.append(Outgoing(self._message_id, body, self.now + life))
+        self._schedule(remote, self.now + life)
         self._pump(remote)
         return self._message_id
 
@@ -281,15 +289,16 @@ class RoadStack:
     def get_timer(self) -> float | None:
         """The earliest moment the stack wants :meth:`handle_timer`, or None when idle."""
         times: list[float] = []
-        for transaction in self._transactions:
-            deadline = transaction.deadline()
-            if deadline is not None:
-                times.append(deadline)
-        for remote in self.remotes.values():
-            if self.config.keepalive and not remote.reaped:
-                times.append(remote.presence_due)
-            if remote.outbox:
-                times.append(min(o.expires for o in remote.outbox))
+        heap = self._transaction_timers
+        while heap and (heap[0][2].ended or heap[0][2] not in self._transactions):
+            heapq.heappop(heap)
+        if heap:
+            times.append(heap[0][0])
+        remote_heap = self._remote_timers
+        while remote_heap and remote_heap[0][1] not in self.remotes:
+            heapq.heappop(remote_heap)
+        if remote_heap:
+            times.append(remote_heap[0][0])
         times.extend(self._want_joined.values())
         if self._fast.links and (fast := self._fast.deadline(self.now)) is not None:
             times.append(fast)
@@ -298,14 +307,25 @@ class RoadStack:
     def handle_timer(self, now: float) -> None:
         """Let due timers fire: redos, timeouts, presence, reaping, expiries, rejoins."""
         self._tick(now)
-        for transaction in list(self._transactions):
-            if transaction.ended:
+        heap = self._transaction_timers
+        fired: dict[Transaction, None] = {}
+        while heap and heap[0][0] <= now:
+            fired[heapq.heappop(heap)[2]] = None
+        for transaction in fired:
+            if transaction.ended or transaction not in self._transactions:
                 continue
             deadline = transaction.deadline()
             if deadline is not None and deadline <= now:
                 transaction.handle_timer(now)
-        for remote in list(self.remotes.values()):
-            self._manage(remote)
+        remote_heap = self._remote_timers
+        uids: dict[int, None] = {}
+        while remote_heap and remote_heap[0][0] <= now:
+            uids[heapq.heappop(remote_heap)[1]] = None
+        for uid in uids:
+            remote = self.remotes.get(uid)
+            if remote is not None:
+                self._manage(remote)
+                self._schedule(remote)
         self._fast.handle_timer(now)
         for uid, due in list(self._want_joined.items()):
             wanted = self.remotes.get(uid)
@@ -407,7 +427,9 @@ class RoadStack:
             if head.session_id != remote.remote_session_id:
                 remote.remote_session_id = head.session_id
                 self._remove_stale_correspondents(remote)
-        remote.reaped = False
+        if remote.reaped:
+            remote.reaped = False
+            self._schedule(remote)  # presence checks resume
         return True, remote
 
     def _correspond(self, packet: Packet, source: Address, remote: Remote) -> None:
@@ -497,6 +519,24 @@ class RoadStack:
                 self.stats.joins_evicted += 1
                 self._remove_remote(oldest, "too many estates that never finished joining")
 
+    def _wake(self, transaction: Transaction, at: float) -> None:
+        heapq.heappush(self._transaction_timers, (at, next(self._timer_order), transaction))
+
+    def _schedule(self, remote: Remote, at: float | None = None) -> None:
+        """Put the remote's next presence, reap, expiry or cleanup time on the heap."""
+        config, times = self.config, [] if at is None else [at]
+        if not remote.reaped:
+            if config.keepalive:
+                times.append(remote.presence_due)
+            if self.local.main and config.reap_interval > 0:
+                times.append(remote.reap_due)
+        if remote.outbox:
+            times.append(remote.outbox[0].expires)
+        if remote.done_transactions:
+            times.append(next(iter(remote.done_transactions.values())))
+        if times:
+            heapq.heappush(self._remote_timers, (min(times), remote.uid))
+
     def _track(self, transaction: Transaction) -> None:
         self._transactions[transaction] = None
         if isinstance(transaction, Messenger):
@@ -539,6 +579,7 @@ class RoadStack:
         delay = self.config.period + (0.0 if self.local.main else self.config.offset)
         remote.presence_due = self.now + delay
         remote.reap_due = self.now + self.config.reap_interval
+        self._schedule(remote)
 
     def _rename(self, remote: Remote, name: str) -> None:
         if self.names.get(remote.name) is remote:
@@ -673,6 +714,7 @@ class RoadStack:
         if alive:
             remote.reap_due = self.now + self.config.reap_interval
             remote.reaped = False
+            self._schedule(remote)
             if remote.alive is not True:
                 remote.alive = True
                 self._emit(events.Alive(remote.name))
@@ -785,6 +827,7 @@ class RoadStack:
                 break
             position += 1
         remote.outbox.insert(position, outgoing)
+        self._schedule(remote, outgoing.expires)
 
     def _expire(self, remote: Remote, outgoing: Outgoing, reason: str) -> None:
         self.stats.messages_expired += 1
@@ -794,6 +837,8 @@ class RoadStack:
     def _delivered(self, remote: Remote, messengent: Messengent, body: Any,
                    segments: int) -> None:
         remote.done_transactions[messengent.transaction_id] = self.now + self.config.done_memory
+        if len(remote.done_transactions) == 1:
+            self._schedule(remote)  # its cleanup time
         while len(remote.done_transactions) > 100_000:
             remote.done_transactions.popitem(last=False)
         self.stats.messages_received += 1
