@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -186,3 +187,20 @@ def test_bad_arguments_exit_2_and_a_missing_journal_exits_1(
     assert "invalid time 'yesterday'" in capsys.readouterr().err
     assert main(["pipeline", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 1
     assert "no such journal directory" in capsys.readouterr().err
+
+
+def test_a_message_a_manor_relays_is_not_counted_as_a_duplicate(
+        tmp_path: Path, spark: Any) -> None:  # noqa: F811
+    """Main journals what it passes on to minion2; the audit counts minion2's copy only."""
+    with JournalWriter(tmp_path / "main", "main") as relay, \
+            JournalWriter(tmp_path / "minion2", "minion2") as destination:
+        for n in range(1, 11):
+            at_minion2 = record(n, node="minion2", source="minion1",
+                                received=HOUR_START + n)
+            relay.append(dataclasses.replace(at_minion2, node="main"))
+            destination.append(at_minion2)
+    out = tmp_path / "out"
+    run_pipeline(PipelineOptions((tmp_path / "main", tmp_path / "minion2"), out), spark)
+    rows = [r.asDict() for r in spark.read.parquet(str(out / "tables" / "audit_summary")).collect()]
+    assert [(r["records"], r["duplicates"], r["missing"], r["complete"]) for r in rows] == [
+        (10, 0, 0, True)]

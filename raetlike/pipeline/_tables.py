@@ -93,7 +93,14 @@ def estates(records: DataFrame) -> DataFrame:
 
 
 def _sequenced(records: DataFrame) -> DataFrame:
-    return records.where(F.col("sequence").isNotNull())
+    """Numbered deliveries at their destination estate.
+
+    A manor that relays a message journals it too (``node`` is then not the
+    destination estate); counting that copy would report a duplicate.
+    """
+    at_destination = (F.col("destination_estate").isNull()
+                      | (F.col("node") == F.col("destination_estate")))
+    return records.where(F.col("sequence").isNotNull() & at_destination)
 
 
 def audit_duplicates(records: DataFrame) -> DataFrame:
