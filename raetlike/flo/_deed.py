@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 # ioflo 2.0.3 imports here because raetlike/flo/__init__.py imported _compat first
 from ioflo.aid.odicting import odict
 from ioflo.base import doing
+
+from raetlike.errors import BackpressureError, LocalProtocolError
 
 __all__ = ["RaetlikeDeed", "fresh_deque", "stack_ioinits"]
 
@@ -76,6 +79,25 @@ class RaetlikeDeed(doing.Doer):  # type: ignore[misc]  # ioflo ships no type inf
         """Add ``step`` to the counter ``field`` of the ``status`` share."""
         status = self.status
         status.update({field: int(status.get(field, 0) or 0) + step})
+
+    def transmit_waiting(self, transmit: Callable[..., Any], now: float) -> None:
+        """Hand the plan's ``txmsgs`` to the stack (``transmit(body, to=..., now=...)``).
+
+        A full outbox leaves the rest for the next tick; a refused message is
+        counted as failed, logged and dropped from ``txmsgs``.
+        """
+        txmsgs = self.txmsgs.value
+        while txmsgs:
+            body, destination = txmsgs[0]
+            try:
+                transmit(body, to=destination, now=now)
+            except BackpressureError:
+                return  # the rest waits for the next tick
+            except LocalProtocolError as exc:
+                self.count("failed")
+                log.warning("house %s: message to %s refused: %s", self.house_name,
+                            destination, exc)
+            txmsgs.popleft()
 
     def setting(self, field: str, default: Any) -> Any:
         """The ``local`` share's ``field``, or ``default`` when the plan left it out."""

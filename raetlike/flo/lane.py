@@ -32,7 +32,6 @@ from typing import Any
 from lane import events
 from lane.stack import LaneConfig, LaneStack
 from lane.yard import LocalYard
-from raetlike.errors import BackpressureError, LocalProtocolError
 from raetlike.flo._deed import RaetlikeDeed, stack_ioinits
 from raetlike.uxd import UxdDriver
 
@@ -101,23 +100,9 @@ class RaetlikeLaneStackService(_LaneDeed):
         if stack is None:
             return
         now = self.now
-        _transmit_waiting(self, stack, now)
+        self.transmit_waiting(stack.transmit, now)
         self.driver.value.service(now)
         _collect_events(self, stack)
-
-
-def _transmit_waiting(deed: _LaneDeed, stack: LaneStack, now: float) -> None:
-    txmsgs = deed.txmsgs.value
-    while txmsgs:
-        body, destination = txmsgs[0]
-        try:
-            stack.transmit(body, to=destination, now=now)
-        except BackpressureError:
-            return  # the rest waits for the next tick
-        except LocalProtocolError as exc:
-            deed.count("failed")
-            log.warning("house %s: message to %s refused: %s", deed.house_name, destination, exc)
-        txmsgs.popleft()
 
 
 def _collect_events(deed: _LaneDeed, stack: LaneStack) -> None:

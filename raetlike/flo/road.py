@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from raetlike.errors import BackpressureError, LocalProtocolError
 from raetlike.flo._deed import RaetlikeDeed, stack_ioinits
 from raetlike.udp import UdpDriver
 from raetlike.wire.kinds import AutoMode
@@ -126,23 +125,9 @@ class RaetlikeRoadStackService(_RoadDeed):
         if stack is None:
             return
         now = self.now
-        _transmit_waiting(self, stack, now)
+        self.transmit_waiting(stack.transmit, now)
         self.driver.value.service(now)
         _collect_events(self, stack)
-
-
-def _transmit_waiting(deed: _RoadDeed, stack: RoadStack, now: float) -> None:
-    txmsgs = deed.txmsgs.value
-    while txmsgs:
-        body, destination = txmsgs[0]
-        try:
-            stack.transmit(body, to=destination, now=now)
-        except BackpressureError:
-            return  # the rest waits for the next tick
-        except LocalProtocolError as exc:
-            deed.count("failed")
-            log.warning("house %s: message to %s refused: %s", deed.house_name, destination, exc)
-        txmsgs.popleft()
 
 
 def _collect_events(deed: _RoadDeed, stack: RoadStack) -> None:
