@@ -13,14 +13,13 @@ import random
 from collections import Counter, deque
 from typing import Any
 
-from raetlike.errors import LocalProtocolError, PacketError
+from raetlike.errors import LocalProtocolError
 from raetlike.sp._channel import Channel, Outgoing, Payload
-from raetlike.sp._framing import Framing, decode, encode
-from raetlike.sp._ids import IdSequence, default_rng
-from raetlike.sp._stats import SpStats
+from raetlike.sp._endpoint import SpEndpoint
+from raetlike.sp._framing import Framing, encode
 from raetlike.wire.tags import DEFAULT_MAX_HOPS, Backtrace
 
-__all__ = ["Answerer", "count_packet_error"]
+__all__ = ["Answerer"]
 
 logger = logging.getLogger(__name__)
 
@@ -28,32 +27,10 @@ DEFAULT_MAX_QUEUED = 128
 """Most unread incoming messages kept per channel."""
 
 
-def count_packet_error(stats: SpStats, error: PacketError) -> None:
-    """Count a payload that did not decode under the right reason."""
-    if error.reason == "ttl-exceeded":
-        stats.ttl_exceeded += 1
-    else:
-        stats.malformed += 1
-
-
-class Answerer:
+class Answerer(SpEndpoint):
     """Takes in tagged messages from many channels and sends answers back along them."""
 
-    __slots__ = (
-        "_by_id",
-        "_ids",
-        "_ids_by_name",
-        "_outbox",
-        "_outstanding",
-        "_queues",
-        "_ready",
-        "framing",
-        "max_hops",
-        "max_queued",
-        "name",
-        "raw",
-        "stats",
-    )
+    __slots__ = ("_by_id", "_ids_by_name", "_outstanding", "_queues", "_ready", "max_queued")
 
     def __init__(
         self,
@@ -66,19 +43,15 @@ class Answerer:
         rng: random.Random | None = None,
     ) -> None:
         """An endpoint with no channels yet; ``raw`` for devices (no per-message state)."""
-        self.name = name
-        self.raw = raw
-        self.framing = framing
-        self.max_hops = max_hops
+        super().__init__(
+            name=name, raw=raw, framing=framing, max_hops=max_hops, rng=rng, request_ids=False
+        )
         self.max_queued = max_queued
-        self.stats = SpStats()
-        self._ids = IdSequence(rng or default_rng(), request_ids=False)
         self._by_id: dict[int, Channel] = {}
         self._ids_by_name: dict[str, int] = {}
         self._queues: dict[int, deque[tuple[Backtrace, Any]]] = {}
         self._ready: deque[int] = deque()
         self._outstanding: Counter[Backtrace] = Counter()
-        self._outbox: list[Outgoing] = []
 
     # channels
 
@@ -114,12 +87,10 @@ class Answerer:
         if channel_id is None:
             self.stats.unknown_channel += 1
             return
-        try:
-            stack, body = decode(self.framing, payload, self.max_hops)
-        except PacketError as error:
-            count_packet_error(self.stats, error)
-            logger.debug("%s: dropped a payload from %s: %s", self.name, channel.name, error)
+        decoded = self._decode(channel, payload)
+        if decoded is None:
             return
+        stack, body = decoded
         queue = self._queues[channel_id]
         if len(queue) >= self.max_queued:
             self.stats.overflow += 1
@@ -193,11 +164,6 @@ class Answerer:
         return self._outstanding.total()
 
     # sending
-
-    def messages_to_send(self) -> list[Outgoing]:
-        """Take the queued answers."""
-        batch, self._outbox = self._outbox, []
-        return batch
 
     def refused(self, outgoing: Outgoing, now: float) -> None:  # noqa: ARG002
         """A channel would not take an answer: it is lost (the requester will resend)."""

@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import logging
 import random
-from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
-from raetlike.errors import BackpressureError, LocalProtocolError, PacketError
-from raetlike.sp._answerer import count_packet_error
+from raetlike.errors import BackpressureError, LocalProtocolError
+from raetlike.sp._asker import Asker
 from raetlike.sp._channel import Channel, Outgoing, Payload
 from raetlike.sp._events import RawReply, Reply, RequestBlocked
-from raetlike.sp._framing import Framing, decode, encode
-from raetlike.sp._ids import IdSequence, default_rng
-from raetlike.sp._roster import Roster
-from raetlike.sp._stats import SpStats
+from raetlike.sp._framing import Framing, encode
 from raetlike.wire.tags import DEFAULT_MAX_HOPS, Backtrace
 
 __all__ = ["Req", "DEFAULT_RESEND_INTERVAL"]
@@ -30,9 +26,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_RESEND_INTERVAL = 60.0
 """Seconds before a request without a reply is sent again (nng's default)."""
-
-_REMEMBERED = 1024
-"""How many answered and cancelled request ids are kept to tell duplicates from strays."""
 
 
 @dataclass(slots=True)
@@ -52,23 +45,10 @@ class _Pending:
 ReqEvent = Reply | RawReply | RequestBlocked
 
 
-class Req:
+class Req(Asker[ReqEvent, _Pending]):
     """A requester endpoint; see the module docstring."""
 
-    __slots__ = (
-        "_answered",
-        "_events",
-        "_ids",
-        "_outbox",
-        "_pending",
-        "_roster",
-        "framing",
-        "max_hops",
-        "name",
-        "raw",
-        "resend_interval",
-        "stats",
-    )
+    __slots__ = ("resend_interval",)
 
     def __init__(
         self,
@@ -83,30 +63,16 @@ class Req:
         """A requester with no channels; ``rng`` seeds the first request id."""
         if resend_interval <= 0:
             raise LocalProtocolError("the resend interval must be positive")
-        self.name = name
-        self.raw = raw
-        self.framing = framing
+        super().__init__(name=name, raw=raw, framing=framing, max_hops=max_hops, rng=rng)
         self.resend_interval = resend_interval
-        self.max_hops = max_hops
-        self.stats = SpStats()
-        self._ids = IdSequence(rng or default_rng(), request_ids=True)
-        self._roster = Roster()
-        self._pending: dict[int, _Pending] = {}
-        self._answered: OrderedDict[int, bool] = OrderedDict()
-        self._outbox: list[Outgoing] = []
-        self._events: deque[ReqEvent] = deque()
 
     # channels
-
-    def add_channel(self, channel: Channel) -> None:
-        """Take ``channel`` in, at the end of its priority's rotation."""
-        self._roster.add(channel)
 
     def remove_channel(self, channel: Channel, now: float) -> None:
         """Forget ``channel``; requests last sent on it go out again on another now."""
         if self._roster.remove(channel.name) is None:
             return
-        for request_id, pending in self._pending.items():
+        for request_id, pending in self._open.items():
             if pending.channel_name == channel.name:
                 self.stats.resent += 1
                 self._dispatch(request_id, pending, now)
@@ -120,11 +86,11 @@ class Req:
         if next(self._roster.alive(), None) is None:
             self.stats.blocked += 1
             raise BackpressureError(f"{self.name}: no live channel for a request")
-        request_id = self._ids.take(self._pending)
+        request_id = self._ids.take(self._open)
         backtrace = Backtrace((), request_id)
         payload = encode(self.framing, backtrace.tags, body)
         pending = _Pending(payload, backtrace, now + self.resend_interval, None)
-        self._pending[request_id] = pending
+        self._open[request_id] = pending
         self._dispatch(request_id, pending, now)
         return request_id
 
@@ -142,18 +108,6 @@ class Req:
             return False
         self._send(Outgoing(channel, encode(self.framing, backtrace.tags, body), backtrace))
         return True
-
-    def cancel(self, request_id: int) -> bool:
-        """Stop waiting for ``request_id``; a late reply to it counts as stray."""
-        if self._pending.pop(request_id, None) is None:
-            return False
-        self._remember(request_id, answered=False)
-        self.stats.cancelled += 1
-        return True
-
-    def in_flight(self) -> list[int]:
-        """Ids of the requests still waiting for a reply."""
-        return list(self._pending)
 
     # sending
 
@@ -175,11 +129,6 @@ class Req:
             return
         self._send(Outgoing(channel, pending.payload, pending.backtrace, tried))
 
-    def messages_to_send(self) -> list[Outgoing]:
-        """Take the queued requests."""
-        batch, self._outbox = self._outbox, []
-        return batch
-
     def refused(self, outgoing: Outgoing, now: float) -> None:
         """A channel would not take ``outgoing``: try the next one, else report backpressure."""
         self.stats.refused += 1
@@ -192,7 +141,7 @@ class Req:
             self._send(Outgoing(channel, outgoing.payload, outgoing.backtrace, tried))
             return
         request_id = outgoing.backtrace.request_id
-        pending = self._pending.get(request_id)
+        pending = self._open.get(request_id)
         if pending is not None:
             self._dispatch(request_id, pending, now, tried)
 
@@ -200,54 +149,24 @@ class Req:
 
     def receive(self, channel: Channel, payload: Payload, now: float) -> None:  # noqa: ARG002
         """Take one reply in; strays, duplicates and garbage are dropped and counted."""
-        if self._roster.get(channel.name) is not channel:
-            self.stats.unknown_channel += 1
+        answer = self._take_answer(channel, payload, RawReply)
+        if answer is None:
             return
-        try:
-            stack, body = decode(self.framing, payload, self.max_hops)
-        except PacketError as error:
-            count_packet_error(self.stats, error)
-            return
-        if self.raw:
-            if len(stack) < 2:
-                self.stats.malformed += 1
-                return
+        request_id, body = answer
+        if self._open.pop(request_id, None) is not None:
             self.stats.received += 1
-            self._events.append(RawReply(Backtrace.from_tags(stack), body))
-            return
-        if len(stack) != 1:
-            self.stats.malformed += 1
-            return
-        request_id = stack[0]
-        if self._pending.pop(request_id, None) is not None:
-            self.stats.received += 1
-            self._remember(request_id, answered=True)
+            self._finish(request_id, normally=True)
             self._events.append(Reply(request_id, body))
-        elif self._answered.get(request_id):
+        elif self._ended_normally(request_id):
             self.stats.duplicate += 1
         else:
             self.stats.stray += 1
 
-    def _remember(self, request_id: int, *, answered: bool) -> None:
-        """Keep ``request_id`` among the recently finished ones."""
-        self._answered[request_id] = answered
-        self._answered.move_to_end(request_id)
-        while len(self._answered) > _REMEMBERED:
-            self._answered.popitem(last=False)
-
-    def next_event(self) -> ReqEvent | None:
-        """The next reply or backpressure report, or None."""
-        return self._events.popleft() if self._events else None
-
     # timers
-
-    def get_timer(self) -> float | None:
-        """When the next resend is due, or None when no request is waiting."""
-        return min((pending.deadline for pending in self._pending.values()), default=None)
 
     def handle_timer(self, now: float) -> None:
         """Resend every request whose resend time has come."""
-        for request_id, pending in list(self._pending.items()):
+        for request_id, pending in list(self._open.items()):
             if pending.deadline <= now:
                 self.stats.resent += 1
                 self._dispatch(request_id, pending, now)

@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import logging
 import random
-from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
-from raetlike.errors import LocalProtocolError, PacketError
-from raetlike.sp._answerer import count_packet_error
+from raetlike.errors import LocalProtocolError
+from raetlike.sp._asker import Asker
 from raetlike.sp._channel import Channel, Outgoing, Payload
 from raetlike.sp._events import RawResponse, SurveyDone, SurveyResponse
-from raetlike.sp._framing import Framing, decode, encode
-from raetlike.sp._ids import IdSequence, default_rng
-from raetlike.sp._roster import Roster
-from raetlike.sp._stats import SpStats
+from raetlike.sp._framing import Framing, encode
 from raetlike.wire.tags import DEFAULT_MAX_HOPS, Backtrace
 
 __all__ = ["Surveyor", "DEFAULT_SURVEY_TIME"]
@@ -31,10 +27,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SURVEY_TIME = 60.0
 """Seconds a survey collects responses unless told otherwise."""
-
-_REMEMBERED = 1024
-"""How many finished survey ids are kept to tell late responses from strays."""
-
 
 @dataclass(slots=True)
 class _Open:
@@ -49,23 +41,10 @@ class _Open:
 SurveyorEvent = SurveyResponse | SurveyDone | RawResponse
 
 
-class Surveyor:
+class Surveyor(Asker[SurveyorEvent, _Open]):
     """A surveyor endpoint; see the module docstring."""
 
-    __slots__ = (
-        "_events",
-        "_finished",
-        "_ids",
-        "_open",
-        "_outbox",
-        "_roster",
-        "framing",
-        "max_hops",
-        "name",
-        "raw",
-        "stats",
-        "survey_time",
-    )
+    __slots__ = ("survey_time",)
 
     def __init__(
         self,
@@ -80,24 +59,10 @@ class Surveyor:
         """A surveyor with no channels; ``rng`` seeds the first survey id."""
         if survey_time <= 0:
             raise LocalProtocolError("the survey time must be positive")
-        self.name = name
-        self.raw = raw
-        self.framing = framing
+        super().__init__(name=name, raw=raw, framing=framing, max_hops=max_hops, rng=rng)
         self.survey_time = survey_time
-        self.max_hops = max_hops
-        self.stats = SpStats()
-        self._ids = IdSequence(rng or default_rng(), request_ids=True)
-        self._roster = Roster()
-        self._open: dict[int, _Open] = {}
-        self._finished: OrderedDict[int, bool] = OrderedDict()
-        self._outbox: list[Outgoing] = []
-        self._events: deque[SurveyorEvent] = deque()
 
     # channels
-
-    def add_channel(self, channel: Channel) -> None:
-        """Take ``channel`` in; it gets the surveys sent from now on."""
-        self._roster.add(channel)
 
     def remove_channel(self, channel: Channel) -> None:
         """Forget ``channel``; responses still coming on it are dropped."""
@@ -137,24 +102,7 @@ class Surveyor:
         self.stats.sent += sent
         return sent
 
-    def cancel(self, survey_id: int) -> bool:
-        """End ``survey_id`` now, without a SurveyDone; later responses count as stray."""
-        if self._open.pop(survey_id, None) is None:
-            return False
-        self._remember(survey_id, expired=False)
-        self.stats.cancelled += 1
-        return True
-
-    def in_flight(self) -> list[int]:
-        """Ids of the surveys still collecting."""
-        return list(self._open)
-
     # sending
-
-    def messages_to_send(self) -> list[Outgoing]:
-        """Take the queued surveys."""
-        batch, self._outbox = self._outbox, []
-        return batch
 
     def refused(self, outgoing: Outgoing, now: float) -> None:  # noqa: ARG002
         """A channel would not take a survey: that channel misses it (counted)."""
@@ -164,56 +112,26 @@ class Surveyor:
 
     def receive(self, channel: Channel, payload: Payload, now: float) -> None:
         """Take one response in; late ones, strays and garbage are dropped and counted."""
-        if self._roster.get(channel.name) is not channel:
-            self.stats.unknown_channel += 1
+        answer = self._take_answer(channel, payload, RawResponse)
+        if answer is None:
             return
-        try:
-            stack, body = decode(self.framing, payload, self.max_hops)
-        except PacketError as error:
-            count_packet_error(self.stats, error)
-            return
-        if self.raw:
-            if len(stack) < 2:
-                self.stats.malformed += 1
-                return
-            self.stats.received += 1
-            self._events.append(RawResponse(Backtrace.from_tags(stack), body))
-            return
-        if len(stack) != 1:
-            self.stats.malformed += 1
-            return
-        survey_id = stack[0]
+        survey_id, body = answer
         survey = self._open.get(survey_id)
         if survey is not None and now < survey.deadline:
             survey.responses += 1
             self.stats.received += 1
             self._events.append(SurveyResponse(survey_id, body, channel.name))
-        elif survey is not None or self._finished.get(survey_id):
+        elif survey is not None or self._ended_normally(survey_id):
             self.stats.late += 1
         else:
             self.stats.stray += 1
 
-    def _remember(self, survey_id: int, *, expired: bool) -> None:
-        """Keep ``survey_id`` among the recently finished ones."""
-        self._finished[survey_id] = expired
-        self._finished.move_to_end(survey_id)
-        while len(self._finished) > _REMEMBERED:
-            self._finished.popitem(last=False)
-
-    def next_event(self) -> SurveyorEvent | None:
-        """The next response or end of survey, or None."""
-        return self._events.popleft() if self._events else None
-
     # timers
-
-    def get_timer(self) -> float | None:
-        """When the next survey ends, or None when none is open."""
-        return min((survey.deadline for survey in self._open.values()), default=None)
 
     def handle_timer(self, now: float) -> None:
         """End every survey whose deadline has come."""
         for survey_id, survey in list(self._open.items()):
             if survey.deadline <= now:
                 del self._open[survey_id]
-                self._remember(survey_id, expired=True)
+                self._finish(survey_id, normally=True)
                 self._events.append(SurveyDone(survey_id, survey.responses))
