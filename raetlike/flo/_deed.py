@@ -99,6 +99,41 @@ class RaetlikeDeed(doing.Doer):  # type: ignore[misc]  # ioflo ships no type inf
                             destination, exc)
             txmsgs.popleft()
 
+    def serve(self, transmit: Callable[..., Any], collect_events: Callable[[], None]) -> None:
+        """One tick: hand ``txmsgs`` to the stack, let the driver read, fire timers and write,
+        then take the stack's events (``collect_events()``)."""
+        now = self.now
+        self.transmit_waiting(transmit, now)
+        self.driver.value.service(now)
+        collect_events()
+
+    def queue_message(self, target: str, body: dict[str, Any]) -> None:
+        """Put ``body`` in ``txmsgs`` for ``target``; with no target, count it failed (logged)."""
+        if not target:
+            self.count("failed")
+            log.error("house %s: sender has no destination", self.house_name)
+            return
+        self.txmsgs.value.append((body, str(target)))
+
+    def log_received(self) -> None:
+        """Log (and take) each message waiting in ``rxmsgs``."""
+        rxmsgs = self.rxmsgs.value
+        while rxmsgs:
+            body, sender = rxmsgs.popleft()
+            log.info("house %s: message from %s: %r", self.house_name, sender, body)
+
+    def close_stack(self, close: Callable[..., Any], collect_events: Callable[[], None]) -> None:
+        """Close the stack (``close(now=...)``), flush the driver, take the last events
+        (``collect_events()``), close the socket and empty the ``stack`` and ``driver`` shares."""
+        now = self.now
+        close(now=now)
+        driver = self.driver.value
+        driver.send(now)
+        collect_events()
+        driver.close()
+        self.stack.value = None
+        self.driver.value = None
+
     def setting(self, field: str, default: Any) -> Any:
         """The ``local`` share's ``field``, or ``default`` when the plan left it out."""
         value = self.local.get(field, default)

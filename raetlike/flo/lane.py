@@ -99,10 +99,7 @@ class RaetlikeLaneStackService(_LaneDeed):
         stack = self.lane()
         if stack is None:
             return
-        now = self.now
-        self.transmit_waiting(stack.transmit, now)
-        self.driver.value.service(now)
-        _collect_events(self, stack)
+        self.serve(stack.transmit, lambda: _collect_events(self, stack))
 
 
 def _collect_events(deed: _LaneDeed, stack: LaneStack) -> None:
@@ -130,21 +127,14 @@ class RaetlikeLaneStackSender(_LaneDeed):
             return
         target = (destination or self.destination.value
                   or self.setting("main_yard", ""))
-        if not target:
-            self.count("failed")
-            log.error("house %s: sender has no destination", self.house_name)
-            return
-        self.txmsgs.value.append((dict(parms), str(target)))
+        self.queue_message(target, dict(parms))
 
 
 class RaetlikeLaneStackPrinter(_LaneDeed):
     """``do raetlike lane stack printer``: log (and take) each message waiting in ``rxmsgs``."""
 
     def action(self) -> None:
-        rxmsgs = self.rxmsgs.value
-        while rxmsgs:
-            body, sender = rxmsgs.popleft()
-            log.info("house %s: message from %s: %r", self.house_name, sender, body)
+        self.log_received()
 
 
 class RaetlikeLaneStackCloser(_LaneDeed):
@@ -154,12 +144,5 @@ class RaetlikeLaneStackCloser(_LaneDeed):
         stack = self.stack.value
         if not isinstance(stack, LaneStack):
             return
-        now = self.now
-        stack.close(now=now)
-        driver: UxdDriver = self.driver.value
-        driver.send(now)
-        _collect_events(self, stack)
-        driver.close()
-        self.stack.value = None
-        self.driver.value = None
+        self.close_stack(stack.close, lambda: _collect_events(self, stack))
         log.info("house %s: yard %s closed", self.house_name, stack.name)

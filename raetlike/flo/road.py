@@ -124,10 +124,7 @@ class RaetlikeRoadStackService(_RoadDeed):
         stack = self.road()
         if stack is None:
             return
-        now = self.now
-        self.transmit_waiting(stack.transmit, now)
-        self.driver.value.service(now)
-        _collect_events(self, stack)
+        self.serve(stack.transmit, lambda: _collect_events(self, stack))
 
 
 def _collect_events(deed: _RoadDeed, stack: RoadStack) -> None:
@@ -177,12 +174,7 @@ class RaetlikeRoadStackSender(_RoadDeed):
         stack = self.road()
         if stack is None:
             return
-        target = destination or _default_destination(self, stack)
-        if not target:
-            self.count("failed")
-            log.error("house %s: sender has no destination", self.house_name)
-            return
-        self.txmsgs.value.append((dict(parms), str(target)))
+        self.queue_message(destination or _default_destination(self, stack), dict(parms))
 
 
 def _default_destination(deed: _RoadDeed, stack: RoadStack) -> str:
@@ -201,10 +193,7 @@ class RaetlikeRoadStackPrinter(_RoadDeed):
     """``do raetlike road stack printer``: log (and take) each message waiting in ``rxmsgs``."""
 
     def action(self) -> None:
-        rxmsgs = self.rxmsgs.value
-        while rxmsgs:
-            body, sender = rxmsgs.popleft()
-            log.info("house %s: message from %s: %r", self.house_name, sender, body)
+        self.log_received()
 
 
 class RaetlikeRoadStackCloser(_RoadDeed):
@@ -214,12 +203,5 @@ class RaetlikeRoadStackCloser(_RoadDeed):
         stack = self.stack.value
         if not isinstance(stack, RoadStack):
             return
-        now = self.now
-        stack.close(now=now)
-        driver: UdpDriver = self.driver.value
-        driver.send(now)
-        _collect_events(self, stack)
-        driver.close()
-        self.stack.value = None
-        self.driver.value = None
+        self.close_stack(stack.close, lambda: _collect_events(self, stack))
         log.info("house %s: estate %s closed", self.house_name, stack.name)
