@@ -129,6 +129,9 @@ class FastLink:
         self.paused = False
         self.control = CongestionControl(self.datagram_size, config.fast_max_window)
         self.expiry_check = 0.0
+        # fallback: has the peer acknowledged any fast datagram under the current keys?
+        self.answered = False
+        self.unanswered_since: float | None = None
         # receiving
         self.peer_stream: int | None = None
         self.floor = 1
@@ -152,6 +155,8 @@ class FastLink:
         self.key_id = box.derive(_CONTEXT + b"id" + min(mine, theirs) + max(mine, theirs))[0]
         self.keyed = True
         self.sending_ok = False
+        self.answered = False
+        self.unanswered_since = None
         self._forget_sent()
         self.next_packet = 0
         self.largest_acked = -1
@@ -260,6 +265,8 @@ class FastLink:
             self.last_eliciting = now
             if self.probes:
                 self.probes -= 1
+            if not self.answered and self.unanswered_since is None:
+                self.unanswered_since = now
         self.stack.stats.fast_datagrams_sent += 1
         return datagram
 
@@ -423,6 +430,8 @@ class FastLink:
         if largest >= self.next_packet:
             self.stack.stats.drop(Drop.INVALID_BODY)
             return
+        self.answered = True
+        self.unanswered_since = None
         control = self.control
         newest: _Sent | None = None
         for first, last in frame.ranges:
@@ -497,6 +506,8 @@ class FastLink:
                              self.probe_deadline()) if t is not None]
         if self.messages:
             times.append(self.expiry_check)
+        if (fallback := self.fallback_deadline()) is not None:
+            times.append(fallback)
         # The same conditions as can_send_data, or the loop spins at one instant.
         if (self.keyed and self.sending_ok and not self.paused
                 and self.remote.alive is not False
@@ -505,18 +516,36 @@ class FastLink:
             times.append(now if self.probes else max(self.control.pace_next, now))
         return min(times) if times else None
 
+    def fallback_deadline(self) -> float | None:
+        """When to give fast mode up if the peer still has not acknowledged anything."""
+        after = self.stack.config.fast_fallback_after
+        if self.answered or self.unanswered_since is None or after <= 0:
+            return None
+        return self.unanswered_since + after
+
     def handle_timer(self, now: float) -> None:
-        """Losses by time, probe timeouts and expiries."""
+        """Losses by time, probe timeouts, fallback and expiries."""
+        fallback = self.fallback_deadline()
+        if fallback is not None and fallback <= now:
+            self.road.fall_back(self, f"no fast datagram acknowledged in "
+                                      f"{self.stack.config.fast_fallback_after:g} s")
+            return
         if self.loss_time is not None and self.loss_time <= now:
             self._detect_losses(now)
         probe = self.probe_deadline()
         if probe is not None and probe <= now:
             self._probe_timeout(now)
+            if self.road.links.get(self.remote.uid) is not self:
+                return  # fell back to RAET mode
         if self.messages and self.expiry_check <= now:
             self._expire_in_flight(now)
 
     def _probe_timeout(self, now: float) -> None:
         self.probe_count += 1
+        limit = self.stack.config.fast_fallback_probes
+        if not self.answered and 0 < limit <= self.probe_count:
+            self.road.fall_back(self, f"{self.probe_count} fast-mode probes unanswered")
+            return
         if self.probe_count > self.stack.config.max_redos:
             self.pause()
             self.stack._presence(self.remote, alive=False,
@@ -557,6 +586,18 @@ class FastLink:
             self.probe_count = 0
             self.control.collapse()
 
+    def take_back(self) -> list[Outgoing]:
+        """Every message in the stream, in order, and the stream emptied (fallback)."""
+        taken = [sending.outgoing for sending in self.messages.values()]
+        self.messages.clear()
+        self.queue.clear()
+        self.again.clear()
+        self.abandons.clear()
+        for _, size, _, _ in self.sent.values():
+            self.control.on_forgotten(size)
+        self.sent.clear()
+        return taken
+
     def give_back(self, reason: str) -> None:
         """Return every message in the stream as MessageExpired (close, removal)."""
         for sending in self.messages.values():
@@ -574,6 +615,7 @@ class FastRoad:
         self.stack = stack
         self.links: dict[int, FastLink] = {}
         self._turn = 0
+        self.fallen_back: dict[int, str] = {}  # uid -> why, until the next allow
 
     def join_extras(self) -> dict[str, Any]:
         """What our join bodies advertise."""
@@ -584,7 +626,12 @@ class FastRoad:
         return self.stack.config.fast and CAPABILITY in remote.capabilities
 
     def session_started(self, remote: Remote) -> None:
-        """An allow completed its key exchange: (re)key the remote's link."""
+        """An allow completed its key exchange: (re)key the remote's link.
+
+        A remote we fell back from gets a fresh try (the path or its build may
+        have changed); the fallback repeats if it still does not answer.
+        """
+        self.fallen_back.pop(remote.uid, None)
         if not self.negotiated(remote):
             link = self.links.pop(remote.uid, None)
             if link is not None:
@@ -654,6 +701,32 @@ class FastRoad:
         """Let every link's timers fire."""
         for link in list(self.links.values()):
             link.handle_timer(now)
+
+    def fall_back(self, link: FastLink, reason: str) -> None:
+        """The remote never acknowledged fast mode: its messages go in RAET mode, none lost.
+
+        Unacknowledged messages go back into the outbox in transmit order and
+        RAET message transactions carry them (``stats.fast_fallbacks``,
+        ``FastModeFallback``).  If the peer did receive some of them (only its
+        acks were lost) those arrive twice: at least once, never lost.
+        """
+        remote, stack = link.remote, self.stack
+        if self.links.get(remote.uid) is not link:
+            return
+        del self.links[remote.uid]
+        self.fallen_back[remote.uid] = reason
+        waiting = []
+        for outgoing in link.take_back():  # all older than anything still in the outbox
+            if outgoing.expires <= stack.now:
+                stack._expire(remote, outgoing, "time to live ran out in flight")
+            else:
+                waiting.append(outgoing)
+        remote.outbox.extendleft(reversed(waiting))
+        stack._schedule(remote)
+        stack.stats.fast_fallbacks += 1
+        log.warning("%s: falling back to RAET mode with %s: %s", stack.name, remote.name, reason)
+        stack._emit(events.FastModeFallback(remote.name, reason))
+        stack._pump(remote)
 
     def remove(self, remote: Remote, reason: str) -> None:
         """The remote is gone: its stream's messages come back."""

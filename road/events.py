@@ -23,6 +23,7 @@ __all__ = [
     "MessageReceived",
     "MessageSent",
     "MessageExpired",
+    "FastModeFallback",
 ]
 
 
@@ -144,5 +145,17 @@ class MessageExpired(Event):
     """The id ``transmit`` returned for it."""
     body: Any
     """The undelivered message, unchanged."""
+    reason: str
+    """Why, in a few words."""
+
+
+@dataclass(frozen=True, slots=True)
+class FastModeFallback(Event):
+    """Fast mode was negotiated but the remote never acknowledged a fast datagram.
+
+    Messages to it go in RAET mode from now on (the unacknowledged ones again);
+    the next allow tries fast mode afresh.
+    """
+
     reason: str
     """Why, in a few words."""

@@ -121,10 +121,16 @@ class RoadConfig:
     fast_ack_delay: float = 0.005
     """Fast mode: how long a lone ack-eliciting datagram may wait for company before its ack."""
     fast_messages_in_flight: int = 8192
+    """Fast mode: messages sent but not yet acknowledged per remote (the ordering bound)."""
+    fast_fallback_probes: int = 4
+    """Fast mode: probe timeouts with not one fast datagram acknowledged yet (per allow)
+    before falling back to RAET mode (docs/road.md, "Falling back"); 0 disables."""
+    fast_fallback_after: float = 3.0
+    """Fast mode: seconds a fast datagram may stay unacknowledged, with none acknowledged
+    yet since the allow, before falling back to RAET mode; 0 disables."""
     max_pending_joins: int = 1000
     """Main: estates added by vacuous joins not completed yet ("strangers") kept at once; past
     it the oldest is removed (``stats.joins_evicted``), so a join flood stays bounded."""
-    """Fast mode: messages sent but not yet acknowledged per remote (the ordering bound)."""
 
 
 class RoadStack:

@@ -58,6 +58,8 @@ class RoadStats:
     """Open vacuous joins ended early because ``max_pending_joins`` were open."""
     fast_datagrams_sent: int = 0
     fast_datagrams_lost: int = 0
+    fast_fallbacks: int = 0
+    """Fast links given up because the remote never acknowledged a fast datagram."""
     dropped: Counter[Drop] = field(default_factory=Counter)
 
     def drop(self, reason: Drop) -> None:
