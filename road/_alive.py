@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from raetlike.wire.kinds import PacketKind, TransactionKind
 from raetlike.wire.packet import Packet
+from road._rejoin import rejoin_when_unjoined
 from road._transaction import Transaction
 
 if TYPE_CHECKING:
@@ -63,12 +64,7 @@ class Aliver(Transaction):
         self.fail("rejected")
         self.stack._presence(self.remote, alive=False, reason="alive rejected")
 
-    def on_unjoined(self, packet: Packet) -> None:
-        if self.open(packet, signed=True) is None:
-            return
-        self.remote.joined = False
-        self.fail("far side says we are not joined")
-        self.stack._start_join(self.remote)
+    on_unjoined = rejoin_when_unjoined
 
     def on_unallowed(self, packet: Packet) -> None:
         if self.open(packet, signed=True) is None:

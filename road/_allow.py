@@ -18,6 +18,7 @@ from raetlike.errors import CryptoError
 from raetlike.wire.kinds import BodyKind, FootKind, PacketKind, TransactionKind
 from raetlike.wire.packet import Packet
 from road import events
+from road._rejoin import rejoin_when_unjoined
 from road._transaction import Transaction
 from road.stats import Drop
 
@@ -156,12 +157,7 @@ class Allower(_Allow):
         self.stack._session_started(self.remote)
         self.stack._allowed(self.remote)
 
-    def on_unjoined(self, packet: Packet) -> None:
-        if self.open(packet, signed=True) is None:
-            return
-        self.remote.joined = False
-        self.fail("far side says we are not joined")
-        self.stack._start_join(self.remote)
+    on_unjoined = rejoin_when_unjoined
 
     RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {
         (States.HELLO, PacketKind.COOKIE): on_cookie,

@@ -108,11 +108,101 @@ def adopt(remote: Remote, cred: JoinCredentials) -> None:
     remote.public_key = cred.public_key
 
 
-class Joiner(Transaction):
-    """We ask the remote (usually main) to join."""
+def credentials_body(stack: Any, *, uid: int | None = None) -> dict[str, Any]:
+    """Our credentials as a join body; a response also carries the ``uid`` we gave the joiner."""
+    local = stack.local
+    body: dict[str, Any] = {
+        "name": local.name,
+        "mode": MAIN_MODE_BIT if local.main else 0,
+        "kind": local.kind,
+    }
+    if uid is not None:
+        body["uid"] = uid
+    body["verhex"] = local.signing_key.verify_key.hex()
+    body["pubhex"] = local.private_key.public_key.hex()
+    body["role"] = local.role
+    body.update(stack._join_extras())
+    return body
+
+
+class _Join(Transaction):
+    """What the joiner and joinent sides share: bookkeeping, nacks, pending and the verdict."""
 
     kind: ClassVar[TransactionKind] = TransactionKind.JOIN
     timeout: ClassVar[float] = 5.0
+    pend_redo: ClassVar[float] = 1.0
+    vacuous: bool
+
+    def head(self, packet_kind: PacketKind, **fields: Any) -> Any:
+        fields.setdefault("body_kind", BodyKind.JSON)
+        return super().head(packet_kind, **fields)
+
+    def end(self) -> None:
+        super().end()
+        if (self.vacuous and self.stack.joinees.get(self.address) is self.remote
+                and not self.remote.in_process(TransactionKind.JOIN)):
+            del self.stack.joinees[self.address]
+
+    def nack(self, kind: PacketKind = PacketKind.NACK) -> None:
+        """Tell the far side we give up (nack, refuse or reject) and end."""
+        self.send(kind, None, secure=False, remember=False)
+        self.stack.stats.nacks_sent += 1
+        self.fail(f"sent {kind.name}")
+
+    def unchanged(self, cred: JoinCredentials, far_uid: int, *, same_keys: bool) -> bool:
+        """The remote record already says all that ``cred`` and this join say."""
+        remote = self.remote
+        return (
+            same_keys and cred.name == remote.name and self.address == remote.host_address
+            and far_uid == remote.far_uid and cred.main == remote.main
+            and cred.kind == remote.kind
+        )
+
+    def take_changes(self, cred: JoinCredentials, far_uid: int) -> bool:
+        """Rebind the remote record to ``cred``; False (after a reject) if its name is taken."""
+        stack, remote = self.stack, self.remote
+        other = stack.names.get(cred.name)
+        if other is not None and other is not remote:
+            self.nack(PacketKind.REJECT)
+            return False
+        if cred.name != remote.name:
+            stack._rename(remote, cred.name)
+        remote.host_address = self.address
+        remote.far_uid = far_uid
+        adopt(remote, cred)
+        return True
+
+    def wait_for_operator(self, pending: enum.Enum) -> None:
+        """Our keep holds the decision: save the remote, enter ``pending`` and say so."""
+        stack, remote = self.stack, self.remote
+        stack._save_remote(remote)
+        self.state = pending
+        self.send(PacketKind.PEND, None, secure=False, remember=False)
+        self.redo_at = stack.now + self.pend_redo
+        self.timeout_at = stack.now + PENDING_TIMEOUT
+        stack._emit(events.JoinPending(remote.name, remote.role, local=True))
+
+    def keep_verdict(self) -> Acceptance:
+        """What our keep says now about the remote's role and keys."""
+        remote = self.remote
+        assert remote.verify_key is not None  # noqa: S101
+        assert remote.public_key is not None  # noqa: S101
+        return self.stack._acceptance(remote.role, remote.verify_key, remote.public_key)
+
+    def mark_joined(self) -> None:
+        """The join succeeded: start a session if there is none, and mark the remote joined."""
+        remote = self.remote
+        if remote.session_id == 0:
+            remote.next_session_id()
+            self.stack._replace_stale_initiators(remote)
+        if self.vacuous:
+            remote.remote_session_id = 0
+        remote.joined = True
+
+
+class Joiner(_Join):
+    """We ask the remote (usually main) to join."""
+
     redo_min: ClassVar[float] = 1.0
     redo_max: ClassVar[float] = 4.0
     pend_redo: ClassVar[float] = 1.0  # RAET re-checks after 60 s; we re-check the keep sooner
@@ -135,33 +225,16 @@ class Joiner(Transaction):
         return self.States.REQUESTED
 
     def head(self, packet_kind: PacketKind, **fields: Any) -> Any:
-        fields.setdefault("body_kind", BodyKind.JSON)
         fields.setdefault("destination_uid", self.far_uid_at_start)
         return super().head(packet_kind, **fields)
 
     def start(self) -> None:
         """Send the join request."""
         self.remote.joined = None
-        local = self.stack.local
-        body = {
-            "name": local.name,
-            "mode": MAIN_MODE_BIT if local.main else 0,
-            "kind": local.kind,
-            "verhex": local.signing_key.verify_key.hex(),
-            "pubhex": local.private_key.public_key.hex(),
-            "role": local.role,
-        }
-        body.update(self.stack._join_extras())
-        data = self.send(PacketKind.REQUEST, body, secure=False)
+        data = self.send(PacketKind.REQUEST, credentials_body(self.stack), secure=False)
         self.register(self.stack._tx_index_of(data, self.address))
         if self.vacuous:
             self.stack.joinees[self.address] = self.remote
-
-    def end(self) -> None:
-        super().end()
-        if (self.vacuous and self.stack.joinees.get(self.address) is self.remote
-                and not self.remote.in_process(TransactionKind.JOIN)):
-            del self.stack.joinees[self.address]
 
     def on_redo(self) -> None:
         if self.state is self.States.REQUESTED:
@@ -197,15 +270,10 @@ class Joiner(Transaction):
             self.fail("invalid join response")
             return
         remote, stack = self.remote, self.stack
-        address = self.address
         if self.vacuous and not self._adopt_vacuous(cred):
             return
         same_keys = remote.verify_key is not None and same_role_keys(remote, cred)
-        same_all = (
-            same_keys and cred.name == remote.name and address == remote.host_address
-            and cred.uid == remote.far_uid and cred.main == remote.main
-            and cred.kind == remote.kind
-        )
+        same_all = self.unchanged(cred, cred.uid, same_keys=same_keys)
         if not same_all and not stack.config.mutable:
             log.warning("%s: %s tried to change an immutable road; rejecting", stack.name,
                         remote.name)
@@ -221,26 +289,13 @@ class Joiner(Transaction):
             stack._emit(events.JoinRejected(remote.name, "our keep rejects its keys"))
             return
         remote.acceptance = status
-        if not same_all:
-            other = stack.names.get(cred.name)
-            if other is not None and other is not remote:
-                self.nack(PacketKind.REJECT)
-                return
-            if cred.name != remote.name:
-                stack._rename(remote, cred.name)
-            remote.host_address = address
-            remote.far_uid = cred.uid
-            adopt(remote, cred)
+        if not same_all and not self.take_changes(cred, cred.uid):
+            return
         stack._capabilities(remote, cred.extra)
         if status is Acceptance.ACCEPTED:
             self.complete()
             return
-        stack._save_remote(remote)
-        self.state = self.States.PENDING
-        self.send(PacketKind.PEND, None, secure=False, remember=False)
-        self.redo_at = stack.now + self.pend_redo
-        self.timeout_at = stack.now + PENDING_TIMEOUT
-        stack._emit(events.JoinPending(remote.name, remote.role, local=True))
+        self.wait_for_operator(self.States.PENDING)
 
     def _adopt_vacuous(self, cred: JoinCredentials) -> bool:
         """A vacuous join learns the far side's uid, name and keys; False after a reject."""
@@ -261,9 +316,7 @@ class Joiner(Transaction):
     def recheck(self) -> None:
         """Our keep held the decision: see whether an operator made it."""
         remote = self.remote
-        assert remote.verify_key is not None  # noqa: S101
-        assert remote.public_key is not None  # noqa: S101
-        status = self.stack._acceptance(remote.role, remote.verify_key, remote.public_key)
+        status = self.keep_verdict()
         if status is Acceptance.ACCEPTED:
             remote.acceptance = status
             self.complete()
@@ -273,16 +326,10 @@ class Joiner(Transaction):
             self.stack._emit(events.JoinRejected(remote.name, "rejected by operator"))
 
     def complete(self) -> None:
-        remote = self.remote
-        if remote.session_id == 0:
-            remote.next_session_id()
-            self.stack._replace_stale_initiators(remote)
-        if self.vacuous:
-            remote.remote_session_id = 0
-        remote.joined = True
+        self.mark_joined()
         self.send(PacketKind.ACK, None, secure=False, remember=False)
         self.end()
-        self.stack._joined(remote, initiator=True)
+        self.stack._joined(self.remote, initiator=True)
 
     def on_refuse(self, packet: Packet) -> None:
         if self.open(packet, signed=False) is None:
@@ -310,12 +357,6 @@ class Joiner(Transaction):
         self.stack._save_remote(self.remote)
         self.stack._start_join(self.remote, renewal=True)
 
-    def nack(self, kind: PacketKind) -> None:
-        """Tell the joinent we give up (refuse, reject or nack) and end."""
-        self.send(kind, None, secure=False, remember=False)
-        self.stack.stats.nacks_sent += 1
-        self.fail(f"sent {kind.name}")
-
     RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {}
 
 
@@ -328,14 +369,11 @@ for _state in Joiner.States:
     Joiner.RULES[(_state, PacketKind.RENEW)] = Joiner.on_renew
 
 
-class Joinent(Transaction):
+class Joinent(_Join):
     """The remote asked us to join."""
 
-    kind: ClassVar[TransactionKind] = TransactionKind.JOIN
-    timeout: ClassVar[float] = 5.0
     redo_min: ClassVar[float] = 0.1
     redo_max: ClassVar[float] = 2.0
-    pend_redo: ClassVar[float] = 1.0
 
     class States(enum.Enum):
         RECEIVED = "received"
@@ -359,22 +397,9 @@ class Joinent(Transaction):
         return self.States.RECEIVED
 
     def head(self, packet_kind: PacketKind, **fields: Any) -> Any:
-        fields.setdefault("body_kind", BodyKind.JSON)
         fields.setdefault("source_uid", self.reply_source)
         fields.setdefault("destination_uid", self.reply_destination)
         return super().head(packet_kind, **fields)
-
-    def end(self) -> None:
-        super().end()
-        if (self.vacuous and self.stack.joinees.get(self.address) is self.remote
-                and not self.remote.in_process(TransactionKind.JOIN)):
-            del self.stack.joinees[self.address]
-
-    def nack(self, kind: PacketKind = PacketKind.NACK) -> None:
-        """Answer the request with a refusal of ``kind`` and end."""
-        self.send(kind, None, secure=False, remember=False)
-        self.stack.stats.nacks_sent += 1
-        self.fail(f"sent {kind.name}")
 
     def start(self, index: Any) -> None:
         """Handle the join request that created this transaction."""
@@ -403,12 +428,7 @@ class Joinent(Transaction):
         if status is Acceptance.ACCEPTED:
             self.respond()
             return
-        stack._save_remote(remote)
-        self.state = self.States.PENDING
-        self.send(PacketKind.PEND, None, secure=False, remember=False)
-        self.redo_at = stack.now + self.pend_redo
-        self.timeout_at = stack.now + PENDING_TIMEOUT
-        stack._emit(events.JoinPending(remote.name, remote.role, local=True))
+        self.wait_for_operator(self.States.PENDING)
 
     def _wins_races(self, cred: JoinCredentials) -> bool:
         """Resolve joins already open with this remote; False when this one must yield."""
@@ -460,11 +480,7 @@ class Joinent(Transaction):
         stack, remote = self.stack, self.remote
         far_uid = self.request.head.source_uid
         same_keys = remote.verify_key is not None and same_role_keys(remote, cred)
-        same_all = (
-            same_keys and cred.name == remote.name and self.address == remote.host_address
-            and far_uid == remote.far_uid and cred.main == remote.main
-            and cred.kind == remote.kind
-        )
+        same_all = self.unchanged(cred, far_uid, same_keys=same_keys)
         if not same_all and not stack.config.mutable:
             log.warning("%s: %s tried to change an immutable road; rejecting", stack.name,
                         cred.name)
@@ -480,33 +496,15 @@ class Joinent(Transaction):
                 self.nack(PacketKind.REJECT)
             return None
         remote.acceptance = status
-        if not same_all:
-            other = stack.names.get(cred.name)
-            if other is not None and other is not remote:
-                self.nack(PacketKind.REJECT)
-                return None
-            if cred.name != remote.name:
-                stack._rename(remote, cred.name)
-            remote.host_address = self.address
-            remote.far_uid = far_uid
-            adopt(remote, cred)
+        if not same_all and not self.take_changes(cred, far_uid):
+            return None
         if remote.uid not in stack.remotes:
             stack._add_remote(remote)
         return status
 
     def respond(self) -> None:
         """Send the accepting response (our credentials and our uid for the joiner)."""
-        local = self.stack.local
-        body = {
-            "name": local.name,
-            "mode": MAIN_MODE_BIT if local.main else 0,
-            "kind": local.kind,
-            "uid": self.remote.uid,
-            "verhex": local.signing_key.verify_key.hex(),
-            "pubhex": local.private_key.public_key.hex(),
-            "role": local.role,
-        }
-        body.update(self.stack._join_extras())
+        body = credentials_body(self.stack, uid=self.remote.uid)
         self.state = self.States.RESPONDED
         self.send(PacketKind.RESPONSE, body, secure=False)
 
@@ -517,9 +515,7 @@ class Joinent(Transaction):
         self.redo_interval = self.pend_redo
         if self.state is self.States.PENDING:
             remote = self.remote
-            assert remote.verify_key is not None  # noqa: S101
-            assert remote.public_key is not None  # noqa: S101
-            status = self.stack._acceptance(remote.role, remote.verify_key, remote.public_key)
+            status = self.keep_verdict()
             if status is Acceptance.ACCEPTED:
                 remote.acceptance = status
                 self.respond()
@@ -539,15 +535,9 @@ class Joinent(Transaction):
     def on_ack(self, packet: Packet) -> None:
         if self.open(packet, signed=False) is None:
             return
-        remote = self.remote
-        if remote.session_id == 0:
-            remote.next_session_id()
-            self.stack._replace_stale_initiators(remote)
-        if self.vacuous:
-            remote.remote_session_id = 0
-        remote.joined = True
+        self.mark_joined()
         self.end()
-        self.stack._joined(remote, initiator=False)
+        self.stack._joined(self.remote, initiator=False)
 
     def on_pend(self, packet: Packet) -> None:
         if self.open(packet, signed=False) is None:
