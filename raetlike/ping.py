@@ -115,16 +115,68 @@ def format_address(address: Address) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-class _Pinger:
-    """One ping run: the stack, its socket and the bookkeeping of sequence numbers."""
+class _EchoRun:
+    """What both kinds of ping run keep: the numbered messages sent, when, and their echoes."""
 
-    def __init__(self, target: Address, count: int, size: int, window: int,
-                 clock: Callable[[], float], *, raet_mode: bool = False) -> None:
-        self.target = target
+    stack: RoadStack | LaneStack
+
+    def __init__(self, count: int, size: int, window: int, clock: Callable[[], float]) -> None:
         self.count = count
         self.window = window
         self.clock = clock
         self.payload = "x" * size
+        self.failure = ""
+        self.next_seq = 0
+        self.sent_at: dict[int, float] = {}
+        self.round_trips: dict[int, float] = {}
+
+    def echoed(self, body: Any) -> None:
+        """Time the echo ``body``; anything that is no echo of ours is ignored (logged)."""
+        now = self.clock()
+        seq = body.get("seq") if isinstance(body, dict) else None
+        if not isinstance(seq, int) or seq not in self.sent_at or seq in self.round_trips:
+            log.debug("%s: ignoring a message that is no echo of ours", self.stack.name)
+            return
+        if body.get("payload") != self.payload:
+            self.failure = f"echo of message {seq} came back changed"
+            return
+        self.round_trips[seq] = now - self.sent_at[seq]
+
+    def send_window(self, to: str) -> None:
+        """Send the next messages to ``to`` until ``window`` are in flight or the stack is full."""
+        while (self.next_seq < self.count
+               and self.next_seq - len(self.round_trips) < self.window):
+            seq = self.next_seq
+            try:
+                self.stack.transmit({"seq": seq, "payload": self.payload}, to=to,
+                                    now=self.clock())
+            except BackpressureError:
+                return
+            self.sent_at[seq] = self.clock()
+            self.next_seq += 1
+
+    def progress_tick(self, progress: Progress | None, since: float) -> Callable[[], None]:
+        """A tick that reports progress (if asked for) at most every 0.2 s after ``since``."""
+        last_report = since
+
+        def tick() -> None:
+            nonlocal last_report
+            if progress is not None and self.clock() - last_report >= 0.2:
+                last_report = self.clock()
+                progress(len(self.round_trips), self.count)
+
+        return tick
+
+
+class _Pinger(_EchoRun):
+    """One ping run: the stack, its socket and the bookkeeping of sequence numbers."""
+
+    stack: RoadStack
+
+    def __init__(self, target: Address, count: int, size: int, window: int,
+                 clock: Callable[[], float], *, raet_mode: bool = False) -> None:
+        super().__init__(count, size, window, clock)
+        self.target = target
         name = f"ping-{secrets.token_hex(4)}"
         config = RoadConfig(auto=AutoMode.ONCE, fast=not raet_mode)
         self.stack = RoadStack(LocalEstate(name), config,
@@ -136,10 +188,6 @@ class _Pinger:
         self.remote = ""
         self.allowed = False
         self.pended = False
-        self.failure = ""
-        self.next_seq = 0
-        self.sent_at: dict[int, float] = {}
-        self.round_trips: dict[int, float] = {}
 
     def close(self) -> None:
         self.stack.close(now=self.clock())
@@ -186,30 +234,9 @@ class _Pinger:
         elif isinstance(event, events.JoinFailed | events.AllowFailed):
             log.debug("%s: %s with %s; retrying", self.stack.name, event.reason, event.remote)
 
-    def echoed(self, body: Any) -> None:
-        now = self.clock()
-        seq = body.get("seq") if isinstance(body, dict) else None
-        if not isinstance(seq, int) or seq not in self.sent_at or seq in self.round_trips:
-            log.debug("%s: ignoring a message that is no echo of ours", self.stack.name)
-            return
-        if body.get("payload") != self.payload:
-            self.failure = f"echo of message {seq} came back changed"
-            return
-        self.round_trips[seq] = now - self.sent_at[seq]
-
     def fill_window(self) -> None:
-        if not self.allowed:
-            return
-        while (self.next_seq < self.count
-               and self.next_seq - len(self.round_trips) < self.window):
-            seq = self.next_seq
-            try:
-                self.stack.transmit({"seq": seq, "payload": self.payload}, to=self.remote,
-                                    now=self.clock())
-            except BackpressureError:
-                return
-            self.sent_at[seq] = self.clock()
-            self.next_seq += 1
+        if self.allowed:
+            self.send_window(self.remote)
 
 
 def ping(
@@ -241,14 +268,7 @@ def ping(
         allowed_at = clock()
         pinger.fill_window()
         first = clock()
-        last_report = first
-
-        def tick() -> None:
-            nonlocal last_report
-            if progress is not None and clock() - last_report >= 0.2:
-                last_report = clock()
-                progress(len(pinger.round_trips), count)
-
+        tick = pinger.progress_tick(progress, since=first)
         if not pinger.run_until(lambda: len(pinger.round_trips) == count, deadline, tick):
             raise PingError(pinger.failure or (
                 f"timed out after {timeout:g} s: {len(pinger.round_trips)} of {count} "
@@ -278,24 +298,19 @@ def _no_join(target: Address, pinger: _Pinger, timeout: float) -> str:
     return f"timed out after {timeout:g} s waiting to join {where}"
 
 
-class _YardPinger:
+class _YardPinger(_EchoRun):
     """One yard ping run: a temporary yard, its socket and the sequence bookkeeping."""
+
+    stack: LaneStack
 
     def __init__(self, target: str, stack: LaneStack, count: int, size: int, window: int, *,
                  clock: Callable[[], float]) -> None:
+        super().__init__(count, size, window, clock)
         self.target = target
         self.stack = stack
-        self.count = count
-        self.window = window
-        self.clock = clock
-        self.payload = "x" * size
         self.loop = Loop(clock)
         self.driver = UxdDriver(stack)
         self.loop.add(self.driver)
-        self.failure = ""
-        self.next_seq = 0
-        self.sent_at: dict[int, float] = {}
-        self.round_trips: dict[int, float] = {}
 
     def handle_events(self) -> bool:
         """Take the stack's events, top up the window; True once every echo is back."""
@@ -307,28 +322,9 @@ class _YardPinger:
         self.fill_window()
         return bool(self.failure) or len(self.round_trips) == self.count
 
-    def echoed(self, body: dict[str, Any]) -> None:
-        now = self.clock()
-        seq = body.get("seq")
-        if not isinstance(seq, int) or seq not in self.sent_at or seq in self.round_trips:
-            log.debug("%s: ignoring a message that is no echo of ours", self.stack.name)
-            return
-        if body.get("payload") != self.payload:
-            self.failure = f"echo of message {seq} came back changed"
-            return
-        self.round_trips[seq] = now - self.sent_at[seq]
-
     def fill_window(self) -> None:
-        while (self.next_seq < self.count and not self.failure
-               and self.next_seq - len(self.round_trips) < self.window):
-            seq = self.next_seq
-            try:
-                self.stack.transmit({"seq": seq, "payload": self.payload}, to=self.target,
-                                    now=self.clock())
-            except BackpressureError:
-                return
-            self.sent_at[seq] = self.clock()
-            self.next_seq += 1
+        if not self.failure:
+            self.send_window(self.target)
 
 
 def ping_yard(
@@ -360,13 +356,11 @@ def ping_yard(
     if not socket_is_live(path):
         raise PingError(f"no yard {yard} listening at {path}")
     pinger = _YardPinger(yard, stack, count, size, window, clock=clock)
-    last_report = first = clock()
+    first = clock()
+    tick = pinger.progress_tick(progress, since=first)
 
     def done() -> bool:
-        nonlocal last_report
-        if progress is not None and clock() - last_report >= 0.2:
-            last_report = clock()
-            progress(len(pinger.round_trips), count)
+        tick()
         return pinger.handle_events()
 
     try:
