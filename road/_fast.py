@@ -25,15 +25,13 @@ from road._fast_control import CongestionControl, ReceivedRanges, ReplayWindow
 from road._fast_wire import (
     FAST_HEADER_SIZE,
     FRAME_MESSAGE_SIZE,
-    AbandonFrame,
-    AckFrame,
-    MessageFrame,
+    MessageFields,
     pack_abandon,
     pack_ack,
     pack_header,
     pack_message_frame,
-    parse_frames,
-    parse_header,
+    read_frames,
+    read_header,
 )
 from road.stats import Drop
 
@@ -232,6 +230,9 @@ class FastLink:
 
     def build(self, now: float) -> bytes | None:
         """One datagram (data, acks or both), or None when nothing may go now."""
+        if not (self.ack_pending or self.again or self.queue or self.abandons
+                or self.remote.outbox):
+            return None  # the common second call of a round: nothing at all to say
         if not self.keyed or self.send_key is None:
             return None
         if self.next_packet >= _REKEY_AT:
@@ -313,7 +314,7 @@ class FastLink:
             stack.stats.drop(Drop.BAD_COAT)
             return
         try:
-            frames = parse_frames(plain)
+            messages, ranges, abandons = read_frames(plain)
         except PacketError:
             stack.stats.drop(Drop.MALFORMED)
             return
@@ -322,17 +323,13 @@ class FastLink:
         self.sending_ok = True
         if self.peer_stream != header_stream:
             self._new_peer_stream(header_stream)
-        eliciting = False
-        for frame in frames:
-            if isinstance(frame, MessageFrame):
-                eliciting = True
-                self._chunk(frame)
-            elif isinstance(frame, AckFrame):
-                self._on_ack(frame, now)
-            else:
-                eliciting = True
-                self._abandoned(frame)
-        if eliciting:
+        for fields in messages:
+            self._chunk(fields)
+        if ranges:
+            self._on_ack(ranges, now)
+        for abandoned in abandons:
+            self._abandoned(abandoned)
+        if messages or abandons:
             self.ack_pending += 1
             if self.ack_pending >= 2:
                 self.ack_due = now
@@ -372,27 +369,27 @@ class FastLink:
             delivered.discard(self.floor)
             self.floor += 1
 
-    def _chunk(self, frame: MessageFrame) -> None:
-        number = frame.number
-        if self._done(number):
+    def _chunk(self, fields: MessageFields) -> None:
+        number, total, index, chunks, body_kind, data = fields
+        if number < self.floor or number in self.delivered:
             self.stack.stats.drop(Drop.DUPLICATE)
             return
-        if frame.chunks == 1:
-            if len(frame.data) != frame.total:
+        if chunks == 1:
+            if len(data) != total:
                 self.stack.stats.drop(Drop.MALFORMED)
                 return
-            self._deliver(number, frame.body_kind, frame.data, 1)
+            self._deliver(number, body_kind, data, 1)
             return
         partial = self.partials.get(number)
         if partial is None:
-            partial = self.partials[number] = _Partial(frame.total, frame.chunks)
-        if partial.chunks != frame.chunks or partial.total != frame.total:
+            partial = self.partials[number] = _Partial(total, chunks)
+        if partial.chunks != chunks or partial.total != total:
             self.stack.stats.drop(Drop.MALFORMED)
             return
-        if frame.index in partial.pieces:
+        if index in partial.pieces:
             self.stack.stats.drop(Drop.DUPLICATE)
             return
-        partial.pieces[frame.index] = frame.data
+        partial.pieces[index] = data
         if len(partial.pieces) == partial.chunks:
             pieces = partial.pieces
             whole = b"".join(pieces[i] for i in range(partial.chunks))
@@ -400,7 +397,7 @@ class FastLink:
                 self.stack.stats.drop(Drop.MALFORMED)
                 self._mark_done(number)
                 return
-            self._deliver(number, frame.body_kind, whole, partial.chunks)
+            self._deliver(number, body_kind, whole, partial.chunks)
 
     def _deliver(self, number: int, body_kind: int, payload: bytes, chunks: int) -> None:
         self._mark_done(number)
@@ -418,15 +415,13 @@ class FastLink:
                                            self.remote.remote_session_id,
                                            number & 0xFFFFFFFF, chunks))
 
-    def _abandoned(self, frame: AbandonFrame) -> None:
-        if not self._done(frame.number) and frame.number < self.floor + (1 << 32):
-            self._mark_done(frame.number)
+    def _abandoned(self, number: int) -> None:
+        if not self._done(number) and number < self.floor + (1 << 32):
+            self._mark_done(number)
 
-    def _on_ack(self, frame: AckFrame, now: float) -> None:
-        if not frame.ranges:
-            return
+    def _on_ack(self, ranges: list[tuple[int, int]], now: float) -> None:
         sent = self.sent
-        largest = frame.ranges[0][1]
+        largest = ranges[0][1]
         if largest >= self.next_packet:
             self.stack.stats.drop(Drop.INVALID_BODY)
             return
@@ -434,7 +429,7 @@ class FastLink:
         self.unanswered_since = None
         control = self.control
         newest: _Sent | None = None
-        for first, last in frame.ranges:
+        for first, last in ranges:
             if not sent:
                 break
             low = max(first, next(iter(sent)))
@@ -502,19 +497,28 @@ class FastLink:
 
     def deadline(self, now: float) -> float | None:
         """The next moment this link wants ``handle_timer`` (or to send)."""
-        times = [t for t in (self.ack_due if self.ack_pending else None, self.loss_time,
-                             self.probe_deadline()) if t is not None]
-        if self.messages:
-            times.append(self.expiry_check)
-        if (fallback := self.fallback_deadline()) is not None:
-            times.append(fallback)
+        earliest = self.ack_due if self.ack_pending else None
+        if self.loss_time is not None and (earliest is None or self.loss_time < earliest):
+            earliest = self.loss_time
+        if self.sent:
+            probe = self.probe_deadline()
+            if probe is not None and (earliest is None or probe < earliest):
+                earliest = probe
+            if not self.answered:
+                fallback = self.fallback_deadline()
+                if fallback is not None and (earliest is None or fallback < earliest):
+                    earliest = fallback
+        if self.messages and (earliest is None or self.expiry_check < earliest):
+            earliest = self.expiry_check
         # The same conditions as can_send_data, or the loop spins at one instant.
-        if (self.keyed and self.sending_ok and not self.paused
+        if ((self.again or self.queue or self.abandons or self._outbox_ready())
+                and self.keyed and self.sending_ok and not self.paused
                 and self.remote.alive is not False
-                and (self.again or self.queue or self.abandons or self._outbox_ready())
                 and (self.probes or self.control.can_send(self.datagram_size))):
-            times.append(now if self.probes else max(self.control.pace_next, now))
-        return min(times) if times else None
+            send = now if self.probes else max(self.control.pace_next, now)
+            if earliest is None or send < earliest:
+                earliest = send
+        return earliest
 
     def fallback_deadline(self) -> float | None:
         """When to give fast mode up if the peer still has not acknowledged anything."""
@@ -661,22 +665,27 @@ class FastRoad:
         """One fast datagram; garbage is dropped and counted."""
         stack = self.stack
         try:
-            header = parse_header(data)
+            _, key_id, destination, stream, number = read_header(data)
         except PacketError:
             stack.stats.drop(Drop.MALFORMED)
             return
-        link = self.links.get(header.destination_uid)
+        link = self.links.get(destination)
         if link is None or not link.keyed:
             stack.stats.drop(Drop.UNKNOWN_REMOTE)
             return
-        if header.key_id != link.key_id:
+        if key_id != link.key_id:
             stack.stats.drop(Drop.STALE_KEY)
             return
-        link.receive(data, header.stream_id, header.packet_number, now)
+        link.receive(data, stream, number, now)
 
     def datagrams(self, now: float) -> list[tuple[bytes, Address]]:
         """Datagrams from every link, one per link per round (fair sharing)."""
         out: list[tuple[bytes, Address]] = []
+        if len(self.links) == 1:
+            link = next(iter(self.links.values()))
+            while (datagram := link.build(now)) is not None:
+                out.append((datagram, link.remote.host_address))
+            return out
         links = list(self.links.values())
         if not links:
             return out
@@ -694,6 +703,8 @@ class FastRoad:
 
     def deadline(self, now: float) -> float | None:
         """The earliest deadline of any link."""
+        if len(self.links) == 1:
+            return next(iter(self.links.values())).deadline(now)
         times = [t for link in self.links.values() if (t := link.deadline(now)) is not None]
         return min(times) if times else None
 

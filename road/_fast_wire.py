@@ -31,6 +31,8 @@ __all__ = [
     "pack_message_frame",
     "parse_frames",
     "parse_header",
+    "read_frames",
+    "read_header",
 ]
 
 FAST_MAGIC = 0xB2  # the binary head's magic ...
@@ -45,6 +47,7 @@ _ACK_HEAD = struct.Struct("!BB")  # kind, range count
 _RANGE = struct.Struct("!QQ")  # first, last packet number (inclusive)
 _ABANDON = struct.Struct("!BQ")
 MAX_ACK_RANGES = 32
+_ACK_FORMATS = [struct.Struct(f"!BB{2 * count}Q") for count in range(MAX_ACK_RANGES + 1)]
 
 
 class FrameKind(enum.IntEnum):
@@ -107,6 +110,11 @@ class AbandonFrame:
 
 Frame = MessageFrame | AckFrame | AbandonFrame
 
+# Plain ints for the hot paths: an IntEnum member lookup costs ~0.4 us here.
+_MESSAGE_KIND = int(FrameKind.MESSAGE)
+_ACK_KIND = int(FrameKind.ACK)
+_ABANDON_KIND = int(FrameKind.ABANDON)
+
 
 def is_fast(data: bytes) -> bool:
     """Whether ``data`` starts like a fast datagram (magic and layout 2)."""
@@ -119,72 +127,115 @@ def pack_header(key_id: int, destination_uid: int, stream_id: int, packet_number
                         packet_number)
 
 
-def parse_header(data: bytes) -> FastHeader:
-    """The clear header of ``data``; PacketError when it is not a fast datagram."""
+def read_header(data: bytes) -> tuple[int, int, int, int, int]:
+    """The clear header's (flags, key id, destination uid, stream id, packet number).
+
+    The receive path's form of :func:`parse_header` (a tuple, no record):
+    PacketError when ``data`` is not a fast datagram.
+    """
     if len(data) < FAST_HEADER_SIZE:
         raise PacketError("bad-length", "fast datagram shorter than its header")
     magic, layout, flags, key_id, destination, stream, number = _HEADER.unpack_from(data)
     if magic != FAST_MAGIC or layout != FAST_LAYOUT:
         raise PacketError("bad-head", "not a fast datagram")
-    return FastHeader(flags, key_id, destination, stream, number)
+    return flags, key_id, destination, stream, number
+
+
+def parse_header(data: bytes) -> FastHeader:
+    """The clear header of ``data``; PacketError when it is not a fast datagram."""
+    return FastHeader(*read_header(data))
 
 
 def pack_message_frame(number: int, total: int, index: int, chunks: int, *, body_kind: int,
                        data: bytes) -> bytes:
     """A MESSAGE frame carrying one chunk."""
-    return _MESSAGE.pack(FrameKind.MESSAGE, number, total, index, chunks, body_kind,
+    return _MESSAGE.pack(_MESSAGE_KIND, number, total, index, chunks, body_kind,
                          len(data)) + data
 
 
 def pack_ack(ranges: list[tuple[int, int]]) -> bytes:
     """An ACK frame of at most MAX_ACK_RANGES ranges (highest first)."""
     ranges = ranges[:MAX_ACK_RANGES]
-    return _ACK_HEAD.pack(FrameKind.ACK, len(ranges)) + b"".join(
-        _RANGE.pack(first, last) for first, last in ranges)
+    if len(ranges) == 1:
+        return _ACK_FORMATS[1].pack(_ACK_KIND, 1, ranges[0][0], ranges[0][1])
+    return _ACK_FORMATS[len(ranges)].pack(_ACK_KIND, len(ranges),
+                                          *[n for pair in ranges for n in pair])
 
 
 def pack_abandon(number: int) -> bytes:
     """An ABANDON frame for message ``number``."""
-    return _ABANDON.pack(FrameKind.ABANDON, number)
+    return _ABANDON.pack(_ABANDON_KIND, number)
 
 
-def parse_frames(plain: bytes) -> list[Frame]:
-    """The frames of an opened datagram; PacketError on anything malformed."""
-    frames: list[Frame] = []
+MessageFields = tuple[int, int, int, int, int, bytes]
+"""A message frame on the receive path: (number, total, index, chunks, body kind, data)."""
+
+
+def read_frames(plain: bytes) -> tuple[list[MessageFields], list[tuple[int, int]] | None,
+                                       list[int]]:
+    """The frames of an opened datagram as plain values: messages, ack ranges, abandons.
+
+    The receive path's form of :func:`parse_frames` (no records): ack ranges
+    are None when the datagram has no ACK frame (several ACK frames: the
+    ranges of all of them).  PacketError on anything malformed.
+    """
+    messages: list[MessageFields] = []
+    ranges: list[tuple[int, int]] | None = None
+    abandons: list[int] = []
     offset, end = 0, len(plain)
-    message_unpack, range_unpack = _MESSAGE.unpack_from, _RANGE.unpack_from
+    message_unpack = _MESSAGE.unpack_from
     while offset < end:
         kind = plain[offset]
-        if kind == FrameKind.MESSAGE:
+        if kind == _MESSAGE_KIND:
             if offset + FRAME_MESSAGE_SIZE > end:
                 raise PacketError("bad-frame", "truncated message frame")
             _, number, total, index, chunks, body_kind, size = message_unpack(plain, offset)
             offset += FRAME_MESSAGE_SIZE
             if offset + size > end or index >= chunks or size > total or number == 0:
                 raise PacketError("bad-frame", "inconsistent message frame")
-            frames.append(MessageFrame(number, total, index, chunks, body_kind,
-                                       plain[offset:offset + size]))
+            messages.append((number, total, index, chunks, body_kind,
+                             plain[offset:offset + size]))
             offset += size
-        elif kind == FrameKind.ACK:
+        elif kind == _ACK_KIND:
             if offset + 2 > end:
                 raise PacketError("bad-frame", "truncated ack frame")
             count = plain[offset + 1]
             offset += 2
             if offset + count * _RANGE.size > end:
                 raise PacketError("bad-frame", "truncated ack ranges")
-            ranges = []
-            for _ in range(count):
-                first, last = range_unpack(plain, offset)
-                if first > last:
-                    raise PacketError("bad-frame", "ack range runs backwards")
-                ranges.append((first, last))
-                offset += _RANGE.size
-            frames.append(AckFrame(tuple(ranges)))
-        elif kind == FrameKind.ABANDON:
+            if ranges is None:
+                ranges = []
+            offset = _read_ranges(plain, offset, count, ranges)
+        elif kind == _ABANDON_KIND:
             if offset + _ABANDON.size > end:
                 raise PacketError("bad-frame", "truncated abandon frame")
-            frames.append(AbandonFrame(_ABANDON.unpack_from(plain, offset)[1]))
+            abandons.append(_ABANDON.unpack_from(plain, offset)[1])
             offset += _ABANDON.size
         else:
             raise PacketError("bad-frame", f"unknown frame kind {kind}")
+    return messages, ranges, abandons
+
+
+def _read_ranges(plain: bytes, offset: int, count: int, ranges: list[tuple[int, int]]) -> int:
+    """Append ``count`` ack ranges read at ``offset``; the offset after them."""
+    for _ in range(count):
+        first, last = _RANGE.unpack_from(plain, offset)
+        if first > last:
+            raise PacketError("bad-frame", "ack range runs backwards")
+        ranges.append((first, last))
+        offset += _RANGE.size
+    return offset
+
+
+def parse_frames(plain: bytes) -> list[Frame]:
+    """The frames of an opened datagram as records; PacketError on anything malformed.
+
+    Messages first, then the acks (one frame), then the abandons: the order
+    :func:`read_frames` hands them to the receive path.
+    """
+    messages, ranges, abandons = read_frames(plain)
+    frames: list[Frame] = [MessageFrame(*fields) for fields in messages]
+    if ranges is not None:
+        frames.append(AckFrame(tuple(ranges)))
+    frames.extend(AbandonFrame(number) for number in abandons)
     return frames
