@@ -29,7 +29,7 @@ from road._fast_wire import (
     pack_abandon,
     pack_ack,
     pack_header,
-    pack_message_frame,
+    pack_message_head,
     read_frames,
     read_header,
 )
@@ -56,7 +56,7 @@ class _Sending:
     """One message in flight: its payload, cut into fixed chunks, and which are acked."""
 
     __slots__ = ("acked", "acked_count", "body_kind", "chunk_size", "chunks", "number",
-                 "outgoing", "payload")
+                 "outgoing", "payload", "view")
 
     def __init__(self, number: int, outgoing: Outgoing, payload: bytes, body_kind: int,
                  chunk_size: int) -> None:
@@ -68,12 +68,20 @@ class _Sending:
         self.chunks = max(1, -(-len(payload) // chunk_size))
         self.acked = bytearray(self.chunks)
         self.acked_count = 0
+        self.view = memoryview(payload)
 
-    def frame(self, index: int) -> bytes:
+    def frame(self, index: int) -> tuple[bytes, bytes | memoryview]:
+        """Chunk ``index`` as its frame head and its bytes (a view: the datagram joins once)."""
         size = self.chunk_size
-        data = self.payload if self.chunks == 1 else self.payload[index * size:(index + 1) * size]
-        return pack_message_frame(self.number, len(self.payload), index, self.chunks,
-                                  body_kind=self.body_kind, data=data)
+        data = self.payload if self.chunks == 1 else self.view[index * size:(index + 1) * size]
+        return pack_message_head(self.number, len(self.payload), index, self.chunks,
+                                 body_kind=self.body_kind, size=len(data)), data
+
+    def frame_size(self, index: int) -> int:
+        """The bytes chunk ``index`` takes in a datagram, frame head included."""
+        if index < self.chunks - 1:
+            return FRAME_MESSAGE_SIZE + self.chunk_size
+        return FRAME_MESSAGE_SIZE + len(self.payload) - index * self.chunk_size
 
 
 class _Partial:
@@ -84,7 +92,7 @@ class _Partial:
     def __init__(self, total: int, chunks: int) -> None:
         self.total = total
         self.chunks = chunks
-        self.pieces: dict[int, bytes] = {}
+        self.pieces: dict[int, bytes | memoryview] = {}
 
 
 # a datagram awaiting its ack: (sent at, size, chunks it carried, abandons it carried)
@@ -242,7 +250,7 @@ class FastLink:
         ack_now = self.ack_pending and (data or (self.ack_due is not None and self.ack_due <= now))
         if not data and not ack_now:
             return None
-        parts: list[bytes] = []
+        parts: list[bytes | memoryview] = []
         room = self.datagram_size - FAST_HEADER_SIZE - AEAD_TAG_SIZE
         if ack_now:
             ranges = self.received.highest_first()
@@ -271,7 +279,7 @@ class FastLink:
         self.stack.stats.fast_datagrams_sent += 1
         return datagram
 
-    def _fill(self, parts: list[bytes], room: int, chunks: list[tuple[_Sending, int]],
+    def _fill(self, parts: list[bytes | memoryview], room: int, chunks: list[tuple[_Sending, int]],
               abandons: list[int]) -> None:
         """Abandons, then resends, then new chunks, while they fit ``room``."""
         while self.abandons and room >= 9:
@@ -291,13 +299,13 @@ class FastLink:
             if sending.acked[index] or sending.number not in messages:
                 source.popleft()
                 continue
-            frame = sending.frame(index)
-            if len(frame) > room:
+            size = sending.frame_size(index)
+            if size > room:
                 break
             source.popleft()
-            parts.append(frame)
+            parts.extend(sending.frame(index))
             chunks.append((sending, index))
-            room -= len(frame)
+            room -= size
 
     # -- receiving ----------------------------------------------------------------
     def receive(self, data: bytes, header_stream: int, number: int, now: float) -> None:
@@ -378,7 +386,7 @@ class FastLink:
             if len(data) != total:
                 self.stack.stats.drop(Drop.MALFORMED)
                 return
-            self._deliver(number, body_kind, data, 1)
+            self._deliver(number, body_kind, bytes(data), 1)  # bytes already: no copy
             return
         partial = self.partials.get(number)
         if partial is None:

@@ -29,6 +29,7 @@ __all__ = [
     "pack_abandon",
     "pack_header",
     "pack_message_frame",
+    "pack_message_head",
     "parse_frames",
     "parse_header",
     "read_frames",
@@ -153,6 +154,12 @@ def pack_message_frame(number: int, total: int, index: int, chunks: int, *, body
                          len(data)) + data
 
 
+def pack_message_head(number: int, total: int, index: int, chunks: int, *, body_kind: int,
+                      size: int) -> bytes:
+    """A MESSAGE frame's 24 fixed bytes; the chunk's ``size`` bytes follow (no copy made here)."""
+    return _MESSAGE.pack(_MESSAGE_KIND, number, total, index, chunks, body_kind, size)
+
+
 def pack_ack(ranges: list[tuple[int, int]]) -> bytes:
     """An ACK frame of at most MAX_ACK_RANGES ranges (highest first)."""
     ranges = ranges[:MAX_ACK_RANGES]
@@ -167,8 +174,10 @@ def pack_abandon(number: int) -> bytes:
     return _ABANDON.pack(_ABANDON_KIND, number)
 
 
-MessageFields = tuple[int, int, int, int, int, bytes]
-"""A message frame on the receive path: (number, total, index, chunks, body kind, data)."""
+MessageFields = tuple[int, int, int, int, int, bytes | memoryview]
+"""A message frame on the receive path: (number, total, index, chunks, body kind, data).
+
+The data is bytes for a one-chunk message, a view into the opened datagram otherwise."""
 
 
 def read_frames(plain: bytes) -> tuple[list[MessageFields], list[tuple[int, int]] | None,
@@ -181,6 +190,7 @@ def read_frames(plain: bytes) -> tuple[list[MessageFields], list[tuple[int, int]
     """
     messages: list[MessageFields] = []
     ranges: list[tuple[int, int]] | None = None
+    view = memoryview(plain)  # chunks of long messages: joined once, never copied twice
     abandons: list[int] = []
     offset, end = 0, len(plain)
     message_unpack = _MESSAGE.unpack_from
@@ -194,7 +204,8 @@ def read_frames(plain: bytes) -> tuple[list[MessageFields], list[tuple[int, int]
             if offset + size > end or index >= chunks or size > total or number == 0:
                 raise PacketError("bad-frame", "inconsistent message frame")
             messages.append((number, total, index, chunks, body_kind,
-                             plain[offset:offset + size]))
+                             plain[offset:offset + size] if chunks == 1
+                             else view[offset:offset + size]))
             offset += size
         elif kind == _ACK_KIND:
             if offset + 2 > end:
@@ -234,7 +245,8 @@ def parse_frames(plain: bytes) -> list[Frame]:
     :func:`read_frames` hands them to the receive path.
     """
     messages, ranges, abandons = read_frames(plain)
-    frames: list[Frame] = [MessageFrame(*fields) for fields in messages]
+    frames: list[Frame] = [MessageFrame(number, total, index, chunks, kind, bytes(data))
+                           for number, total, index, chunks, kind, data in messages]
     if ranges is not None:
         frames.append(AckFrame(tuple(ranges)))
     frames.extend(AbandonFrame(number) for number in abandons)
