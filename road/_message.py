@@ -9,7 +9,6 @@ complete message with done.  Bursts are bounded by the remote's window, so a
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -17,10 +16,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from raetlike.errors import CryptoError, LocalProtocolError, PacketError
 from raetlike.wire.body import coat as coat_body
 from raetlike.wire.body import pack_body, parse_body, uncoat
-from raetlike.wire.head import Head
 from raetlike.wire.kinds import BodyKind, CoatKind, Flag, FootKind, PacketKind, TransactionKind
-from raetlike.wire.packet import Packet, pack_packet
-from raetlike.wire.segment import Reassembly, segment
+from raetlike.wire.packet import Packet
+from raetlike.wire.segment import Reassembly, plan_segments
+from raetlike.wire.template import PacketTemplate
 from road._transaction import Transaction
 from road.stats import Drop
 
@@ -32,6 +31,13 @@ __all__ = ["Messenger", "Messengent", "MAX_MISSEDS_PER_PACKET"]
 log = logging.getLogger(__name__)
 
 MAX_MISSEDS_PER_PACKET = 64
+
+# Flags as plain ints on the per-packet path (enum flag operations cost microseconds).
+_WAIT = int(Flag.WAIT)
+_AGAIN = int(Flag.AGAIN)
+_SEGMENTED = int(Flag.SEGMENTED)
+_PER_PACKET = _WAIT | _AGAIN
+_FLAGS = tuple(Flag(value) for value in range(256))
 
 
 class Messenger(Transaction):
@@ -51,7 +57,12 @@ class Messenger(Transaction):
             transaction_id=remote.next_transaction_id(),
         )
         self.outgoing = outgoing
-        self.segments: list[tuple[Head, bytes]] = []
+        self.packets: PacketTemplate | None = None  # packs each segment (set by start)
+        self.coat = b""  # the whole coated message
+        self.segmented = False
+        self.count = 0  # how many segments
+        self.chunk_size = 0  # coat bytes per segment
+        self.flags = 0  # the flags every segment carries (SEGMENTED or none)
         self.current = 0  # next segment of the normal flow
         self.misseds: dict[int, None] = {}  # ordered set of segments to resend
         self.acked = False
@@ -76,7 +87,12 @@ class Messenger(Transaction):
                 PacketKind.MESSAGE, body_kind=body_kind, coat_kind=CoatKind.NACL,
                 foot_kind=FootKind.NACL,
             )
-            self.segments = segment(template, payload, True)
+            self.segmented, self.count, self.chunk_size = plan_segments(
+                template, len(payload), True)
+            self.packets = PacketTemplate(template, self.stack.local.signing_key)
+            self.coat = payload
+            self.flags = (int(template.flags) & ~_PER_PACKET
+                          | (_SEGMENTED if self.segmented else 0))
         except (PacketError, LocalProtocolError, CryptoError, TypeError, ValueError) as exc:
             log.warning("%s: cannot send message %d to %s: %s", self.stack.name,
                         self.outgoing.message_id, remote.name, exc)
@@ -89,20 +105,26 @@ class Messenger(Transaction):
 
     # -- sending ----------------------------------------------------------------
 
-    def _packet(self, number: int, flags: Flag) -> bytes:
-        head, chunk = self.segments[number]
-        head = dataclasses.replace(head, flags=(head.flags & ~(Flag.WAIT | Flag.AGAIN)) | flags)
-        return pack_packet(head, chunk, self.stack.local.signing_key)
+    def _packet(self, number: int, flags: int) -> bytes:
+        """Segment ``number`` with ``flags`` (WAIT, AGAIN) added to the message's own."""
+        assert self.packets is not None  # noqa: S101 - start() made it
+        if not self.segmented:
+            return self.packets.pack(self.coat, self.flags | flags)
+        size = self.chunk_size
+        chunk = self.coat[number * size:(number + 1) * size]
+        return self.packets.pack(chunk, self.flags | flags, number, self.count, len(self.coat))
 
     def _transmit(self, numbers: list[int], again: bool) -> None:
         if not numbers:
             return
-        base = Flag.AGAIN if again else Flag(0)
+        base = _AGAIN if again else 0
         last = numbers[-1]
+        queue, address = self.stack._queue, self.address
+        data = b""
         for number in numbers:
-            data = self._packet(number, base | Flag.WAIT if number == last else base)
-            self.stack._queue(data, self.address)
-            self.last_sent = data
+            data = self._packet(number, base | _WAIT if number == last else base)
+            queue(data, address)
+        self.last_sent = data
         count = len(numbers)
         self.outstanding += count
         self.remote.segments_in_flight += count
@@ -132,8 +154,8 @@ class Messenger(Transaction):
                 del self.misseds[number]
             self._transmit(numbers, again=True)
             return
-        if self.current < len(self.segments):
-            numbers = list(range(self.current, min(len(self.segments), self.current + room)))
+        if self.current < self.count:
+            numbers = list(range(self.current, min(self.count, self.current + room)))
             self.current = numbers[-1] + 1
             self._transmit(numbers, again=False)
 
@@ -171,7 +193,7 @@ class Messenger(Transaction):
         self.stack.stats.resend_requests_received += 1
         misseds = body.get("misseds") if isinstance(body, dict) else None
         if not isinstance(misseds, list) or not all(
-            isinstance(n, int) and 0 <= n < len(self.segments) for n in misseds
+            isinstance(n, int) and 0 <= n < self.count for n in misseds
         ):
             self.stack.stats.drop(Drop.INVALID_BODY)
             return
@@ -214,7 +236,7 @@ class Messenger(Transaction):
         if self.acked:
             # RAET resends the last packet with the again flag once it had any answer.
             last = self.current - 1 if self.current else 0
-            self.last_sent = self._packet(last, Flag.AGAIN | Flag.WAIT)
+            self.last_sent = self._packet(last, _AGAIN | _WAIT)
         self.resend_last()
         self.stack.stats.segments_resent += 1
 
@@ -249,7 +271,7 @@ class Messengent(Transaction):
             transaction_id=packet.head.transaction_id,
         )
         first = packet.head
-        self.wait_flag = first.flags & Flag.WAIT
+        self.wait_flag = _FLAGS[int(first.flags) & _WAIT]
         self.coat_kind, self.foot_kind = first.coat_kind, first.foot_kind
         self.body_kind = first.body_kind
         self.reassembly: Reassembly | None = None
@@ -314,13 +336,13 @@ class Messengent(Transaction):
                 self.fail("segments do not add up")
                 return
             self.finish(whole, head.segment_count)
-        elif head.flags & Flag.WAIT:
+        elif int(head.flags) & _WAIT:
             self.answer_wait()
 
     def missing(self) -> list[int]:
         if self.reassembly is None:
             return []
-        return [n for n in self.reassembly.missing() if self.lowest <= n < self.highest]
+        return self.reassembly.missing(self.lowest, self.highest)
 
     def answer_wait(self) -> None:
         misseds = self.missing()

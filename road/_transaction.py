@@ -32,29 +32,35 @@ log = logging.getLogger(__name__)
 Index = tuple[bool, int, "int | Address", int, int, bool]
 
 
+_CORRESPONDENT = int(Flag.CORRESPONDENT)
+_BROADCAST = int(Flag.BROADCAST)
+
+
 def tx_index(head: Head, destination: Address) -> Index:
     """The index of a transaction, seen from the side that sends ``head`` (RAET's rule)."""
-    correspondent = bool(head.flags & Flag.CORRESPONDENT)
+    flags = int(head.flags)
+    correspondent = bool(flags & _CORRESPONDENT)
     near, far = head.source_uid, head.destination_uid
     far_key: int | Address = far
     if (far == 0 and not correspondent) or (near == 0 and correspondent):
         far_key = destination
     return (
         correspondent, near, far_key, head.session_id, head.transaction_id,
-        bool(head.flags & Flag.BROADCAST),
+        bool(flags & _BROADCAST),
     )
 
 
 def rx_index(head: Head, source: Address) -> Index:
     """The index of a transaction, seen from the side that receives ``head`` (RAET's rule)."""
-    correspondent = bool(head.flags & Flag.CORRESPONDENT)
+    flags = int(head.flags)
+    correspondent = bool(flags & _CORRESPONDENT)
     near, far = head.destination_uid, head.source_uid
     far_key: int | Address = far
     if (far == 0 and correspondent) or (near == 0 and not correspondent):
         far_key = source
     return (
         not correspondent, near, far_key, head.session_id, head.transaction_id,
-        bool(head.flags & Flag.BROADCAST),
+        bool(flags & _BROADCAST),
     )
 
 

@@ -49,6 +49,8 @@ __all__ = ["LocalEstate", "RoadConfig", "RoadStack"]
 
 log = logging.getLogger(__name__)
 
+_BROADCAST = int(Flag.BROADCAST)
+_CORRESPONDENT = int(Flag.CORRESPONDENT)
 _NACK_KINDS = frozenset({
     PacketKind.NACK, PacketKind.UNJOINED, PacketKind.UNALLOWED, PacketKind.RENEW,
     PacketKind.REFUSE, PacketKind.REJECT,
@@ -351,7 +353,8 @@ class RoadStack:
 
     def _process(self, packet: Packet, source: Address) -> None:
         head = packet.head
-        if head.flags & Flag.BROADCAST:
+        flags = int(head.flags)  # int operations: enum flag operations cost microseconds
+        if flags & _BROADCAST:
             self.stats.drop(Drop.BROADCAST)
             return
         if head.transaction_kind == TransactionKind.JOIN:
@@ -365,7 +368,7 @@ class RoadStack:
             if transaction is not None:
                 transaction.receive(packet, source)
                 return
-        if head.flags & Flag.CORRESPONDENT:
+        if flags & _CORRESPONDENT:
             self.stats.drop(Drop.STALE_PACKET)
             self._stale(packet, source)
             return
@@ -425,7 +428,7 @@ class RoadStack:
         remote = self.remotes.get(head.destination_uid)
         if remote is None:
             return True, None
-        if not head.flags & Flag.CORRESPONDENT:
+        if not int(head.flags) & _CORRESPONDENT:
             if not remote.remote_session_is_valid(head.session_id):
                 self.stats.drop(Drop.STALE_SESSION)
                 self._reply_stale(packet, source)

@@ -28,7 +28,14 @@ from raetlike.wire.kinds import (
     TransactionKind,
 )
 from raetlike.wire.packet import Packet, pack_packet, parse_packet, signed_bytes
-from raetlike.wire.segment import SEGMENT_EXTRA, Reassembly, segment, segment_size
+from raetlike.wire.segment import (
+    SEGMENT_EXTRA,
+    Reassembly,
+    plan_segments,
+    segment,
+    segment_size,
+)
+from raetlike.wire.template import PacketTemplate
 
 __all__ = [
     # kinds
@@ -60,9 +67,11 @@ __all__ = [
     "pack_packet",
     "parse_packet",
     "signed_bytes",
+    "PacketTemplate",
     # segments
     "segment",
     "segment_size",
+    "plan_segments",
     "Reassembly",
     "SEGMENT_EXTRA",
 ]

@@ -23,7 +23,7 @@ from raetlike.wire.kinds import (
     HeadKind,
 )
 
-__all__ = ["segment", "segment_size", "Reassembly", "SEGMENT_EXTRA"]
+__all__ = ["segment", "segment_size", "plan_segments", "Reassembly", "SEGMENT_EXTRA"]
 
 SEGMENT_EXTRA = {HeadKind.RAET: 27, HeadKind.JSON: 36, HeadKind.BINARY: 0}
 """Room a segment head may need beyond the unsegmented head, per head kind."""
@@ -50,6 +50,31 @@ def segment_size(head: Head, signed: bool, limit: int = MAX_PACKET_SIZE) -> int:
     return size
 
 
+def plan_segments(
+    head: Head, coat_size: int, signed: bool, *, limit: int = MAX_PACKET_SIZE
+) -> tuple[bool, int, int]:
+    """How :func:`segment` cuts a coat of ``coat_size`` bytes: (segmented, count, chunk size).
+
+    ``(False, 1, coat_size)`` when the whole packet fits in ``limit`` bytes;
+    otherwise segment ``n`` carries ``coat[n * size:(n + 1) * size]``.  Raises
+    :class:`LocalProtocolError` as :func:`segment` does.
+    """
+    if coat_size > MAX_MESSAGE_SIZE:
+        raise LocalProtocolError(f"message of {coat_size} bytes exceeds {MAX_MESSAGE_SIZE}")
+    base = _unsegmented(head, signed)
+    foot = SIGNATURE_SIZE if signed else 0
+    base_size = head_size(base)
+    if base_size + coat_size + foot <= limit:
+        return False, 1, coat_size
+    size = limit - (base_size + SEGMENT_EXTRA[head.head_kind] + foot)
+    if size <= 0:
+        raise LocalProtocolError(f"a limit of {limit} bytes leaves no room for a segment")
+    count = -(-coat_size // size)
+    if count > MAX_SEGMENT_COUNT:
+        raise LocalProtocolError(f"message needs {count} segments, more than {MAX_SEGMENT_COUNT}")
+    return True, count, size
+
+
 def segment(
     head: Head, coat: bytes, signed: bool, *, limit: int = MAX_PACKET_SIZE
 ) -> list[tuple[Head, bytes]]:
@@ -60,16 +85,10 @@ def segment(
     ``ml`` and the SEGMENTED flag.  Raises :class:`LocalProtocolError` for a
     coat over 67,107,840 bytes or more than 65,535 segments.
     """
-    if len(coat) > MAX_MESSAGE_SIZE:
-        raise LocalProtocolError(f"message of {len(coat)} bytes exceeds {MAX_MESSAGE_SIZE}")
+    segmented, count, size = plan_segments(head, len(coat), signed, limit=limit)
     base = _unsegmented(head, signed)
-    foot = SIGNATURE_SIZE if signed else 0
-    if head_size(base) + len(coat) + foot <= limit:
+    if not segmented:
         return [(base, coat)]
-    size = segment_size(head, signed, limit)
-    count = -(-len(coat) // size)
-    if count > MAX_SEGMENT_COUNT:
-        raise LocalProtocolError(f"message needs {count} segments, more than {MAX_SEGMENT_COUNT}")
     flags = head.flags | Flag.SEGMENTED
     total = len(coat)
     return [
@@ -85,7 +104,8 @@ def segment(
 class Reassembly:
     """The received segments of one message, joined when all are in."""
 
-    __slots__ = ("_chunks", "_count", "_highest", "_length", "_missing", "_received")
+    __slots__ = ("_chunks", "_count", "_first_missing", "_highest", "_length", "_missing",
+                 "_received")
 
     def __init__(self, segment_count: int, message_length: int) -> None:
         if not 1 <= segment_count <= MAX_SEGMENT_COUNT:
@@ -98,6 +118,7 @@ class Reassembly:
         self._missing = segment_count
         self._received = 0
         self._highest = -1
+        self._first_missing = 0  # every segment below it is in
 
     @property
     def segment_count(self) -> int:
@@ -130,6 +151,11 @@ class Reassembly:
         self._received += len(chunk)
         self._missing -= 1
         self._highest = max(self._highest, segment_number)
+        if segment_number == self._first_missing:
+            chunks, first, count = self._chunks, segment_number + 1, self._count
+            while first < count and chunks[first] is not None:
+                first += 1
+            self._first_missing = first
         return True
 
     @property
@@ -140,7 +166,8 @@ class Reassembly:
     def missing(self, begin: int = 0, end: int | None = None) -> list[int]:
         """Segment numbers not yet received in ``begin`` ≤ n < ``end`` (default: all)."""
         stop = self._count if end is None else min(end, self._count)
-        return [n for n in range(max(begin, 0), stop) if self._chunks[n] is None]
+        chunks = self._chunks
+        return [n for n in range(max(begin, self._first_missing), stop) if chunks[n] is None]
 
     def coat(self) -> bytes:
         """The joined coat; :class:`PacketError` when its length is not the announced one.
