@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+import time
 from collections import deque
 from typing import Protocol
 
@@ -23,6 +24,7 @@ RECEIVE_BUFFER = 4 * 1024 * 1024  # room for a few windows of 1 KB segments
 SEND_BUFFER = 4 * 1024 * 1024
 MAX_DATAGRAM = 65535
 BATCH = 256  # datagrams drained per readiness, so one busy socket cannot starve the rest
+FLUSH_AFTER = 0.001  # seconds of receiving after which what the stack has to send goes out
 _BUSY = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS})
 
 
@@ -64,8 +66,10 @@ def _set_buffer(sock: socket.socket, option: int, size: int) -> None:
 class UdpDriver:
     """One bound UDP socket serving one stack."""
 
-    def __init__(self, stack: DatagramStack, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, stack: DatagramStack, host: str = "127.0.0.1", port: int = 0,
+                 flush_after: float = FLUSH_AFTER) -> None:
         self.stack = stack
+        self.flush_after = flush_after
         self.sock = socket.socket(_family(host), socket.SOCK_DGRAM)
         self.sock.setblocking(False)
         _set_buffer(self.sock, socket.SO_RCVBUF, RECEIVE_BUFFER)
@@ -88,8 +92,18 @@ class UdpDriver:
         return self.sock.fileno()
 
     def receive(self, now: float) -> int:
-        """Drain up to a batch of datagrams into the stack; returns how many."""
+        """Drain up to a batch of datagrams into the stack; returns how many.
+
+        Receiving interleaves with sending: once ``flush_after`` seconds went
+        into this batch since the last flush, what the stack has to send
+        (acks, dones, replies) goes out before the next datagram is read, so a
+        peer is never kept waiting for a whole batch of slow (signed) packets.
+        Zero turns interleaving off.
+        """
         count = 0
+        budget = self.flush_after
+        clock = time.perf_counter
+        since = clock()
         while count < BATCH:
             try:
                 data, source = self.sock.recvfrom(MAX_DATAGRAM)
@@ -100,6 +114,9 @@ class UdpDriver:
                 break
             self.stack.receive_datagram(data, (str(source[0]), int(source[1])), now)
             count += 1
+            if budget and clock() - since > budget:
+                self.send(now)
+                since = clock()
         return count
 
     def send(self, now: float) -> int:

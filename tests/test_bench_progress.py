@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 import os
 
-from raetlike.bench import BenchOptions, StatusLine, _raw
+from raetlike.bench import BenchOptions, StatusLine
+from raetlike.bench._raw import measure_raw
 
 
 def test_the_status_line_writes_nothing_when_the_output_is_not_a_terminal() -> None:
@@ -35,7 +36,7 @@ def test_on_a_terminal_each_measurement_redraws_one_line_and_clear_removes_it() 
 
 def test_a_measurement_reports_each_step_by_name_as_it_starts() -> None:
     steps: list[str] = []
-    figures = _raw(BenchOptions(quick=True, repeat=1), steps.append)
-    assert steps == ["raw UDP: one-way, 25,000 datagrams", "raw UDP: round trips",
+    figures = measure_raw(BenchOptions(quick=True, repeat=1, scale=100), steps.append)
+    assert steps == ["raw UDP: one-way, 500 datagrams", "raw UDP: round trips",
                      "raw UDP: 10 MB"]
     assert figures["one_way_msgs_per_s"] > 0

@@ -1,0 +1,63 @@
+"""``raetlike bench``: raw UDP, pyzmq+CURVE, fast mode, RAET mode and RAET 0.6.8 side by side.
+
+Every peer is a separate process on loopback.  Each figure is the median of
+``repeat`` runs.  :func:`run_bench` returns a JSON-ready mapping (with the
+goals judged); :func:`format_table` prints it.  docs/performance.md holds a
+run and describes each scenario's scheme.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from raetlike.bench._common import BenchOptions, Progress, StatusLine, silent
+from raetlike.bench._goals import goals, ratios
+from raetlike.bench._raet068 import measure_raet_068
+from raetlike.bench._raetlike import joins, measure_raetlike, serve_estate
+from raetlike.bench._raw import measure_raw, serve_udp
+from raetlike.bench._table import format_table
+from raetlike.bench._zmq import available as zmq_available
+from raetlike.bench._zmq import measure_zmq, serve_zmq
+
+__all__ = ["BenchOptions", "Progress", "StatusLine", "format_table", "joins", "main",
+           "run_bench", "serve_estate", "serve_udp", "serve_zmq"]
+
+_joins = joins  # the name older scripts use
+
+
+def run_bench(options: BenchOptions, progress: Progress = silent) -> dict[str, Any]:
+    """Measure everything; a JSON-ready mapping of scenario -> figures, plus the goals.
+
+    ``progress`` is told the name of each measurement as it starts.  A scenario
+    that cannot run is a string saying why.
+    """
+    result: dict[str, Any] = {
+        "raw_udp": measure_raw(options, progress),
+        "pyzmq_curve": (measure_zmq(options, progress) if zmq_available()
+                        else "skipped: pyzmq not installed"),
+        "fast": measure_raetlike(options, fast=True, progress=progress),
+        "raet_mode": measure_raetlike(options, fast=False, progress=progress),
+        "raet_0_6_8": (measure_raet_068(options, progress)
+                       or "skipped: RAET 0.6.8 not runnable"),
+        "repeat": options.repeat,
+        "quick": options.quick,
+    }
+    result["goals"] = [goal.as_json() for goal in goals(result)]
+    result["ratios"] = {ratio.name: ratio.value for ratio in ratios(result)}
+    return result
+
+
+def main(quick: bool, as_json: bool, repeat: int | None, estates: int | None) -> int:
+    """The ``raetlike bench`` command."""
+    options = BenchOptions(quick=quick, repeat=repeat or (1 if quick else 3),
+                           estates=estates or (200 if quick else 1000))
+    status = StatusLine(sys.stdout)
+    progress: Progress = silent if as_json else status
+    try:
+        result = run_bench(options, progress)
+    finally:
+        status.clear()
+    sys.stdout.write((json.dumps(result, indent=2) if as_json else format_table(result)) + "\n")
+    return 0
