@@ -7,10 +7,12 @@ then call :meth:`LaneStack.handle_timer`; read what happened with
 :meth:`LaneStack.next_event`.  ``now`` is monotonic seconds, always passed in:
 the stack has no clock and no socket.  Addresses are socket paths (``str``).
 
-Delivery contract with the driver: every datagram handed out by
-``datagrams_to_send`` that the kernel refused is reported with ``send_failed``
-before the driver makes any other call on the stack; a datagram not reported
-by then counts as taken.
+Delivery contract with the driver: datagrams are tried in the order
+``datagrams_to_send`` hands them out.  The first one the kernel refused for
+an address is reported with ``send_failed`` before the driver makes any other
+call on the stack; the driver then tries no later datagram of that round for
+that address, and they count as refused with it (reporting them too is
+harmless).  A datagram not reported by then counts as taken.
 A message leaves the outbox only once every one of its pages was taken.
 """
 
@@ -26,11 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from lane import events
+from lane.pages import PageReader, PageWriter, fast_decode
 from lane.stats import Drop, LaneStats
 from lane.yard import LocalYard, Outgoing, RemoteYard, check_name, yard_path
 from raetlike.errors import BackpressureError, LocalProtocolError, PacketError
 from raetlike.wire.kinds import PageKind
-from raetlike.wire.page import Binder, PageHead, paginate, parse_page
+from raetlike.wire.page import Binder, PageHead, parse_page
 
 __all__ = ["BUSY_ERRORS", "LaneConfig", "LaneStack"]
 
@@ -86,8 +89,12 @@ class LaneStack:
         self._events: deque[events.Event] = deque()
         self._message_id = 0
         self._handed: set[str] = set()
-        # id(page) -> (yard, message, page index, position in the round), for send_failed
-        self._round: dict[int, tuple[RemoteYard, Outgoing, int, int]] = {}
+        # what the last datagrams_to_send handed out, in order: one entry per message
+        # (or routed page) as (yard, message, first page, end page, address)
+        self._round: list[tuple[RemoteYard, Outgoing, int, int, str]] = []
+        self._refused_addresses: set[str] = set()
+        self._writer = PageWriter(local.name, local.yard_session, self.config.page_kind)
+        self._reader = PageReader()
         self.closed = False
         main = self.config.main_yard
         if main is not None and main != local.name:
@@ -143,11 +150,10 @@ class LaneStack:
         if type(message) is not dict and not isinstance(message, Mapping):
             raise LocalProtocolError(f"a message must be a mapping, not {type(message).__name__}")
         remote = self.yards.get(to) or self._add_destination(to)
-        if remote.waiting >= self.config.outbox_limit:
+        if len(remote.outbox) >= self.config.outbox_limit:
             raise BackpressureError(
                 f"outbox to yard {to} is full ({self.config.outbox_limit} messages)")
-        pages = paginate(self.local.name, to, self.local.yard_session, remote.next_book_id(),
-                         message, self.config.page_kind)
+        pages = self._writer.pages(to, remote.next_book_id(), message)
         self._message_id += 1
         remote.outbox.append(Outgoing(self._message_id, message, pages))
         return self._message_id
@@ -171,6 +177,8 @@ class LaneStack:
         stats = self.stats
         stats.datagrams_received += 1
         stats.bytes_received += len(data)
+        if self._read_known(data, source):
+            return
         try:
             head, body = parse_page(data)
         except PacketError as exc:
@@ -204,12 +212,48 @@ class LaneStack:
             self.stats.messages_received += 1
             self._events.append(events.MessageReceived(
                 head.source, message, head.yard_session, head.page_count))
+            if head.page_count == 1 and (not source or source == remote.path):
+                self._reader.remember(data, head)
+
+    def _read_known(self, data: bytes, source: str | None) -> bool:
+        """Take ``data`` by the fast path if it is a one-page book under a head accepted
+        before, from the yard's current session and socket; False to take the full path."""
+        known = self._reader.read(data)
+        if known is None:
+            return False
+        head, body = known
+        remote = self.yards.get(head.source)
+        if remote is None or remote.yard_session != head.yard_session \
+                or (source and source != remote.path):
+            return False
+        self._deliver_single(remote, head.kind, body)
+        return True
+
+    def _deliver_single(self, remote: RemoteYard, kind: PageKind, body: bytes) -> None:
+        """A one-page book under a head already accepted whole (what ``Binder`` does for it)."""
+        binder = self.binder.stats
+        binder.pages += 1
+        try:
+            message = fast_decode(body, kind)
+        except PacketError as exc:
+            self.stats.drop(Drop.BAD_BODY)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: book from %s did not decode: %s", self.name, remote.name, exc)
+            return
+        binder.messages += 1
+        self.stats.messages_received += 1
+        session = remote.yard_session
+        assert session is not None  # noqa: S101 - a remembered head carries the session
+        self._events.append(events.MessageReceived(remote.name, message, session, 1))
 
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, str]]:
         """What to put on the wire now, as ``(page, socket path)``, in order per yard."""
         self._tick(now)
-        self._confirm()
+        if self._handed:
+            self._confirm()
         out: list[tuple[bytes, str]] = []
+        append = out.append
+        entries = self._round
         for remote in self.yards.values():
             if not remote.outbox:
                 continue
@@ -220,50 +264,94 @@ class LaneStack:
                 self.stats.retries += 1
             address = self._address(remote)
             budget = remote.window or self.config.pages_per_round
-            position = 0
             for outgoing in remote.outbox:
                 first = outgoing.next_page
-                take = outgoing.pages[first:first + budget]
-                for offset, page in enumerate(take):
-                    out.append((page, address))
-                    self._round[id(page)] = (remote, outgoing, first + offset, position)
-                    position += 1
-                outgoing.next_page += len(take)
-                budget -= len(take)
+                pages = outgoing.pages
+                stop = min(len(pages), first + budget)
+                if stop <= first:
+                    continue
+                if stop - first == 1:
+                    append((pages[first], address))
+                else:
+                    out.extend([(page, address) for page in pages[first:stop]])
+                entries.append((remote, outgoing, first, stop, address))
+                outgoing.next_page = stop
+                budget -= stop - first
                 if budget <= 0:
                     break
             self._handed.add(remote.name)
         self.stats.datagrams_sent += len(out)
-        self.stats.bytes_sent += sum(len(page) for page, _ in out)
+        self.stats.bytes_sent += sum([len(page) for page, _ in out])
         return out
 
     def send_failed(self, address: str, data: bytes, error: int, now: float) -> None:
         """The kernel refused ``data`` for ``address`` with ``error`` (an errno).
 
-        The message is kept and tried again after a back-off: from the refused
-        page when the yard was busy, from its first page when it was gone (a
-        restarted yard needs the whole book).  A yard failing for
-        ``unreachable_after`` seconds gets its messages handed back.
+        That page and every later page of this round for ``address`` count as
+        refused.  The messages are kept and tried again after a back-off (or
+        at once on ``send_ready``): from the refused page when the yard was
+        busy, from their first page when it was gone (a restarted yard needs
+        the whole book).  A yard failing for ``unreachable_after`` seconds gets
+        its messages handed back.
         """
         self._tick(now)
-        self.stats.send_failures += 1
-        self.stats.datagrams_sent -= 1  # counted when handed out; the kernel did not take it
-        self.stats.bytes_sent -= len(data)
-        busy = error in BUSY_ERRORS
-        found = self._round.pop(id(data), None)
+        if address in self._refused_addresses:
+            return  # counted with the first refusal for this address this round
+        found = self._refused_entries(address, data)
         if found is None:
-            log.debug("%s: failure for a page not handed out this round (%s)", self.name, address)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: failure for a page not handed out this round (%s)",
+                          self.name, address)
             return
-        remote, outgoing, index, position = found
-        outgoing.next_page = min(outgoing.next_page, index if busy else 0)
+        refused, index, position = found
+        self.stats.send_failures += 1
+        busy = error in BUSY_ERRORS
+        untaken = 0
+        untaken_bytes = 0
+        taken_before: dict[str, int] = {}  # yard -> pages it got in before the refusal
+        for number, (remote, outgoing, first, stop, _) in enumerate(refused):
+            start = index if number == 0 else first
+            untaken += stop - start
+            untaken_bytes += sum([len(page) for page in outgoing.pages[start:stop]])
+            outgoing.next_page = min(outgoing.next_page, start if busy else 0)
+            taken_before.setdefault(remote.name, position if number == 0 else 0)
+        self.stats.datagrams_sent -= untaken  # counted when handed out; not taken after all
+        self.stats.bytes_sent -= untaken_bytes
+        for name, position in taken_before.items():
+            self._refused(self.yards[name], busy, position, error)
+
+    def _refused_entries(self, address: str, data: bytes) -> tuple[
+            list[tuple[RemoteYard, Outgoing, int, int, str]], int, int] | None:
+        """This round's entries for ``address`` from the one holding ``data`` on, its page
+        index, and how many pages its yard got in before it this round.
+
+        Those entries leave the round (a later report for them is a no-op).
+        """
+        entries = self._round
+        taken: dict[str, int] = {}
+        for number, (remote, outgoing, first, stop, at) in enumerate(entries):
+            if at != address:
+                continue
+            pages = outgoing.pages
+            for index in range(first, stop):
+                if pages[index] is data:
+                    self._refused_addresses.add(address)
+                    refused = [entry for entry in entries[number:] if entry[4] == address]
+                    self._round = entries[:number] + [
+                        entry for entry in entries[number:] if entry[4] != address]
+                    return refused, index, taken.get(remote.name, 0) + index - first
+            taken[remote.name] = taken.get(remote.name, 0) + stop - first
+        return None
+
+    def _refused(self, remote: RemoteYard, busy: bool, position: int, error: int) -> None:
+        """Back off ``remote`` after a refusal; it had ``position`` pages taken this round."""
         if not busy and not remote.rewound:
             remote.rewound = True
             for later in itertools.takewhile(lambda o: o.next_page > 0, remote.outbox):
                 later.next_page = 0  # a restarted yard needs whole books
         if remote.blocked_until is not None and remote.blocked_until >= self.now:
-            return  # already backing off from an earlier page of this round
-        progress = busy and position > 0
-        if progress:  # the yard took pages this round: it drains; wait for room, don't escalate
+            return  # already backing off
+        if busy and position > 0:  # the yard took pages this round: it drains; wait for room
             remote.window = position
             remote.failing_since = None
             remote.retry_delay = 0.0
@@ -361,7 +449,7 @@ class LaneStack:
                 self.stats.drop(Drop.UNKNOWN_DESTINATION)
                 return
             destination = self.add_yard(head.destination)
-        if destination.via is not None or destination.waiting >= self.config.outbox_limit:
+        if destination.via is not None or len(destination.outbox) >= self.config.outbox_limit:
             self.stats.drop(Drop.UNKNOWN_DESTINATION)
             return
         destination.outbox.append(Outgoing(0, None, [data]))
@@ -396,7 +484,8 @@ class LaneStack:
                     remote.window = min(remote.window * 2, self.config.pages_per_round)
             remote.rewound = False
         self._handed.clear()
-        self._round.clear()
+        self._round = []
+        self._refused_addresses.clear()
 
     def _back_off(self, remote: RemoteYard, busy: bool, reason: str) -> None:
         remote.last_error = reason
@@ -409,8 +498,9 @@ class LaneStack:
             self._give_up(remote, reason)
             return
         remote.blocked_until = self.now + remote.retry_delay
-        log.debug("%s: yard %s %s; retry in %.3f s", self.name, remote.name, reason,
-                  remote.retry_delay)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s: yard %s %s; retry in %.3f s", self.name, remote.name, reason,
+                      remote.retry_delay)
 
     def _give_up(self, remote: RemoteYard, reason: str) -> None:
         messages = [o for o in remote.outbox if o.message is not None]

@@ -110,8 +110,6 @@ class RemoteYard:
     last_book_id: int = 0
     outbox: deque[Outgoing] = field(default_factory=deque)
     """Not yet (fully) handed to the driver, oldest first."""
-    unconfirmed: list[Outgoing] = field(default_factory=list)
-    """Handed to the driver in the last round; done unless it reports a failure."""
     blocked_until: float | None = None
     """No sending before this moment (backing off after a failure)."""
     failing_since: float | None = None
@@ -131,4 +129,4 @@ class RemoteYard:
     @property
     def waiting(self) -> int:
         """Messages and routed pages not yet delivered to the kernel."""
-        return len(self.outbox) + len(self.unconfirmed)
+        return len(self.outbox)

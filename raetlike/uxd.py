@@ -135,6 +135,7 @@ class UxdDriver:
             self._epoll.register(self.sock.fileno(), select.EPOLLIN)
         self._waiters: dict[str, socket.socket] = {}
         self._waiting: dict[int, str] = {}  # armed waiter fd -> the address it watches
+        self._woke: set[str] = set()  # woken by their waiter; no datagram tried since
 
     def fileno(self) -> int:
         """What to select on for reading: the epoll descriptor, or the socket without epoll."""
@@ -171,6 +172,8 @@ class UxdDriver:
                 continue
             if flags & (select.EPOLLERR | select.EPOLLHUP):
                 self._drop_waiter(address)  # its yard went away; the stack will hear why
+            else:
+                self._woke.add(address)
             self.stack.send_ready(address, now)
 
     def _arm(self, address: str, *, fresh: bool) -> None:
@@ -211,33 +214,33 @@ class UxdDriver:
         """Send what the stack has; report each refused datagram back to the stack.
 
         After one refusal for an address, the rest of this round's datagrams
-        for it are reported with the same error without being tried, so a
-        yard's pages never overtake one another.
+        for it are not tried (the stack counts them refused with the first),
+        so a yard's pages never overtake one another.
         """
         sent = 0
-        refused: dict[str, int] = {}
-        took: set[str] = set()
+        refused: set[str] = set()
+        woke = self._woke
         sendto = self.sock.sendto
         for data, address in self.stack.datagrams_to_send(now):
-            error = refused.get(address)
-            if error is None:
-                try:
-                    sendto(data, address)
-                except OSError as exc:
-                    error = exc.errno or errno.EIO
-                    refused[address] = error
-                    self.send_errors += 1
+            if address in refused:
+                continue
+            try:
+                sendto(data, address)
+            except OSError as exc:
+                error = exc.errno or errno.EIO
+                refused.add(address)
+                self.send_errors += 1
+                if log.isEnabledFor(logging.DEBUG):
                     log.debug("%s: sendto %s: %s", self.stack.name, address, exc)
-                    if error in BUSY_ERRORS:
-                        # a waiter that woke us for nothing may watch a socket since replaced
-                        self._arm(address, fresh=address not in took)
-                    else:
-                        self._drop_waiter(address)
+                if error in BUSY_ERRORS:
+                    # a waiter that woke us for nothing may watch a socket since replaced
+                    self._arm(address, fresh=address in woke)
                 else:
-                    sent += 1
-                    took.add(address)
-                    continue
-            self.stack.send_failed(address, data, error, now)
+                    self._drop_waiter(address)
+                self.stack.send_failed(address, data, error, now)
+            else:
+                sent += 1
+            woke.discard(address)
         return sent
 
     @property
