@@ -72,6 +72,7 @@ def _first_line(text: str) -> str:
 
 
 def pipeline_json(analysed: PipelineFigures | str | None) -> dict[str, Any] | None:
+    """The pipeline's part of ``--json``: None when skipped, else ok and its figures or error."""
     if analysed is None:
         return None
     if isinstance(analysed, str):
@@ -84,6 +85,7 @@ def pipeline_json(analysed: PipelineFigures | str | None) -> dict[str, Any] | No
 
 
 def pipeline_lines(analysed: PipelineFigures | str | None) -> str:
+    """The pipeline's lines under the table: skipped, why it did not run, or its audit."""
     if analysed is None:
         return "pipeline: skipped (--no-pipeline)\n"
     if isinstance(analysed, str):

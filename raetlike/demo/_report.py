@@ -30,6 +30,7 @@ class Screen:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
+    """The traffic rows as a text table, one line each under a header."""
     header = ("kind", "delivered", "failed", "bytes out", "bytes in", "p50 ms", "p99 ms")
     lines = [header]
     lines.extend(
