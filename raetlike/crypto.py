@@ -295,6 +295,29 @@ def derive_key(secret: bytes, context: bytes) -> bytes:
     return out
 
 
+def _aead_function(name: str) -> ctypes._CFuncPtr:  # type: ignore[name-defined]
+    """libsodium's ``crypto_aead_chacha20poly1305_ietf_<name>`` with its argument types set.
+
+    Declared argument types let ctypes pass ``bytes`` and ints straight through,
+    which costs a third of libnacl's per-call wrapper on small packets.
+    """
+    function = getattr(_sodium, f"crypto_aead_chacha20poly1305_ietf_{name}")
+    size = ctypes.c_ulonglong
+    pointer = ctypes.c_char_p
+    if name == "encrypt":  # c, &clen, m, mlen, ad, adlen, nsec, npub, k
+        function.argtypes = [pointer, ctypes.c_void_p, pointer, size, pointer, size,
+                             ctypes.c_void_p, pointer, pointer]
+    else:  # m, &mlen, nsec, c, clen, ad, adlen, npub, k
+        function.argtypes = [pointer, ctypes.c_void_p, ctypes.c_void_p, pointer, size,
+                             pointer, size, pointer, pointer]
+    function.restype = ctypes.c_int
+    return function
+
+
+_aead_encrypt = _aead_function("encrypt")
+_aead_decrypt = _aead_function("decrypt")
+
+
 class AeadKey:
     """ChaCha20-Poly1305 (IETF) with one key: the fast path's packet protection."""
 
@@ -305,19 +328,23 @@ class AeadKey:
 
     def seal(self, plain: bytes, nonce: bytes, associated: bytes) -> bytes:
         """Ciphertext ‖ 16-byte tag; ``associated`` is authenticated, not encrypted."""
-        out: bytes = libnacl.crypto_aead_chacha20poly1305_ietf_encrypt(
-            bytes(plain), bytes(associated), nonce, self._key
-        )
-        return out
+        nonce = _raw(nonce, AEAD_NONCE_SIZE, "AEAD nonce")
+        plain = bytes(plain)
+        associated = bytes(associated)
+        out = ctypes.create_string_buffer(len(plain) + AEAD_TAG_SIZE)
+        _aead_encrypt(out, None, plain, len(plain), associated, len(associated),
+                      None, nonce, self._key)
+        return out.raw
 
     def open(self, sealed: bytes, nonce: bytes, associated: bytes) -> bytes:
         """Plaintext; :class:`CryptoError` when the packet does not authenticate."""
+        nonce = _raw(nonce, AEAD_NONCE_SIZE, "AEAD nonce")
         if len(sealed) < AEAD_TAG_SIZE:
             raise CryptoError("AEAD packet too short")
-        try:
-            plain: bytes = libnacl.crypto_aead_chacha20poly1305_ietf_decrypt(
-                bytes(sealed), bytes(associated), nonce, self._key
-            )
-        except (ValueError, libnacl.CryptError) as exc:
-            raise CryptoError("AEAD packet does not authenticate") from exc
-        return plain
+        sealed = bytes(sealed)
+        associated = bytes(associated)
+        out = ctypes.create_string_buffer(len(sealed) - AEAD_TAG_SIZE)
+        if _aead_decrypt(out, None, None, sealed, len(sealed), associated, len(associated),
+                         nonce, self._key):
+            raise CryptoError("AEAD packet does not authenticate")
+        return out.raw
