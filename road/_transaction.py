@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from raetlike.errors import PacketError
 from raetlike.wire.body import coat as coat_body
 from raetlike.wire.body import pack_body
-from raetlike.wire.head import Head
+from raetlike.wire.head import Head, build_head
 from raetlike.wire.kinds import CoatKind, Flag, FootKind, PacketKind, TransactionKind
 from raetlike.wire.packet import Packet, pack_packet
 from road.remote import Address, Remote
@@ -34,6 +34,8 @@ Index = tuple[bool, int, "int | Address", int, int, bool]
 
 _CORRESPONDENT = int(Flag.CORRESPONDENT)
 _BROADCAST = int(Flag.BROADCAST)
+_FLAGS = tuple(Flag(value) for value in range(256))
+_HEAD_FIELDS = frozenset(Head.__slots__)
 
 
 def tx_index(head: Head, destination: Address) -> Index:
@@ -158,22 +160,34 @@ class Transaction:
     # -- packets out --------------------------------------------------------
 
     def head(self, packet_kind: PacketKind, **fields: Any) -> Head:
-        """A head for this transaction with RAET's fields for the given packet kind."""
-        flags = Flag.CORRESPONDENT if self.correspondent else Flag(0)
-        flags |= fields.pop("flags", Flag(0))
-        base: dict[str, Any] = {
-            "packet_kind": packet_kind,
-            "transaction_kind": self.kind,
-            "source_uid": self.remote.uid,
-            "destination_uid": self.remote.far_uid,
-            "session_id": self.session_id,
-            "transaction_id": self.transaction_id,
-            "flags": flags,
-            "head_kind": self.stack.config.head_kind,
-            "body_kind": self.stack.config.body_kind,
-        }
-        base.update(fields)
-        return Head(**base)
+        """A head for this transaction with RAET's fields for the given packet kind.
+
+        ``fields`` (Head field names) override the transaction's; ``flags`` are
+        added to the correspondent flag.
+        """
+        flags = (_CORRESPONDENT if self.correspondent else 0) | int(fields.pop("flags", 0))
+        if not fields.keys() <= _HEAD_FIELDS:
+            raise TypeError(f"not head fields: {sorted(fields.keys() - _HEAD_FIELDS)}")
+        get, remote, config = fields.get, self.remote, self.stack.config
+        return build_head(
+            packet_kind,
+            get("transaction_kind", self.kind),
+            get("source_uid", remote.uid),
+            get("destination_uid", remote.far_uid),
+            get("session_id", self.session_id),
+            get("transaction_id", self.transaction_id),
+            _FLAGS[flags],
+            get("segment_number", 0),
+            get("segment_count", 1),
+            get("message_length", 0),
+            get("body_kind", config.body_kind),
+            get("coat_kind", CoatKind.NADA),
+            get("foot_kind", FootKind.NADA),
+            get("head_kind", config.head_kind),
+            get("stamp", 0.0),
+            get("order_index", 0),
+            get("version", 0),
+        )
 
     def pack(
         self,

@@ -44,6 +44,8 @@ __all__ = [
     "parse_native_reference",
     "native_size",
     "native_optional_text",
+    "native_text_around_segments",
+    "segment_lines",
 ]
 
 START = b"ri RAET\n"
@@ -56,43 +58,77 @@ _DECIMAL = re.compile(r"-?[0-9]{1,30}(\.[0-9]{0,30})?")
 _KNOWN = frozenset(FIELD_ORDER) | {"ri", "pl", "hl", "fg"}
 
 
-def native_optional_text(head: Head) -> str:  # noqa: PLR0912 - one plain test per field is fastest
+def _lines(key: str, enum: type[PacketKind | TransactionKind | BodyKind | CoatKind | HeadKind],
+           ) -> dict[int, str]:
+    return {member: f"\n{key} {int(member):x}" for member in enum}
+
+
+# The lines of the enum fields, looked up rather than formatted (enum formatting is slow).
+_PACKET_KIND_LINES = _lines("pk", PacketKind)
+_HEAD_KIND_LINES = _lines("hk", HeadKind)
+_TRANSACTION_KIND_LINES = _lines("tk", TransactionKind)
+_BODY_KIND_LINES = _lines("bk", BodyKind)
+_COAT_KIND_LINES = _lines("ck", CoatKind)
+_FOOT_LINES = {kind: f"\nfk {int(kind):x}\nfl {foot_length(kind):x}" for kind in FootKind}
+
+
+def _line(lines: dict[int, str], key: str, value: int) -> str:
+    return lines.get(value) or f"\n{key} {int(value):x}"
+
+
+def native_text_around_segments(head: Head) -> tuple[str, str]:  # noqa: PLR0912 - plain tests
+    """The optional lines of ``head`` before and after the segment fields (``sn sc ml``).
+
+    Each line is led by ``\\n``; only fields that differ from their defaults
+    are written, in RAET's order, ``dt`` with six decimals and the rest in hex.
+    """
+    before = ""
+    if head.version:
+        before += f"\nvn {int(head.version):x}"
+    if head.packet_kind:
+        before += _line(_PACKET_KIND_LINES, "pk", head.packet_kind)
+    if head.head_kind:
+        before += _line(_HEAD_KIND_LINES, "hk", head.head_kind)
+    if head.source_uid:
+        before += f"\nse {head.source_uid:x}"
+    if head.destination_uid:
+        before += f"\nde {head.destination_uid:x}"
+    if head.session_id:
+        before += f"\nsi {head.session_id:x}"
+    if head.transaction_id:
+        before += f"\nti {head.transaction_id:x}"
+    if head.transaction_kind:
+        before += _line(_TRANSACTION_KIND_LINES, "tk", head.transaction_kind)
+    if head.stamp:
+        before += f"\ndt {head.stamp:f}"
+    if head.order_index:
+        before += f"\noi {head.order_index:x}"
+    after = ""
+    if head.body_kind:
+        after += _line(_BODY_KIND_LINES, "bk", head.body_kind)
+    if head.coat_kind:
+        after += _line(_COAT_KIND_LINES, "ck", head.coat_kind)
+    if head.foot_kind:
+        after += _FOOT_LINES[head.foot_kind]
+    return before, after
+
+
+def segment_lines(number: int, count: int, length: int) -> str:
+    """The ``sn``, ``sc`` and ``ml`` lines of a native head (each omitted at its default)."""
+    text = f"\nsn {number:x}" if number else ""
+    if count != 1:
+        text += f"\nsc {count:x}"
+    if length:
+        text += f"\nml {length:x}"
+    return text
+
+
+def native_optional_text(head: Head) -> str:
     """The optional lines of ``head`` (each led by ``\\n``) in RAET's order: the
     fields that differ from their defaults, ``dt`` with six decimals, the rest in hex."""
-    text = ""
-    if head.version:
-        text += f"\nvn {int(head.version):x}"
-    if head.packet_kind:
-        text += f"\npk {int(head.packet_kind):x}"
-    if head.head_kind:
-        text += f"\nhk {int(head.head_kind):x}"
-    if head.source_uid:
-        text += f"\nse {int(head.source_uid):x}"
-    if head.destination_uid:
-        text += f"\nde {int(head.destination_uid):x}"
-    if head.session_id:
-        text += f"\nsi {int(head.session_id):x}"
-    if head.transaction_id:
-        text += f"\nti {int(head.transaction_id):x}"
-    if head.transaction_kind:
-        text += f"\ntk {int(head.transaction_kind):x}"
-    if head.stamp:
-        text += f"\ndt {head.stamp:f}"
-    if head.order_index:
-        text += f"\noi {int(head.order_index):x}"
-    if head.segment_number:
-        text += f"\nsn {int(head.segment_number):x}"
-    if head.segment_count != 1:
-        text += f"\nsc {int(head.segment_count):x}"
-    if head.message_length:
-        text += f"\nml {int(head.message_length):x}"
-    if head.body_kind:
-        text += f"\nbk {int(head.body_kind):x}"
-    if head.coat_kind:
-        text += f"\nck {int(head.coat_kind):x}"
-    if head.foot_kind:
-        text += f"\nfk {int(head.foot_kind):x}\nfl {foot_length(head.foot_kind):x}"
-    return text
+    before, after = native_text_around_segments(head)
+    return before + segment_lines(head.segment_number, head.segment_count,
+                                  head.message_length) + after
 
 
 def _optional_text_reference(head: Head) -> str:

@@ -11,12 +11,13 @@ from __future__ import annotations
 from raetlike.errors import LocalProtocolError, PacketError
 from raetlike.wire._head_binary import BINARY_HEAD_SIZE, MAGIC, pack_binary, parse_binary
 from raetlike.wire._head_json import json_size, pack_json, parse_json
-from raetlike.wire._head_model import Head, check_head, foot_length
+from raetlike.wire._head_model import Head, build_head, check_head, foot_length
 from raetlike.wire._head_native import native_size, pack_native, parse_native
 from raetlike.wire.kinds import HeadKind
 
 __all__ = [
     "Head",
+    "build_head",
     "BINARY_HEAD_SIZE",
     "BINARY_MAGIC",
     "pack_head",

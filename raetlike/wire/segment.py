@@ -27,9 +27,14 @@ __all__ = ["segment", "segment_size", "plan_segments", "Reassembly", "SEGMENT_EX
 
 SEGMENT_EXTRA = {HeadKind.RAET: 27, HeadKind.JSON: 36, HeadKind.BINARY: 0}
 """Room a segment head may need beyond the unsegmented head, per head kind."""
+_SEGMENTED = int(Flag.SEGMENTED)
 
 
 def _unsegmented(head: Head, signed: bool) -> Head:
+    foot_kind = FootKind.NACL if signed else FootKind.NADA
+    if (head.foot_kind is foot_kind and head.segment_number == 0 and head.segment_count == 1
+            and head.message_length == 0 and not int(head.flags) & _SEGMENTED):
+        return head
     return replace(
         head,
         foot_kind=FootKind.NACL if signed else FootKind.NADA,

@@ -14,13 +14,11 @@ from dataclasses import replace
 
 from raetlike.crypto import SigningKey
 from raetlike.wire._head_model import UINT8_MAX, UINT16_MAX, UINT32_MAX, Head, check_head
-from raetlike.wire._head_native import native_optional_text
+from raetlike.wire._head_native import native_text_around_segments, segment_lines
 from raetlike.wire.kinds import (
     MAX_HEAD_SIZE,
     MAX_PACKET_SIZE,
     SIGNATURE_SIZE,
-    BodyKind,
-    CoatKind,
     Flag,
     FootKind,
     HeadKind,
@@ -49,23 +47,20 @@ class PacketTemplate:
     def __init__(self, head: Head, signer: SigningKey | None, *,
                  limit: int = MAX_PACKET_SIZE) -> None:
         foot_kind = FootKind.NADA if signer is None else FootKind.NACL
-        base = replace(head, foot_kind=foot_kind, segment_number=0, segment_count=1,
-                       message_length=0, flags=Flag(0))
+        base = head
+        if (head.foot_kind is not foot_kind or head.segment_number != 0
+                or head.segment_count != 1 or head.message_length != 0 or head.flags != 0):
+            base = replace(head, foot_kind=foot_kind, segment_number=0, segment_count=1,
+                           message_length=0, flags=_FLAGS[0])
         check_head(base)
         self._head = base
         self._signer = signer
         self._limit = limit
         self._foot_size = 0 if signer is None else SIGNATURE_SIZE
         self._native = base.head_kind is HeadKind.RAET
-        # The segment fields come between oi and bk in RAET's field order.
         # RAET's field order puts sn, sc and ml after oi and before bk, ck, fk and fl.
-        text, before = "", ""
-        if self._native:
-            text = native_optional_text(base)
-            before = native_optional_text(replace(base, body_kind=BodyKind.NADA,
-                                                  coat_kind=CoatKind.NADA,
-                                                  foot_kind=FootKind.NADA))
-        self._before, self._after = before, text[len(before):]
+        self._before, self._after = (native_text_around_segments(base) if self._native
+                                     else ("", ""))
 
     @property
     def head(self) -> Head:
@@ -86,13 +81,7 @@ class PacketTemplate:
                 and 1 <= segment_count <= UINT16_MAX and 0 <= message_length <= UINT32_MAX
                 and (segment_number < segment_count or not flags & _SEGMENTED)):
             return self._pack_slowly(coat, flags, segment_number, segment_count, message_length)
-        middle = ""
-        if segment_number:
-            middle = f"\nsn {segment_number:x}"
-        if segment_count != 1:
-            middle += f"\nsc {segment_count:x}"
-        if message_length:
-            middle += f"\nml {message_length:x}"
+        middle = segment_lines(segment_number, segment_count, message_length)
         head_size = _FIXED_SIZE + len(self._before) + len(middle) + len(self._after)
         size = head_size + len(coat) + self._foot_size
         if head_size > MAX_HEAD_SIZE or size > _PL_LIMIT or size > self._limit:
