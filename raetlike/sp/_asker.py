@@ -56,7 +56,7 @@ class Asker(SpEndpoint, Generic[EventT, OpenT]):
         self._roster.add(channel)
 
     def cancel(self, ask_id: int) -> bool:
-        """Stop waiting for ``ask_id``; a late answer to it counts as stray."""
+        """Stop waiting for ``ask_id`` (no SurveyDone for a survey); late answers are strays."""
         if self._open.pop(ask_id, None) is None:
             return False
         self._finish(ask_id, normally=False)
