@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 BUSY_ERRORS = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS})
 """Errors that mean "the yard is there but its queue is full": resume where we were."""
 
+BUSY_WINDOW = 16
+"""Fewest pages handed out per round to a yard whose queue was full (a Linux yard's queue
+holds ``net.unix.max_dgram_qlen`` + 1 datagrams, 11 by default): room a wake-up may have
+made, without building many pages the kernel will refuse."""
+
 
 @dataclass(frozen=True, slots=True)
 class LaneConfig:
@@ -71,6 +76,15 @@ class LaneConfig:
     """Half-received books kept at once."""
     max_buffered_bytes: int = 256 * 1024 * 1024
     """Section bytes kept at once over all half-received books."""
+
+
+def _yard_name(name: str) -> bool:
+    """True if ``name`` can name a yard (a page head may carry any other word)."""
+    try:
+        check_name("yard", name)
+    except LocalProtocolError:
+        return False
+    return True
 
 
 class LaneStack:
@@ -279,6 +293,7 @@ class LaneStack:
                 budget -= stop - first
                 if budget <= 0:
                     break
+            remote.window_filled = budget <= 0
             self._handed.add(remote.name)
         self.stats.datagrams_sent += len(out)
         self.stats.bytes_sent += sum([len(page) for page, _ in out])
@@ -345,6 +360,8 @@ class LaneStack:
 
     def _refused(self, remote: RemoteYard, busy: bool, position: int, error: int) -> None:
         """Back off ``remote`` after a refusal; it had ``position`` pages taken this round."""
+        if busy:  # hand out about what its queue took, not a whole round's budget, next time
+            remote.window = min(max(position, BUSY_WINDOW), self.config.pages_per_round)
         if not busy and not remote.rewound:
             remote.rewound = True
             for later in itertools.takewhile(lambda o: o.next_page > 0, remote.outbox):
@@ -352,7 +369,6 @@ class LaneStack:
         if remote.blocked_until is not None and remote.blocked_until >= self.now:
             return  # already backing off
         if busy and position > 0:  # the yard took pages this round: it drains; wait for room
-            remote.window = position
             remote.failing_since = None
             remote.retry_delay = 0.0
             remote.blocked_until = self.now + self.config.busy_retry
@@ -419,6 +435,9 @@ class LaneStack:
             self.stats.drop(Drop.REFUSED)
             log.debug("%s: unaccepted yard %s dropped", self.name, name)
             return None
+        if not _yard_name(name):
+            self.stats.drop(Drop.MALFORMED)  # the head parses, but names no possible yard
+            return None
         via = None
         for main in self.yards.values():
             if main.main and source == main.path:
@@ -445,7 +464,7 @@ class LaneStack:
             return
         destination = self.yards.get(head.destination)
         if destination is None:
-            if not self._acceptable(head.destination):
+            if not self._acceptable(head.destination) or not _yard_name(head.destination):
                 self.stats.drop(Drop.UNKNOWN_DESTINATION)
                 return
             destination = self.add_yard(head.destination)
@@ -480,7 +499,7 @@ class LaneStack:
             if remote.blocked_until is None:
                 remote.failing_since = None
                 remote.retry_delay = 0.0
-                if remote.window:
+                if remote.window and remote.window_filled:  # all taken, and it wanted more
                     remote.window = min(remote.window * 2, self.config.pages_per_round)
             remote.rewound = False
         self._handed.clear()

@@ -119,6 +119,8 @@ class RemoteYard:
     """A "gone" failure already sent this round's books back to their first page."""
     window: int = 0
     """Pages handed out per round; shrinks to what a busy yard took, grows back by doubling."""
+    window_filled: bool = False
+    """The last round handed out a whole window (more was waiting)."""
     last_error: str = ""
 
     def next_book_id(self) -> int:

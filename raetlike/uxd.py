@@ -142,28 +142,36 @@ class UxdDriver:
         return self.sock.fileno() if self._epoll is None else self._epoll.fileno()
 
     def receive(self, now: float) -> int:
-        """Tell the stack which busy yards have room; drain up to a batch of datagrams.
+        """Tell the stack which busy yards have room; take up to BATCH datagrams.
 
         The socket is emptied first and the datagrams handed to the stack
         after: the senders get the whole queue back at once (it holds only a
-        few datagrams) and refill it while the stack works.
+        few datagrams) and refill it while the stack works.  Then the socket
+        is emptied again, until it is found empty or BATCH datagrams were
+        taken: a refilled queue costs one more ``recvfrom`` instead of a
+        round of the loop.
         """
         if self._waiting and self._epoll is not None:
             self._woken(self._epoll.poll(0), now)
-        batch: list[tuple[bytes, str]] = []
         recvfrom = self.sock.recvfrom
-        while len(batch) < BATCH:
-            try:
-                batch.append(recvfrom(MAX_DATAGRAM + 1))
-            except BlockingIOError:
-                break
-            except OSError as exc:
-                log.debug("%s: recvfrom: %s", self.stack.name, exc)
-                break
         receive_datagram = self.stack.receive_datagram
-        for data, source in batch:
-            receive_datagram(data, source or None, now)
-        return len(batch)
+        taken = 0
+        while taken < BATCH:
+            batch: list[tuple[bytes, str]] = []
+            while taken + len(batch) < BATCH:
+                try:
+                    batch.append(recvfrom(MAX_DATAGRAM + 1))
+                except BlockingIOError:
+                    break
+                except OSError as exc:
+                    log.debug("%s: recvfrom: %s", self.stack.name, exc)
+                    break
+            if not batch:
+                break
+            for data, source in batch:
+                receive_datagram(data, source or None, now)
+            taken += len(batch)
+        return taken
 
     def _woken(self, ready: list[tuple[int, int]], now: float) -> None:
         for fd, flags in ready:

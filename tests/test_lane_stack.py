@@ -145,3 +145,26 @@ def test_commands_that_break_the_rules_raise_local_protocol_errors() -> None:
         a.add_yard("has space")
     with pytest.raises(LocalProtocolError):
         net.yard("x", lane="dotted.lane")
+
+
+def test_a_page_naming_no_possible_yard_is_dropped_not_raised() -> None:
+    net = LaneNet()
+    main = net.yard("main", main=True)
+    for source, destination in (("", ""), ("x/y", "main"), ("a", ""), ("a", "p/q")):
+        page = (b"ri RAET\nvn 0\npk 0\nsn " + source.encode() + b"\ndn "
+                + destination.encode() + b"\nsi " + b"0" * 18 + b"\nbi 1\npn 0000\npc 0001\n\n")
+        main.receive_datagram(page, "/lanes/lane.a.uxd", net.now)
+    assert main.stats.dropped[Drop.MALFORMED] == 2
+    assert main.stats.dropped[Drop.UNKNOWN_DESTINATION] == 2
+    assert set(main.yards) == {"a"}
+
+
+def test_repeated_messages_between_known_yards_arrive_whole_and_in_order() -> None:
+    net = LaneNet()
+    a, b = net.yard("a"), net.yard("b")
+    for number in range(50):
+        a.transmit({"n": number, "text": "é" * number}, to="b", now=net.now)
+        net.settle()
+    got = net.received(b)
+    assert [event.body for event in got] == [{"n": n, "text": "é" * n} for n in range(50)]
+    assert b.binder.stats.messages == b.stats.messages_received == 50

@@ -18,8 +18,16 @@ datagrams; a sender then gets EAGAIN).
 - ``16 MB``: one 16 MiB message (``payload`` string) through the lane, and
   raw: the same number and size of datagrams its pages make.
 
+Raw and lane runs alternate (raw, lane, raw, lane, ...) so that both see the
+same load on a shared host; each figure is the median over ``--repeat`` runs,
+and the ratio is the median of the per-pair ratios.  Beside wall time the
+table gives the CPU each side spent per message (``time.process_time`` from
+the first datagram to the last, in each process).  ``--kind msgpack`` sends
+msgpack pages (``LaneConfig(page_kind=PageKind.MSGPACK)``; raw datagrams are
+then as large as those pages).
+
 Usage: ``.venv/bin/python tools/bench_lane.py [--count 100000] [--size 100]
-[--repeat 3] [--json]``
+[--repeat 5] [--kind json|msgpack] [--no-big] [--json]``
 """
 
 from __future__ import annotations
@@ -38,13 +46,15 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lane import LaneStack, LocalYard, events
+from lane import LaneConfig, LaneStack, LocalYard, events
 from raetlike.errors import BackpressureError
 from raetlike.run import Loop
 from raetlike.uxd import UxdDriver
+from raetlike.wire.kinds import PageKind
 from raetlike.wire.page import paginate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,57 +85,87 @@ def _raw_receiver(directory: str, total_bytes: int) -> None:
     poller.register(sock, select.POLLIN)
     got = 0
     source = ""
+    cpu = 0.0
     while got < total_bytes:
         poller.poll()
+        if not got:
+            cpu = time.process_time()
         while True:
             try:
                 data, source = sock.recvfrom(MAX_DATAGRAM)
             except BlockingIOError:
                 break
             got += len(data)
+    cpu = time.process_time() - cpu
     sock.setblocking(True)
     sock.sendto(b"done", source)
     sock.close()
     os.unlink(path)
+    print(f"cpu {cpu}", flush=True)
 
 
-def _lane_receiver(directory: str, count: int) -> None:
+def _lane_receiver(directory: str, count: int, kind: PageKind) -> None:
     """Count messages on the yard ``sink``; answer ``{"done": n}`` once ``count`` arrived."""
-    stack = LaneStack(LocalYard("sink", LANE, directory))
+    stack = LaneStack(LocalYard("sink", LANE, directory), LaneConfig(page_kind=kind))
     loop = Loop()
     loop.add(UxdDriver(stack))
     print("ready", flush=True)
     got = 0
     sender = ""
+    cpu = 0.0
 
     def counted() -> bool:
-        nonlocal got, sender
+        nonlocal got, sender, cpu
         while (event := stack.next_event()) is not None:
             if isinstance(event, events.MessageReceived):
+                if not got:
+                    cpu = time.process_time()
                 got += 1
                 sender = event.yard
         return got >= count
 
     loop.run_until(counted, timeout=TIMEOUT)
+    cpu = time.process_time() - cpu
     stack.transmit({"done": got}, to=sender)
     loop.run_until(lambda: stack.get_timer() is None, timeout=5)
     loop.close()
+    print(f"cpu {cpu}", flush=True)
 
 
 # -- senders (this process) --------------------------------------------------
 
 
-def _start(role: str, directory: str, amount: int) -> subprocess.Popen[str]:
+def _start(role: str, directory: str, amount: int,
+           kind: PageKind = PageKind.JSON) -> subprocess.Popen[str]:
     child = subprocess.Popen(
-        [sys.executable, __file__, "--role", role, "--dir", directory, "--amount", str(amount)],
+        [sys.executable, __file__, "--role", role, "--dir", directory, "--amount", str(amount),
+         "--kind", kind.name.lower()],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     if child.stdout is None or child.stdout.readline().strip() != "ready":
         raise SystemExit(f"{role} receiver did not start")
     return child
 
 
-def raw_send(directory: str, datagrams: list[bytes]) -> float:
-    """Seconds to stream ``datagrams`` to a raw receiver and hear it has them all."""
+def _finish(child: subprocess.Popen[str]) -> float:
+    """Wait for a receiver to exit; the CPU seconds it reported for the stream."""
+    out, _ = child.communicate(timeout=10)
+    for line in out.splitlines():
+        if line.startswith("cpu "):
+            return float(line.split()[1])
+    raise SystemExit("receiver reported no CPU time")
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One stream: wall seconds, and CPU seconds of the sender and of the receiver."""
+
+    seconds: float
+    sender_cpu: float
+    receiver_cpu: float
+
+
+def raw_send(directory: str, datagrams: list[bytes]) -> Run:
+    """Stream ``datagrams`` to a raw receiver until it says it has them all."""
     path = os.path.join(directory, "raw.sink.uxd")
     child = _start("raw", directory, sum(len(d) for d in datagrams))
     own = os.path.join(directory, "raw.source.uxd")
@@ -138,6 +178,7 @@ def raw_send(directory: str, datagrams: list[bytes]) -> float:
     waiter.setblocking(False)
     poller = select.poll()
     start = time.perf_counter()
+    cpu = time.process_time()
     index = 0
     while index < len(datagrams):
         try:
@@ -154,18 +195,20 @@ def raw_send(directory: str, datagrams: list[bytes]) -> float:
     sock.settimeout(TIMEOUT)
     if sock.recv(16) != b"done":
         raise SystemExit("raw receiver said something else")
+    cpu = time.process_time() - cpu
     seconds = time.perf_counter() - start
-    child.wait(timeout=10)
+    receiver_cpu = _finish(child)
     waiter.close()
     sock.close()
     os.unlink(own)
-    return seconds
+    return Run(seconds, cpu, receiver_cpu)
 
 
-def lane_send(directory: str, messages: list[dict[str, Any]]) -> float:
-    """Seconds to transmit ``messages`` to a lane receiver and get its answer."""
-    child = _start("lane", directory, len(messages))
-    stack = LaneStack(LocalYard("source", LANE, directory))
+def lane_send(directory: str, messages: list[dict[str, Any]],
+              kind: PageKind = PageKind.JSON) -> Run:
+    """Transmit ``messages`` to a lane receiver until it answers it has them all."""
+    child = _start("lane", directory, len(messages), kind)
+    stack = LaneStack(LocalYard("source", LANE, directory), LaneConfig(page_kind=kind))
     loop = Loop()
     loop.add(UxdDriver(stack))
     answer: list[dict[str, Any]] = []
@@ -177,6 +220,7 @@ def lane_send(directory: str, messages: list[dict[str, Any]]) -> float:
         return bool(answer)
 
     start = time.perf_counter()
+    cpu = time.process_time()
     index = 0
     while index < len(messages):
         try:
@@ -187,45 +231,65 @@ def lane_send(directory: str, messages: list[dict[str, Any]]) -> float:
         index += 1
     if not loop.run_until(answered, timeout=TIMEOUT):
         raise SystemExit("lane receiver did not answer")
+    cpu = time.process_time() - cpu  # waiting in the selector takes none
     seconds = time.perf_counter() - start
     if answer[0].get("done") != len(messages):
         raise SystemExit(f"lane receiver answered {answer[0]}")
-    child.wait(timeout=10)
+    receiver_cpu = _finish(child)
     loop.close()
-    return seconds
+    return Run(seconds, cpu, receiver_cpu)
 
 
 # -- the table ---------------------------------------------------------------
 
 
-def _best(repeat: int, run: Callable[[], float]) -> float:
-    return statistics.median(run() for _ in range(repeat))
+def _pairs(repeat: int, raw: Callable[[], Run], lane: Callable[[], Run]) -> list[tuple[Run, Run]]:
+    """``repeat`` (raw, lane) runs, alternating."""
+    return [(raw(), lane()) for _ in range(repeat)]
 
 
-def measure(count: int, size: int, repeat: int, *, big: bool = True) -> dict[str, Any]:
+def _summary(pairs: list[tuple[Run, Run]], amount: int) -> dict[str, float]:
+    """Medians: seconds, CPU µs per item on each side, and the lane/raw throughput ratio."""
+    median = statistics.median
+    out: dict[str, float] = {}
+    for number, name in enumerate(("raw", "lane")):
+        runs = [pair[number] for pair in pairs]
+        out[f"{name}_seconds"] = median(run.seconds for run in runs)
+        out[f"{name}_sender_us"] = median(run.sender_cpu for run in runs) / amount * 1e6
+        out[f"{name}_receiver_us"] = median(run.receiver_cpu for run in runs) / amount * 1e6
+    out["ratio"] = median(raw.seconds / lane.seconds for raw, lane in pairs)
+    return out
+
+
+def measure(count: int, size: int, repeat: int, *, big: bool = True,
+            kind: PageKind = PageKind.JSON) -> dict[str, Any]:
     """The figures: messages (or datagrams) per second and 16 MB seconds, raw and lane."""
     directory = tempfile.mkdtemp(prefix="bench-lane-")
     os.chmod(directory, 0o700)
     try:
         message = {"payload": "x" * size}
-        small = paginate("source", "sink", "0" * 18, 1, message)
+        small = paginate("source", "sink", "0" * 18, 1, message, kind)
         small_pages = [small[0]] * count
         figures: dict[str, Any] = {
-            "max_dgram_qlen": _queue_limit(),
+            "max_dgram_qlen": _queue_limit(), "kind": kind.name.lower(),
             "count": count, "size": size, "page_bytes": len(small[0]), "repeat": repeat,
         }
-        raw = _best(repeat, lambda: raw_send(directory, small_pages))
-        lane = _best(repeat, lambda: lane_send(directory, [message] * count))
-        figures["raw_per_second"] = count / raw
-        figures["lane_per_second"] = count / lane
-        figures["ratio"] = raw / lane
+        pairs = _pairs(repeat, lambda: raw_send(directory, small_pages),
+                       lambda: lane_send(directory, [message] * count, kind))
+        figures.update(_summary(pairs, count))
+        figures["raw_per_second"] = count / figures["raw_seconds"]
+        figures["lane_per_second"] = count / figures["lane_seconds"]
+        figures["runs"] = [[count / raw.seconds, count / lane.seconds] for raw, lane in pairs]
         if big:
             huge = {"payload": "x" * BIG}
-            pages = paginate("source", "sink", "0" * 18, 1, huge)
+            pages = paginate("source", "sink", "0" * 18, 1, huge, kind)
             figures["big_pages"] = len(pages)
-            figures["big_raw_seconds"] = _best(repeat, lambda: raw_send(directory, pages))
-            figures["big_lane_seconds"] = _best(repeat, lambda: lane_send(directory, [huge]))
-            figures["big_ratio"] = figures["big_raw_seconds"] / figures["big_lane_seconds"]
+            big_pairs = _pairs(repeat, lambda: raw_send(directory, pages),
+                               lambda: lane_send(directory, [huge], kind))
+            summary = _summary(big_pairs, 1)
+            figures["big_raw_seconds"] = summary["raw_seconds"]
+            figures["big_lane_seconds"] = summary["lane_seconds"]
+            figures["big_ratio"] = summary["ratio"]
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return figures
@@ -235,15 +299,22 @@ def table(figures: dict[str, Any]) -> str:
     """The figures as a small text table."""
     lines = [
         (f"max_dgram_qlen {figures['max_dgram_qlen']}, {figures['count']} messages of "
-         f"{figures['size']} B ({figures['page_bytes']} B pages), median of {figures['repeat']}"),
-        f"{'':28}{'raw UXD':>14}{'lane':>14}{'lane/raw':>10}",
-        (f"{'100 B messages/s':28}{figures['raw_per_second']:>14,.0f}"
-         f"{figures['lane_per_second']:>14,.0f}{figures['ratio']:>10.2f}"),
+         f"{figures['size']} B ({figures['kind']}, {figures['page_bytes']} B pages), "
+         f"median of {figures['repeat']} alternating runs"),
+        f"{'':30}{'raw UXD':>12}{'lane':>12}{'lane/raw':>10}",
+        (f"{'100 B messages/s':30}{figures['raw_per_second']:>12,.0f}"
+         f"{figures['lane_per_second']:>12,.0f}{figures['ratio']:>10.2f}"),
+        (f"{'  sender CPU, us/message':30}{figures['raw_sender_us']:>12.1f}"
+         f"{figures['lane_sender_us']:>12.1f}"),
+        (f"{'  receiver CPU, us/message':30}{figures['raw_receiver_us']:>12.1f}"
+         f"{figures['lane_receiver_us']:>12.1f}"),
+        "  runs (raw, lane msgs/s): " + ", ".join(
+            f"({raw:,.0f}, {lane:,.0f})" for raw, lane in figures["runs"]),
     ]
     if "big_pages" in figures:
         lines.append(
-            f"{'16 MiB message, s (' + str(figures['big_pages']) + ' pages)':28}"
-            f"{figures['big_raw_seconds']:>14.3f}{figures['big_lane_seconds']:>14.3f}"
+            f"{'16 MiB message, s (' + str(figures['big_pages']) + ' pages)':30}"
+            f"{figures['big_raw_seconds']:>12.3f}{figures['big_lane_seconds']:>12.3f}"
             f"{figures['big_ratio']:>10.2f}")
     return "\n".join(lines)
 
@@ -253,7 +324,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--kind", choices=["json", "msgpack"], default="json",
+                        help="how lane pages are serialized")
     parser.add_argument("--no-big", action="store_true", help="skip the 16 MiB message")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--role", choices=["raw", "lane"], help=argparse.SUPPRESS)
@@ -263,10 +336,11 @@ def main() -> None:
     if args.role == "raw":
         _raw_receiver(args.dir, args.amount)
         return
+    kind = PageKind[args.kind.upper()]
     if args.role == "lane":
-        _lane_receiver(args.dir, args.amount)
+        _lane_receiver(args.dir, args.amount, kind)
         return
-    figures = measure(args.count, args.size, args.repeat, big=not args.no_big)
+    figures = measure(args.count, args.size, args.repeat, big=not args.no_big, kind=kind)
     with contextlib.suppress(BrokenPipeError):
         print(json.dumps(figures) if args.json else table(figures))
 
