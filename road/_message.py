@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from raetlike.errors import CryptoError, LocalProtocolError, PacketError
 from raetlike.wire.body import coat as coat_body
 from raetlike.wire.body import pack_body, parse_body, uncoat
+from raetlike.wire.head import build_head
 from raetlike.wire.kinds import BodyKind, CoatKind, Flag, FootKind, PacketKind, TransactionKind
 from raetlike.wire.packet import Packet
-from raetlike.wire.segment import Reassembly, plan_segments
+from raetlike.wire.segment import Reassembly
 from raetlike.wire.template import PacketTemplate
 from road._transaction import Transaction
 from road.stats import Drop
@@ -37,6 +38,7 @@ _WAIT = int(Flag.WAIT)
 _AGAIN = int(Flag.AGAIN)
 _SEGMENTED = int(Flag.SEGMENTED)
 _PER_PACKET = _WAIT | _AGAIN
+_CORRESPONDENT = int(Flag.CORRESPONDENT)
 _FLAGS = tuple(Flag(value) for value in range(256))
 
 
@@ -87,9 +89,8 @@ class Messenger(Transaction):
                 PacketKind.MESSAGE, body_kind=body_kind, coat_kind=CoatKind.NACL,
                 foot_kind=FootKind.NACL,
             )
-            self.segmented, self.count, self.chunk_size = plan_segments(
-                template, len(payload), True)
             self.packets = PacketTemplate(template, self.stack.local.signing_key)
+            self.segmented, self.count, self.chunk_size = self.packets.plan(len(payload))
             self.coat = payload
             self.flags = (int(template.flags) & ~_PER_PACKET
                           | (_SEGMENTED if self.segmented else 0))
@@ -159,14 +160,17 @@ class Messenger(Transaction):
             self.current = numbers[-1] + 1
             self._transmit(numbers, again=False)
 
-    def _answered(self) -> None:
+    def _answered(self, *, more: bool = True) -> None:
+        """The receiver answered: the burst left the window; ``more`` lets others use it now
+        (an ending messenger leaves that to :meth:`end`)."""
         self.acked = True
         self.redos_unanswered = 0
         self.remote.segments_in_flight -= self.outstanding
         self.outstanding = 0
         self.redo_interval = self.redo_min
         self.stack._presence(self.remote, alive=True)
-        self.stack._window_opened(self.remote)
+        if more:
+            self.stack._window_opened(self.remote)
 
     def end(self) -> None:
         if self.outstanding:
@@ -205,7 +209,7 @@ class Messenger(Transaction):
     def on_done(self, packet: Packet) -> None:
         if self.open(packet, signed=True) is None:
             return
-        self._answered()
+        self._answered(more=False)
         self.end()
         self.stack._sent(self.remote, self.outgoing)
 
@@ -272,6 +276,7 @@ class Messengent(Transaction):
         )
         first = packet.head
         self.wait_flag = _FLAGS[int(first.flags) & _WAIT]
+        self.reply_flags = _FLAGS[int(first.flags) & _WAIT | _CORRESPONDENT]
         self.coat_kind, self.foot_kind = first.coat_kind, first.foot_kind
         self.body_kind = first.body_kind
         self.reassembly: Reassembly | None = None
@@ -283,13 +288,21 @@ class Messengent(Transaction):
         return self.States.RECEIVING
 
     def head(self, packet_kind: PacketKind, **fields: Any) -> Any:
+        if not fields:  # done, nack, resend: the message's coat, foot and wait flag
+            remote, config = self.remote, self.stack.config
+            return build_head(
+                packet_kind, self.kind, remote.uid, remote.far_uid, self.session_id,
+                self.transaction_id, self.reply_flags, 0, 1, 0, config.body_kind,
+                self.coat_kind, self.foot_kind, config.head_kind, 0.0, 0, 0,
+            )
         fields.setdefault("coat_kind", self.coat_kind)
         fields.setdefault("foot_kind", self.foot_kind)
         fields.setdefault("flags", self.wait_flag)
         return super().head(packet_kind, **fields)
 
-    def _reply(self, kind: PacketKind, body: dict[str, Any] | None = None, **fields: Any) -> None:
-        self.send(kind, body, secure=False, **fields)
+    def _reply(self, kind: PacketKind, body: dict[str, Any] | None = None, *,
+               remember: bool = True, **fields: Any) -> None:
+        self.send(kind, body, secure=False, remember=remember, **fields)
 
     def start(self, index: Any, packet: Packet) -> None:
         """Take the first segment (the stack verified its signature already)."""
@@ -366,7 +379,7 @@ class Messengent(Transaction):
             self._reply(PacketKind.NACK)
             self.fail("message did not decrypt or parse")
             return
-        self._reply(PacketKind.DONE, None)
+        self._reply(PacketKind.DONE, None, remember=False)  # done_again answers repeats
         self.end()
         self.stack._delivered(remote, self, body, segments)
 

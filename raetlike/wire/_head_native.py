@@ -159,11 +159,11 @@ def pack_native(head: Head, coat_size: int) -> bytes:
 
 # -- the fast path -----------------------------------------------------------------
 
-_H = rb"([0-9a-fA-F]{1,16})"
+_H = rb"([0-9a-fA-F]{1,16}+)"  # possessive: a hex run never gives digits back
 _CANONICAL = re.compile(
     rb"ri RAET\npl " + _H + rb"\nhl " + _H + rb"\n(?:fg " + _H + rb"\n)?"
     + b"".join(
-        rb"(?:dt (-?[0-9]{1,30}(?:\.[0-9]{0,30})?)\n)?" if key == "dt"
+        rb"(?:dt (-?[0-9]{1,30}+(?:\.[0-9]{0,30}+)?)\n)?" if key == "dt"
         else b"(?:" + key.encode("ascii") + b" " + _H + rb"\n)?"
         for key in FIELD_ORDER
     )

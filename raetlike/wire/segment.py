@@ -23,7 +23,8 @@ from raetlike.wire.kinds import (
     HeadKind,
 )
 
-__all__ = ["segment", "segment_size", "plan_segments", "Reassembly", "SEGMENT_EXTRA"]
+__all__ = ["segment", "segment_size", "plan_segments", "plan_for_head_size", "Reassembly",
+           "SEGMENT_EXTRA"]
 
 SEGMENT_EXTRA = {HeadKind.RAET: 27, HeadKind.JSON: 36, HeadKind.BINARY: 0}
 """Room a segment head may need beyond the unsegmented head, per head kind."""
@@ -66,12 +67,22 @@ def plan_segments(
     """
     if coat_size > MAX_MESSAGE_SIZE:
         raise LocalProtocolError(f"message of {coat_size} bytes exceeds {MAX_MESSAGE_SIZE}")
-    base = _unsegmented(head, signed)
+    base_size = head_size(_unsegmented(head, signed))
+    return plan_for_head_size(base_size, head.head_kind, coat_size, signed, limit=limit)
+
+
+def plan_for_head_size(
+    base_size: int, head_kind: HeadKind, coat_size: int, signed: bool, *,
+    limit: int = MAX_PACKET_SIZE,
+) -> tuple[bool, int, int]:
+    """:func:`plan_segments` for a head of kind ``head_kind`` that takes ``base_size`` bytes
+    unsegmented (for a caller that knows that size already)."""
+    if coat_size > MAX_MESSAGE_SIZE:
+        raise LocalProtocolError(f"message of {coat_size} bytes exceeds {MAX_MESSAGE_SIZE}")
     foot = SIGNATURE_SIZE if signed else 0
-    base_size = head_size(base)
     if base_size + coat_size + foot <= limit:
         return False, 1, coat_size
-    size = limit - (base_size + SEGMENT_EXTRA[head.head_kind] + foot)
+    size = limit - (base_size + SEGMENT_EXTRA[head_kind] + foot)
     if size <= 0:
         raise LocalProtocolError(f"a limit of {limit} bytes leaves no room for a segment")
     count = -(-coat_size // size)

@@ -24,6 +24,7 @@ from raetlike.wire.kinds import (
     HeadKind,
 )
 from raetlike.wire.packet import pack_packet, signed_bytes
+from raetlike.wire.segment import plan_for_head_size, plan_segments
 
 __all__ = ["PacketTemplate"]
 
@@ -61,6 +62,15 @@ class PacketTemplate:
         # RAET's field order puts sn, sc and ml after oi and before bk, ck, fk and fl.
         self._before, self._after = (native_text_around_segments(base) if self._native
                                      else ("", ""))
+
+    def plan(self, coat_size: int) -> tuple[bool, int, int]:
+        """:func:`~raetlike.wire.segment.plan_segments` of a coat of ``coat_size`` bytes under
+        the shared head: (segmented, segment count, chunk size)."""
+        if self._native:
+            base_size = _FIXED_SIZE + len(self._before) + len(self._after)
+            return plan_for_head_size(base_size, HeadKind.RAET, coat_size,
+                                      self._signer is not None, limit=self._limit)
+        return plan_segments(self._head, coat_size, self._signer is not None, limit=self._limit)
 
     @property
     def head(self) -> Head:
