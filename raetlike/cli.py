@@ -240,8 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
     pinger.add_argument("--json", action="store_true", help="print one JSON object")
 
     bench = commands.add_parser(
-        "bench", parents=[common], help="measure raw UDP, fast mode, RAET mode and RAET 0.6.8",
-        description="Run peers in child processes on loopback and print a table with ratios.",
+        "bench", parents=[common],
+        help="measure raw UDP, pyzmq+CURVE, fast mode, RAET mode and RAET 0.6.8",
+        description="Run peers in child processes on loopback and print a table, then each "
+                    "goal (met or MISSED) as a ratio.",
         epilog="examples:\n  raetlike bench --quick\n  raetlike bench --repeat 5 --json\n",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     bench.add_argument("--quick", action="store_true", help="a short run (one repetition)")
@@ -249,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeat", type=_positive(int, 1), default=None, metavar="N",
                        help="repetitions per figure (median; default 3, quick 1)")
     bench.add_argument("--estates", type=_positive(int, 1), default=None, metavar="N",
-                       help="estates joining one main (default 200, quick 50)")
+                       help="estates joining one main (default 1000, quick 200)")
 
     keys = commands.add_parser(
         "keys", parents=[common], help="list, accept, reject or delete remote keys",

@@ -96,14 +96,18 @@ class UdpDriver:
 
         Receiving interleaves with sending: once ``flush_after`` seconds went
         into this batch since the last flush, what the stack has to send
-        (acks, dones, replies) goes out before the next datagram is read, so a
-        peer is never kept waiting for a whole batch of slow (signed) packets.
-        Zero turns interleaving off.
+        (acks, dones, replies, messages a freed window lets go) goes out
+        before the next datagram is read, so a peer is never kept waiting for
+        a whole batch of slow (signed) packets.  Zero turns interleaving off.
+        The stack is told the time as it advances through the batch (``now``
+        plus what the batch has taken so far), so what it starts mid-batch
+        gets its timers from the right moment, not the batch's start.
         """
         count = 0
         budget = self.flush_after
         clock = time.perf_counter
-        since = clock()
+        began = since = clock()
+        current = now
         while count < BATCH:
             try:
                 data, source = self.sock.recvfrom(MAX_DATAGRAM)
@@ -112,11 +116,14 @@ class UdpDriver:
             except OSError as exc:  # e.g. ICMP port unreachable reported on Linux
                 log.debug("recvfrom: %s", exc)
                 break
-            self.stack.receive_datagram(data, (str(source[0]), int(source[1])), now)
+            self.stack.receive_datagram(data, (str(source[0]), int(source[1])), current)
             count += 1
-            if budget and clock() - since > budget:
-                self.send(now)
-                since = clock()
+            if budget:
+                ticked = clock()
+                current = now + (ticked - began)
+                if ticked - since > budget:
+                    self.send(current)
+                    since = clock()
         return count
 
     def send(self, now: float) -> int:
