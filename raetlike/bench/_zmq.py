@@ -5,8 +5,9 @@ The server (:func:`serve_zmq`, a child process) binds a ROUTER socket with
 client is a DEALER with its own CURVE key pair.  One-way uses raw UDP's flow
 control (docs/performance.md): at most ``window`` messages unacknowledged, the
 server answering every ``ack_every``-th with the cumulative count and ``F``
-with the count now.  ``P`` messages are echoed (round trips), ``B`` messages
-answered with ``done`` (the 10 MB message).
+(sent after the last message) with ``F`` and the count, which ends the run.
+``P`` messages are echoed (round trips), ``B`` messages answered with ``done``
+(the 10 MB message).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def serve_zmq() -> None:
         elif first == b"R":
             count, ack_every = 0, _RESET.unpack_from(body)[1]
         elif first == b"F":
-            send([identity, pack(count)])
+            send([identity, b"F" + pack(count)])
         elif first == b"B":
             send([identity, b"done"])
         else:
@@ -89,14 +90,20 @@ class ZmqClient:
         payload = b"o" * 100
         sent = acked = 0
         start = time.perf_counter()
-        while acked < count:
+        while True:
             while sent < count and sent - acked < window:
                 send(payload)
                 sent += 1
                 if sent == count:
                     send(b"F")
-            acked = max(acked, unpack(receive())[0])
-        return time.perf_counter() - start
+            reply = receive()
+            if reply[:1] == b"F":  # the answer to F comes after every ack: nothing is left over
+                break
+            acked = unpack(reply)[0]
+        elapsed = time.perf_counter() - start
+        if unpack(reply[1:])[0] != count:
+            raise RuntimeError(f"pyzmq+CURVE server counted {unpack(reply[1:])[0]} of {count}")
+        return elapsed
 
     def ping(self, count: int) -> list[float]:
         """Round-trip times of ``count`` 100-byte ping-pongs."""
