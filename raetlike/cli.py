@@ -167,6 +167,26 @@ def _verbosity(parser: argparse.ArgumentParser, default: Any) -> None:
                         help="less log output")
 
 
+def _add_bench(commands: Any, common: argparse.ArgumentParser) -> None:
+    """The ``bench`` subcommand's arguments."""
+    bench = commands.add_parser(
+        "bench", parents=[common],
+        help="measure raw UDP, pyzmq+CURVE, fast mode, RAET mode and RAET 0.6.8",
+        description="Run peers in child processes on loopback and print a table, then each "
+                    "goal (met or MISSED) as a ratio.",
+        epilog="examples:\n  raetlike bench --quick\n  raetlike bench --repeat 5 --json\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    bench.add_argument("--quick", action="store_true", help="a short run (one repetition)")
+    bench.add_argument("--json", action="store_true", help="print one JSON object")
+    bench.add_argument("--repeat", type=_positive(int, 1), default=None, metavar="N",
+                       help="repetitions per figure (median; default 3, quick 1)")
+    bench.add_argument("--estates", type=_positive(int, 1), default=None, metavar="N",
+                       help="estates joining one main (default 1000, quick 200)")
+    bench.add_argument("--no-pin", dest="pin", action="store_false",
+                       help="let the scheduler place the processes (default: the bench and "
+                            "each peer on two different CPUs)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``raetlike`` argument parser with every subcommand."""
     parser = _Parser(
@@ -239,19 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
                         metavar="W", help=f"messages in flight (default: {DEFAULT_WINDOW})")
     pinger.add_argument("--json", action="store_true", help="print one JSON object")
 
-    bench = commands.add_parser(
-        "bench", parents=[common],
-        help="measure raw UDP, pyzmq+CURVE, fast mode, RAET mode and RAET 0.6.8",
-        description="Run peers in child processes on loopback and print a table, then each "
-                    "goal (met or MISSED) as a ratio.",
-        epilog="examples:\n  raetlike bench --quick\n  raetlike bench --repeat 5 --json\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    bench.add_argument("--quick", action="store_true", help="a short run (one repetition)")
-    bench.add_argument("--json", action="store_true", help="print one JSON object")
-    bench.add_argument("--repeat", type=_positive(int, 1), default=None, metavar="N",
-                       help="repetitions per figure (median; default 3, quick 1)")
-    bench.add_argument("--estates", type=_positive(int, 1), default=None, metavar="N",
-                       help="estates joining one main (default 1000, quick 200)")
+    _add_bench(commands, common)
 
     keys = commands.add_parser(
         "keys", parents=[common], help="list, accept, reject or delete remote keys",
@@ -295,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "bench":
             from raetlike.bench import main as bench_main  # noqa: PLC0415 - only when asked
 
-            return bench_main(args.quick, args.json, args.repeat, args.estates)
+            return bench_main(args.quick, args.json, args.repeat, args.estates, args.pin)
         if args.command == "yard":
             return _yard(args)
         if args.command == "keys":

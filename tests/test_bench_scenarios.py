@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 import pytest
 
 from raetlike.bench import format_table, run_bench
-from raetlike.bench._common import BenchOptions, spawn, stop
+from raetlike.bench._common import BenchOptions, pinned, spawn, stop
 from raetlike.bench._goals import goals
 from raetlike.bench._raet068 import run_plan
 from raetlike.bench._raetlike import Client
@@ -107,3 +108,22 @@ def test_run_bench_measures_every_scenario_and_reports_goals_in_its_json_mapping
     assert result["raet_mode"]["ten_mb_s"] is not None
     assert {goal["name"] for goal in result["goals"]} == {goal.name for goal in goals(result)}
     assert all(goal["met"] in (True, False, None) for goal in result["goals"])
+
+
+def test_pinning_puts_the_bench_and_its_peer_on_two_cpus_and_restores_the_affinity() -> None:
+    allowed = os.sched_getaffinity(0)
+    if len(allowed) < 2:
+        pytest.skip("one CPU: nothing to pin apart")
+    with pinned(True) as cpus:
+        assert cpus.measuring is not None
+        assert cpus.peer is not None
+        assert cpus.measuring != cpus.peer
+        assert os.sched_getaffinity(0) == {cpus.measuring}
+        process, _line = spawn("from raetlike.bench import serve_udp; serve_udp()", cpus.peer)
+        try:
+            assert os.sched_getaffinity(process.pid) == {cpus.peer}
+        finally:
+            stop(process)
+    assert os.sched_getaffinity(0) == allowed
+    with pinned(False) as unpinned:
+        assert unpinned.peer is None

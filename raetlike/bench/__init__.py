@@ -9,10 +9,13 @@ run and describes each scenario's scheme.
 from __future__ import annotations
 
 import json
+import logging
+import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
-from raetlike.bench._common import BenchOptions, Progress, StatusLine, silent
+from raetlike.bench._common import BenchOptions, Progress, StatusLine, pinned, silent
 from raetlike.bench._goals import goals, ratios
 from raetlike.bench._raet068 import measure_raet_068
 from raetlike.bench._raetlike import joins, measure_raetlike, serve_estate
@@ -25,34 +28,48 @@ __all__ = ["BenchOptions", "Progress", "StatusLine", "format_table", "joins", "m
            "run_bench", "serve_estate", "serve_udp", "serve_zmq"]
 
 _joins = joins  # the name older scripts use
+log = logging.getLogger(__name__)
+
+
+def _attempt(measure: Callable[[], Any], what: str) -> Any:
+    """A scenario's figures, or a string saying why it failed (the rest still runs)."""
+    try:
+        return measure()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        log.warning("bench: %s failed: %s", what, exc)
+        return f"failed: {exc}"
 
 
 def run_bench(options: BenchOptions, progress: Progress = silent) -> dict[str, Any]:
     """Measure everything; a JSON-ready mapping of scenario -> figures, plus the goals.
 
     ``progress`` is told the name of each measurement as it starts.  A scenario
-    that cannot run is a string saying why.
+    that cannot run, or fails, is a string saying why; the others still run.
     """
-    result: dict[str, Any] = {
-        "raw_udp": measure_raw(options, progress),
-        "pyzmq_curve": (measure_zmq(options, progress) if zmq_available()
-                        else "skipped: pyzmq not installed"),
-        "fast": measure_raetlike(options, fast=True, progress=progress),
-        "raet_mode": measure_raetlike(options, fast=False, progress=progress),
-        "raet_0_6_8": (measure_raet_068(options, progress)
-                       or "skipped: RAET 0.6.8 not runnable"),
-        "repeat": options.repeat,
-        "quick": options.quick,
-    }
+    with pinned(options.pin) as cpus:
+        result: dict[str, Any] = {
+            "raw_udp": _attempt(lambda: measure_raw(options, progress, cpus), "raw UDP"),
+            "pyzmq_curve": (_attempt(lambda: measure_zmq(options, progress, cpus), "pyzmq+CURVE")
+                            if zmq_available() else "skipped: pyzmq not installed"),
+            "fast": _attempt(lambda: measure_raetlike(options, True, progress, cpus), "fast mode"),
+            "raet_mode": _attempt(lambda: measure_raetlike(options, False, progress, cpus),
+                                  "RAET mode"),
+            "raet_0_6_8": (_attempt(lambda: measure_raet_068(options, progress, cpus),
+                                    "RAET 0.6.8") or "skipped: RAET 0.6.8 not runnable"),
+            "repeat": options.repeat,
+            "quick": options.quick,
+            "pinned": cpus.peer is not None,
+        }
     result["goals"] = [goal.as_json() for goal in goals(result)]
     result["ratios"] = {ratio.name: ratio.value for ratio in ratios(result)}
     return result
 
 
-def main(quick: bool, as_json: bool, repeat: int | None, estates: int | None) -> int:
+def main(quick: bool, as_json: bool, repeat: int | None, estates: int | None,
+         pin: bool = True) -> int:
     """The ``raetlike bench`` command."""
     options = BenchOptions(quick=quick, repeat=repeat or (1 if quick else 3),
-                           estates=estates or (200 if quick else 1000))
+                           estates=estates or (200 if quick else 1000), pin=pin)
     status = StatusLine(sys.stdout)
     progress: Progress = silent if as_json else status
     try:

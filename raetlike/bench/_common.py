@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
-__all__ = ["BenchOptions", "Progress", "StatusLine", "median", "percentile", "silent",
-           "spawn", "stop"]
+__all__ = ["BenchOptions", "Cpus", "Progress", "StatusLine", "median", "percentile", "pin",
+           "pinned", "silent", "spawn", "stop", "UNPINNED"]
 
 Progress = Callable[[str], None]
 """Told the name of each measurement as it starts."""
@@ -47,7 +49,8 @@ class BenchOptions:
     """How much to measure.
 
     ``scale`` divides every message count (tests use a large one); ``cap`` is
-    the longest one measurement may take before its cell reads ``> cap s``.
+    the longest one measurement may take before its cell reads ``> cap s``;
+    ``pin`` puts the measuring process and its peer on two different CPUs.
     """
 
     quick: bool = False
@@ -55,16 +58,60 @@ class BenchOptions:
     estates: int = 1000
     scale: int = 1
     cap: float = 60.0
+    pin: bool = True
 
     def count(self, full: int, quick: int) -> int:
         """A message count: ``full`` for a default run, ``quick`` for --quick, over ``scale``."""
         return max(1, (quick if self.quick else full) // self.scale)
 
 
-def spawn(code: str) -> tuple[subprocess.Popen[str], str]:
-    """Run ``code`` in a child interpreter; returns it and the first line it prints."""
+@dataclass(frozen=True, slots=True)
+class Cpus:
+    """The CPU the measuring side runs on and the one its peer runs on (None: not pinned)."""
+
+    measuring: int | None = None
+    peer: int | None = None
+
+
+UNPINNED = Cpus()
+
+
+def pin(pid: int, cpu: int | None) -> None:
+    """Keep process ``pid`` (0: this one) on ``cpu``; nothing when ``cpu`` is None."""
+    if cpu is not None:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(pid, {cpu})
+
+
+@contextlib.contextmanager
+def pinned(enabled: bool) -> Iterator[Cpus]:
+    """While open, this process runs on one CPU and peers go on another (with two or more).
+
+    Two communicating processes left to the scheduler often share one CPU
+    (the waker's), which turns any pipeline into turn-taking; pinning gives
+    every scenario the same two CPUs.  The old affinity comes back on exit.
+    """
+    if not enabled or not hasattr(os, "sched_getaffinity"):
+        yield Cpus()
+        return
+    allowed = os.sched_getaffinity(0)
+    if len(allowed) < 2:
+        yield Cpus()
+        return
+    first, second = sorted(allowed)[:2]
+    pin(0, first)
+    try:
+        yield Cpus(first, second)
+    finally:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, allowed)
+
+
+def spawn(code: str, cpu: int | None = None) -> tuple[subprocess.Popen[str], str]:
+    """Run ``code`` in a child interpreter (on ``cpu``); returns it and the first line it prints."""
     process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
         [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pin(process.pid, cpu)
     assert process.stdout is not None  # noqa: S101 - we asked for a pipe
     line = process.stdout.readline().strip()
     if not line:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raetlike.bench._common import BenchOptions, Progress, median, silent
+from raetlike.bench._common import UNPINNED, BenchOptions, Cpus, Progress, median, pin, silent
 
 __all__ = ["ONE_WAY_WINDOW", "measure_raet_068", "run_plan"]
 
@@ -26,13 +26,15 @@ ECHO_WINDOW = 32
 _START = 20.0
 
 
-def run_plan(plan: list[list[Any]], cap: float) -> list[dict[str, Any]] | None:
+def run_plan(plan: list[list[Any]], cap: float,
+             cpus: Cpus = UNPINNED) -> list[dict[str, Any]] | None:
     """Start a RAET 0.6.8 main, run ``plan`` from a RAET 0.6.8 joiner; its results or None."""
     with tempfile.TemporaryDirectory() as directory:
         port_file = Path(directory) / "port"
         main = subprocess.Popen(  # noqa: S603 - our own script
             [sys.executable, str(PEER), "main", str(port_file)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        pin(main.pid, cpus.peer)
         try:
             deadline = time.monotonic() + _START
             while not (port_file.exists() and port_file.read_text()):
@@ -40,24 +42,28 @@ def run_plan(plan: list[list[Any]], cap: float) -> list[dict[str, Any]] | None:
                     return None
                 time.sleep(0.02)
             steps = sum(2 if step[0] == "one" else 1 for step in plan)
+            client = subprocess.Popen(  # noqa: S603 - our own script
+                [sys.executable, str(PEER), "client", f"127.0.0.1:{port_file.read_text()}",
+                 json.dumps(plan), str(cap)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            pin(client.pid, cpus.measuring)
             try:
-                out = subprocess.run(  # noqa: S603 - our own script
-                    [sys.executable, str(PEER), "client", f"127.0.0.1:{port_file.read_text()}",
-                     json.dumps(plan), str(cap)],
-                    capture_output=True, text=True, timeout=_START + cap * steps, check=False)
+                out, _errors = client.communicate(timeout=_START + cap * steps)
             except subprocess.TimeoutExpired:
+                client.kill()
+                client.communicate()
                 return None
         finally:
             main.kill()
             main.wait()
-    if out.returncode != 0 or not out.stdout.strip():
+    if client.returncode != 0 or not out.strip():
         return None
-    results: list[dict[str, Any]] = json.loads(out.stdout.strip().splitlines()[-1])
+    results: list[dict[str, Any]] = json.loads(out.strip().splitlines()[-1])
     return results
 
 
-def measure_raet_068(options: BenchOptions,
-                     progress: Progress = silent) -> dict[str, float | None] | None:
+def measure_raet_068(options: BenchOptions, progress: Progress = silent,
+                     cpus: Cpus = UNPINNED) -> dict[str, float | None] | None:
     """RAET 0.6.8 one-way and echo messages/s and a 1 MB message; None when it cannot run."""
     count = options.count(1000, 400)
     echoes = options.count(300, 120)
@@ -67,7 +73,7 @@ def measure_raet_068(options: BenchOptions,
                  ["big", 1_000_000 // options.scale]]
     progress(f"RAET 0.6.8: one-way {count:,}, echo {echoes:,}, 1 MB"
              + (f" (x{options.repeat})" if options.repeat > 1 else ""))
-    results = run_plan(plan, options.cap)
+    results = run_plan(plan, options.cap, cpus)
     if results is None:
         return None
 

@@ -15,7 +15,17 @@ import time
 from collections.abc import Callable
 from subprocess import Popen
 
-from raetlike.bench._common import BenchOptions, Progress, median, percentile, silent, spawn, stop
+from raetlike.bench._common import (
+    UNPINNED,
+    BenchOptions,
+    Cpus,
+    Progress,
+    median,
+    percentile,
+    silent,
+    spawn,
+    stop,
+)
 from raetlike.udp import UdpDriver
 from raetlike.wire.kinds import AutoMode
 from road import events
@@ -181,16 +191,16 @@ def joins(port: int, count: int, fast: bool, cap: float = 60.0) -> float | None:
     return elapsed if done else None
 
 
-def _peer(fast: bool) -> tuple[Popen[str], int]:
-    process, line = spawn(f"from raetlike.bench import serve_estate; serve_estate({fast})")
+def _peer(fast: bool, cpu: int | None) -> tuple[Popen[str], int]:
+    process, line = spawn(f"from raetlike.bench import serve_estate; serve_estate({fast})", cpu)
     return process, int(line)
 
 
-def measure_raetlike(options: BenchOptions, fast: bool,
-                     progress: Progress = silent) -> dict[str, float | None]:
+def measure_raetlike(options: BenchOptions, fast: bool, progress: Progress = silent,
+                     cpus: Cpus = UNPINNED) -> dict[str, float | None]:
     """One mode's figures: one-way, echo, RTT, 1 MB, 10 MB (capped) and N joins."""
     mode = "fast mode" if fast else "RAET mode"
-    process, port = _peer(fast)
+    process, port = _peer(fast, cpus.peer)
     try:
         progress(f"{mode}: join and allow")
         client = Client(port, fast)
@@ -219,7 +229,7 @@ def measure_raetlike(options: BenchOptions, fast: bool,
         client.close()
     finally:
         stop(process)
-    process, port = _peer(fast)
+    process, port = _peer(fast, cpus.peer)
     try:
         progress(f"{mode}: {options.estates:,} estates join and allow")
         joined = joins(port, options.estates, fast, options.cap)

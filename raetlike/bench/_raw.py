@@ -16,7 +16,17 @@ import sys
 import time
 from dataclasses import dataclass
 
-from raetlike.bench._common import BenchOptions, Progress, median, percentile, silent, spawn, stop
+from raetlike.bench._common import (
+    UNPINNED,
+    BenchOptions,
+    Cpus,
+    Progress,
+    median,
+    percentile,
+    silent,
+    spawn,
+    stop,
+)
 
 __all__ = ["LOOPBACK_DATAGRAM", "Stream", "measure_raw", "raw_ping", "raw_stream", "serve_udp"]
 
@@ -108,9 +118,10 @@ def raw_ping(port: int, count: int) -> list[float]:
     return times
 
 
-def measure_raw(options: BenchOptions, progress: Progress = silent) -> dict[str, float]:
+def measure_raw(options: BenchOptions, progress: Progress = silent,
+                cpus: Cpus = UNPINNED) -> dict[str, float]:
     """Raw UDP one-way datagrams/s, RTT p50/p99 and 10 MB in 60 KB datagrams."""
-    process, line = spawn("from raetlike.bench import serve_udp; serve_udp()")
+    process, line = spawn("from raetlike.bench import serve_udp; serve_udp()", cpus.peer)
     port = int(line)
     try:
         count = options.count(200_000, 50_000)

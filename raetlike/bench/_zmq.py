@@ -18,7 +18,17 @@ import sys
 import time
 from typing import Any
 
-from raetlike.bench._common import BenchOptions, Progress, median, percentile, silent, spawn, stop
+from raetlike.bench._common import (
+    UNPINNED,
+    BenchOptions,
+    Cpus,
+    Progress,
+    median,
+    percentile,
+    silent,
+    spawn,
+    stop,
+)
 
 __all__ = ["available", "measure_zmq", "serve_zmq"]
 
@@ -128,9 +138,10 @@ class ZmqClient:
         self.context.term()
 
 
-def measure_zmq(options: BenchOptions, progress: Progress = silent) -> dict[str, float]:
+def measure_zmq(options: BenchOptions, progress: Progress = silent,
+                cpus: Cpus = UNPINNED) -> dict[str, float]:
     """pyzmq+CURVE one-way messages/s, RTT p50/p99 and a 10 MB message."""
-    process, line = spawn("from raetlike.bench import serve_zmq; serve_zmq()")
+    process, line = spawn("from raetlike.bench import serve_zmq; serve_zmq()", cpus.peer)
     port, key = line.split()
     try:
         progress("pyzmq+CURVE: connect")
