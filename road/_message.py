@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections import deque
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from raetlike.errors import CryptoError, LocalProtocolError, PacketError
@@ -27,11 +28,13 @@ from road.stats import Drop
 if TYPE_CHECKING:
     from road.remote import Outgoing, Remote
 
-__all__ = ["Messenger", "Messengent", "MAX_MISSEDS_PER_PACKET"]
+__all__ = ["Messenger", "Messengent", "MAX_MISSEDS_PER_PACKET", "BURSTS_IN_FLIGHT"]
 
 log = logging.getLogger(__name__)
 
 MAX_MISSEDS_PER_PACKET = 64
+BURSTS_IN_FLIGHT = 2
+"""Bursts a messenger sends before the first is answered (1 is RAET's stop-and-wait)."""
 
 # Flags as plain ints on the per-packet path (enum flag operations cost microseconds).
 _WAIT = int(Flag.WAIT)
@@ -68,7 +71,8 @@ class Messenger(Transaction):
         self.current = 0  # next segment of the normal flow
         self.misseds: dict[int, None] = {}  # ordered set of segments to resend
         self.acked = False
-        self.outstanding = 0  # segments sent since the last answer
+        self.outstanding = 0  # segments sent and not yet answered
+        self.bursts: deque[int] = deque()  # sizes of the bursts sent and not yet answered
         self.redos_unanswered = 0
         self.launch = 0  # its place in the remote's start order (the stack sets it)
 
@@ -127,6 +131,7 @@ class Messenger(Transaction):
             queue(data, address)
         self.last_sent = data
         count = len(numbers)
+        self.bursts.append(count)
         self.outstanding += count
         self.remote.segments_in_flight += count
         self.stack.stats.segments_sent += count
@@ -141,32 +146,36 @@ class Messenger(Transaction):
         return max(0, min(config.burst, room))
 
     def pump(self) -> None:
-        """Send the next burst (resends first), if the window has room and we are not waiting."""
-        if self.ended or self.outstanding:
-            return
-        room = self.budget()
-        if room <= 0 and self.remote.segments_in_flight > 0:
-            self.stack._stall(self)
-            return
-        room = max(room, 1)
-        if self.misseds:
-            numbers = list(self.misseds)[:room]
-            for number in numbers:
-                del self.misseds[number]
-            self._transmit(numbers, again=True)
-            return
-        if self.current < self.count:
-            numbers = list(range(self.current, min(self.count, self.current + room)))
-            self.current = numbers[-1] + 1
-            self._transmit(numbers, again=False)
+        """Send bursts (resends first) while the window has room, up to
+        :data:`BURSTS_IN_FLIGHT` of them unanswered: the next burst is on its way
+        while the receiver still works through the one before."""
+        while (not self.ended and len(self.bursts) < BURSTS_IN_FLIGHT
+               and (self.misseds or self.current < self.count)):
+            room = self.budget()
+            if room <= 0:
+                if self.remote.segments_in_flight > 0:
+                    if not self.bursts:  # nothing of ours to answer: wait for the window
+                        self.stack._stall(self)
+                    return
+                room = 1
+            if self.misseds:
+                numbers = list(self.misseds)[:room]
+                for number in numbers:
+                    del self.misseds[number]
+                self._transmit(numbers, again=True)
+            else:
+                numbers = list(range(self.current, min(self.count, self.current + room)))
+                self.current = numbers[-1] + 1
+                self._transmit(numbers, again=False)
 
     def _answered(self, *, more: bool = True) -> None:
         """The receiver answered: the burst left the window; ``more`` lets others use it now
         (an ending messenger leaves that to :meth:`end`)."""
         self.acked = True
         self.redos_unanswered = 0
-        self.remote.segments_in_flight -= self.outstanding
-        self.outstanding = 0
+        answered = self.bursts.popleft() if self.bursts else 0  # answers come in burst order
+        self.remote.segments_in_flight -= answered
+        self.outstanding -= answered
         self.redo_interval = self.redo_min
         self.stack._presence(self.remote, alive=True)
         if more:
@@ -176,6 +185,7 @@ class Messenger(Transaction):
         if self.outstanding:
             self.remote.segments_in_flight -= self.outstanding
             self.outstanding = 0
+        self.bursts.clear()
         super().end()
         self.stack._window_opened(self.remote)
 
@@ -185,7 +195,7 @@ class Messenger(Transaction):
         if self.open(packet, signed=True) is None:
             return
         self._answered()
-        if not self.misseds:
+        if not self.misseds and not self.bursts:  # (a later burst explains a lower ack)
             following = packet.head.segment_number + 1
             self.current = min(self.current, following)
         self.pump()
@@ -283,6 +293,7 @@ class Messengent(Transaction):
         self.highest = 0
         self.lowest = 0
         self.idle = 0
+        self.asked: set[int] = set()  # segments a resend asked for already
 
     def initial_state(self) -> enum.Enum:
         return self.States.RECEIVING
@@ -350,17 +361,28 @@ class Messengent(Transaction):
                 return
             self.finish(whole, head.segment_count)
         elif int(head.flags) & _WAIT:
-            self.answer_wait()
+            self.answer_wait(again=bool(int(head.flags) & _AGAIN))
 
     def missing(self) -> list[int]:
         if self.reassembly is None:
             return []
         return self.reassembly.missing(self.lowest, self.highest)
 
-    def answer_wait(self) -> None:
+    def answer_wait(self, *, again: bool = True) -> None:
+        """Answer a wait: resend for what is missing, else ack the highest segment.
+
+        A first-time wait (``again`` False: the end of a fresh burst) asks only
+        for segments not asked for already; those are on their way when the
+        sender keeps a second burst in flight.  A wait sent again, and our own
+        redo, ask for everything missing.
+        """
         misseds = self.missing()
         if misseds:
             self.lowest = misseds[0]
+            if not again:
+                misseds = [n for n in misseds if n not in self.asked]
+            self.asked.update(misseds)
+        if misseds:
             for i in range(0, len(misseds), MAX_MISSEDS_PER_PACKET):
                 self._reply(PacketKind.RESEND, {"misseds": misseds[i:i + MAX_MISSEDS_PER_PACKET]})
                 self.stack.stats.resend_requests_sent += 1
