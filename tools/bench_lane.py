@@ -21,8 +21,10 @@ datagrams; a sender then gets EAGAIN).
 Raw and lane runs alternate (raw, lane, raw, lane, ...) so that both see the
 same load on a shared host; each figure is the median over ``--repeat`` runs,
 and the ratio is the median of the per-pair ratios.  Beside wall time the
-table gives the CPU each side spent per message (``time.process_time`` from
-the first datagram to the last, in each process).  ``--kind msgpack`` sends
+table gives the CPU each side spent per message (``getrusage`` user + system, from
+the first datagram to the last, in each process), split into user and
+system time, with how often each side slept (voluntary context switches)
+and, for the lane, how many loop rounds it ran, per 100 messages.  ``--kind msgpack`` sends
 msgpack pages (``LaneConfig(page_kind=PageKind.MSGPACK)``; raw datagrams are
 then as large as those pages).
 
@@ -37,6 +39,7 @@ import contextlib
 import errno
 import json
 import os
+import resource
 import select
 import shutil
 import socket
@@ -71,6 +74,36 @@ def _queue_limit() -> str:
         return "?"
 
 
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What one process spent over a stream: CPU seconds (user, system), sleeps, rounds."""
+
+    user: float = 0.0
+    system: float = 0.0
+    sleeps: int = 0
+    """Voluntary context switches: times the process blocked (in the selector or poll)."""
+    rounds: int = 0
+    """Loop rounds (lane only)."""
+
+    @property
+    def cpu(self) -> float:
+        """User + system seconds."""
+        return self.user + self.system
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(self.user - other.user, self.system - other.system,
+                     self.sleeps - other.sleeps, self.rounds - other.rounds)
+
+    def line(self) -> str:
+        """The usage as the line a receiver prints for the sender to read."""
+        return f"usage {self.user} {self.system} {self.sleeps} {self.rounds}"
+
+
+def _usage(rounds: int = 0) -> Usage:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return Usage(own.ru_utime, own.ru_stime, own.ru_nvcsw, rounds)
+
+
 # -- receivers (child processes) ---------------------------------------------
 
 
@@ -85,23 +118,23 @@ def _raw_receiver(directory: str, total_bytes: int) -> None:
     poller.register(sock, select.POLLIN)
     got = 0
     source = ""
-    cpu = 0.0
+    start = Usage()
     while got < total_bytes:
         poller.poll()
         if not got:
-            cpu = time.process_time()
+            start = _usage()
         while True:
             try:
                 data, source = sock.recvfrom(MAX_DATAGRAM)
             except BlockingIOError:
                 break
             got += len(data)
-    cpu = time.process_time() - cpu
+    spent = _usage() - start
     sock.setblocking(True)
     sock.sendto(b"done", source)
     sock.close()
     os.unlink(path)
-    print(f"cpu {cpu}", flush=True)
+    print(spent.line(), flush=True)
 
 
 def _lane_receiver(directory: str, count: int, kind: PageKind) -> None:
@@ -112,24 +145,24 @@ def _lane_receiver(directory: str, count: int, kind: PageKind) -> None:
     print("ready", flush=True)
     got = 0
     sender = ""
-    cpu = 0.0
+    start = Usage()
 
     def counted() -> bool:
-        nonlocal got, sender, cpu
+        nonlocal got, sender, start
         while (event := stack.next_event()) is not None:
             if isinstance(event, events.MessageReceived):
                 if not got:
-                    cpu = time.process_time()
+                    start = _usage(loop.rounds)
                 got += 1
                 sender = event.yard
         return got >= count
 
     loop.run_until(counted, timeout=TIMEOUT)
-    cpu = time.process_time() - cpu
+    spent = _usage(loop.rounds) - start
     stack.transmit({"done": got}, to=sender)
     loop.run_until(lambda: stack.get_timer() is None, timeout=5)
     loop.close()
-    print(f"cpu {cpu}", flush=True)
+    print(spent.line(), flush=True)
 
 
 # -- senders (this process) --------------------------------------------------
@@ -146,22 +179,23 @@ def _start(role: str, directory: str, amount: int,
     return child
 
 
-def _finish(child: subprocess.Popen[str]) -> float:
-    """Wait for a receiver to exit; the CPU seconds it reported for the stream."""
+def _finish(child: subprocess.Popen[str]) -> Usage:
+    """Wait for a receiver to exit; what it reported spending over the stream."""
     out, _ = child.communicate(timeout=10)
     for line in out.splitlines():
-        if line.startswith("cpu "):
-            return float(line.split()[1])
+        if line.startswith("usage "):
+            user, system, sleeps, rounds = line.split()[1:]
+            return Usage(float(user), float(system), int(sleeps), int(rounds))
     raise SystemExit("receiver reported no CPU time")
 
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """One stream: wall seconds, and CPU seconds of the sender and of the receiver."""
+    """One stream: wall seconds, and what the sender and the receiver spent."""
 
     seconds: float
-    sender_cpu: float
-    receiver_cpu: float
+    sender: Usage
+    receiver: Usage
 
 
 def raw_send(directory: str, datagrams: list[bytes]) -> Run:
@@ -178,7 +212,7 @@ def raw_send(directory: str, datagrams: list[bytes]) -> Run:
     waiter.setblocking(False)
     poller = select.poll()
     start = time.perf_counter()
-    cpu = time.process_time()
+    began = _usage()
     index = 0
     while index < len(datagrams):
         try:
@@ -195,13 +229,13 @@ def raw_send(directory: str, datagrams: list[bytes]) -> Run:
     sock.settimeout(TIMEOUT)
     if sock.recv(16) != b"done":
         raise SystemExit("raw receiver said something else")
-    cpu = time.process_time() - cpu
+    spent = _usage() - began
     seconds = time.perf_counter() - start
-    receiver_cpu = _finish(child)
+    receiver = _finish(child)
     waiter.close()
     sock.close()
     os.unlink(own)
-    return Run(seconds, cpu, receiver_cpu)
+    return Run(seconds, spent, receiver)
 
 
 def lane_send(directory: str, messages: list[dict[str, Any]],
@@ -220,7 +254,7 @@ def lane_send(directory: str, messages: list[dict[str, Any]],
         return bool(answer)
 
     start = time.perf_counter()
-    cpu = time.process_time()
+    began = _usage(loop.rounds)
     index = 0
     while index < len(messages):
         try:
@@ -231,13 +265,13 @@ def lane_send(directory: str, messages: list[dict[str, Any]],
         index += 1
     if not loop.run_until(answered, timeout=TIMEOUT):
         raise SystemExit("lane receiver did not answer")
-    cpu = time.process_time() - cpu  # waiting in the selector takes none
+    spent = _usage(loop.rounds) - began  # waiting in the selector takes no CPU
     seconds = time.perf_counter() - start
     if answer[0].get("done") != len(messages):
         raise SystemExit(f"lane receiver answered {answer[0]}")
-    receiver_cpu = _finish(child)
+    receiver = _finish(child)
     loop.close()
-    return Run(seconds, cpu, receiver_cpu)
+    return Run(seconds, spent, receiver)
 
 
 # -- the table ---------------------------------------------------------------
@@ -249,14 +283,20 @@ def _pairs(repeat: int, raw: Callable[[], Run], lane: Callable[[], Run]) -> list
 
 
 def _summary(pairs: list[tuple[Run, Run]], amount: int) -> dict[str, float]:
-    """Medians: seconds, CPU µs per item on each side, and the lane/raw throughput ratio."""
+    """Medians: seconds, CPU µs per item on each side (also split user/system), sleeps and
+    loop rounds per 100 items, and the lane/raw throughput ratio."""
     median = statistics.median
     out: dict[str, float] = {}
     for number, name in enumerate(("raw", "lane")):
         runs = [pair[number] for pair in pairs]
         out[f"{name}_seconds"] = median(run.seconds for run in runs)
-        out[f"{name}_sender_us"] = median(run.sender_cpu for run in runs) / amount * 1e6
-        out[f"{name}_receiver_us"] = median(run.receiver_cpu for run in runs) / amount * 1e6
+        for side in ("sender", "receiver"):
+            used = [getattr(run, side) for run in runs]
+            out[f"{name}_{side}_us"] = median(u.cpu for u in used) / amount * 1e6
+            out[f"{name}_{side}_user_us"] = median(u.user for u in used) / amount * 1e6
+            out[f"{name}_{side}_system_us"] = median(u.system for u in used) / amount * 1e6
+            out[f"{name}_{side}_sleeps"] = median(u.sleeps for u in used) / amount * 100
+            out[f"{name}_{side}_rounds"] = median(u.rounds for u in used) / amount * 100
     out["ratio"] = median(raw.seconds / lane.seconds for raw, lane in pairs)
     return out
 
@@ -308,6 +348,14 @@ def table(figures: dict[str, Any]) -> str:
          f"{figures['lane_sender_us']:>12.1f}"),
         (f"{'  receiver CPU, us/message':30}{figures['raw_receiver_us']:>12.1f}"
          f"{figures['lane_receiver_us']:>12.1f}"),
+        *(f"{'    ' + side + ' ' + part + ', ' + unit:30}"
+          f"{figures['raw_' + side + '_' + key]:>12.1f}"
+          f"{figures['lane_' + side + '_' + key]:>12.1f}"
+          for side in ("sender", "receiver")
+          for part, key, unit in (("user", "user_us", "us/msg"),
+                                  ("system", "system_us", "us/msg"),
+                                  ("sleeps", "sleeps", "/100 msgs"),
+                                  ("rounds", "rounds", "/100 msgs"))),
         "  runs (raw, lane msgs/s): " + ", ".join(
             f"({raw:,.0f}, {lane:,.0f})" for raw, lane in figures["runs"]),
     ]
