@@ -25,6 +25,8 @@ from road._fast_control import CongestionControl, ReceivedRanges, ReplayWindow
 from road._fast_wire import (
     FAST_HEADER_SIZE,
     FRAME_MESSAGE_SIZE,
+    MESSAGE_HEAD,
+    MESSAGE_KIND,
     MessageFields,
     pack_abandon,
     pack_ack,
@@ -50,6 +52,8 @@ _ACK_ROOM = 2 + 16 * 4  # an ack frame of up to 4 ranges rides along with data
 _REKEY_AT = 1 << 62  # packet numbers: ask for a new allow long before 2**64
 _MAX_PROBE_INTERVAL = 0.5
 _BODY_KINDS = {int(kind): kind for kind in BodyKind}
+_RAW = int(BodyKind.RAW)
+_NEVER = float("inf")
 
 
 class _Sending:
@@ -65,15 +69,17 @@ class _Sending:
         self.payload = payload
         self.body_kind = body_kind
         self.chunk_size = chunk_size
-        self.chunks = max(1, -(-len(payload) // chunk_size))
-        self.acked = bytearray(self.chunks)
+        length = len(payload)
+        self.chunks = chunks = 1 if length <= chunk_size else -(-length // chunk_size)
+        self.acked = bytearray(chunks)
         self.acked_count = 0
-        self.view = memoryview(payload)
+        self.view = memoryview(payload) if chunks > 1 else None
 
     def frame(self, index: int) -> tuple[bytes, bytes | memoryview]:
         """Chunk ``index`` as its frame head and its bytes (a view: the datagram joins once)."""
         size = self.chunk_size
-        data = self.payload if self.chunks == 1 else self.view[index * size:(index + 1) * size]
+        view = self.view
+        data = self.payload if view is None else view[index * size:(index + 1) * size]
         return pack_message_head(self.number, len(self.payload), index, self.chunks,
                                  body_kind=self.body_kind, size=len(data)), data
 
@@ -121,12 +127,14 @@ class FastLink:
         # sending
         self.stream_id = int.from_bytes(random_bytes(4), "big")
         self.next_number = 1
+        self.oldest = 1  # no message below this one is in flight (see _oldest)
         self.messages: dict[int, _Sending] = {}
         self.queue: deque[tuple[_Sending, int]] = deque()
         self.again: deque[tuple[_Sending, int]] = deque()
         self.abandons: deque[int] = deque()
         self.sent: dict[int, _Sent] = {}
         self.next_packet = 0
+        self.sent_floor = 0  # no packet below this one awaits its ack (see _first_sent)
         self.largest_acked = -1
         self.last_eliciting = 0.0
         self.loss_time: float | None = None
@@ -165,6 +173,7 @@ class FastLink:
         self.unanswered_since = None
         self._forget_sent()
         self.next_packet = 0
+        self.sent_floor = 0
         self.largest_acked = -1
         self.replay = ReplayWindow()
         self.received = ReceivedRanges()
@@ -189,42 +198,59 @@ class FastLink:
         self.abandons.extend(abandons)
 
     # -- sending -----------------------------------------------------------------
-    def _outbox_ready(self) -> bool:
-        """Whether _pull could take a message now (no side effects)."""
-        limit = self.stack.config.fast_messages_in_flight
-        return bool(self.remote.outbox) and not (
-            self.messages and self.next_number - next(iter(self.messages)) >= limit)
+    def _oldest(self) -> int:
+        """The lowest message number still in flight (next_number when none is).
 
-    def _pull(self) -> bool:
-        """Take the next message from the remote's outbox into the stream; False if none."""
-        remote, stack = self.remote, self.stack
-        limit = stack.config.fast_messages_in_flight
-        while remote.outbox:
-            if self.messages and self.next_number - next(iter(self.messages)) >= limit:
-                return False
-            outgoing = remote.outbox.popleft()
-            if outgoing.expires <= stack.now:
-                stack._expire(remote, outgoing, "time to live ran out while queued")
-                continue
-            body = outgoing.body
-            kind = BodyKind.RAW if isinstance(body, bytes | bytearray) else stack.config.body_kind
-            try:
-                payload = pack_body(kind, body)
-            except (LocalProtocolError, PacketError, TypeError, ValueError) as exc:
-                stack._expire(remote, outgoing, f"cannot be packed: {exc}")
-                continue
-            sending = _Sending(self.next_number, outgoing, payload, int(kind), self.chunk_size)
-            self.next_number += 1
-            self.messages[sending.number] = sending
-            self.queue.extend((sending, index) for index in range(sending.chunks))
-            self.expiry_check = min(self.expiry_check, outgoing.expires) \
-                if len(self.messages) > 1 else outgoing.expires
-            return True
-        return False
+        A pointer moved forward lazily: ``next(iter(messages))`` would walk
+        every entry acknowledged since the dict last resized (microseconds
+        per call with thousands in flight).
+        """
+        messages, oldest, upto = self.messages, self.oldest, self.next_number
+        while oldest < upto and oldest not in messages:
+            oldest += 1
+        self.oldest = oldest
+        return oldest
+
+    def _first_sent(self) -> int:
+        """The lowest packet number awaiting its ack (next_packet when none does); lazy too."""
+        sent, first, upto = self.sent, self.sent_floor, self.next_packet
+        while first < upto and first not in sent:
+            first += 1
+        self.sent_floor = first
+        return first
+
+    def _outbox_ready(self) -> bool:
+        """Whether a message could leave the outbox now (no side effects)."""
+        return bool(self.remote.outbox) and (
+            self.next_number - self._oldest() < self.stack.config.fast_messages_in_flight)
+
+    def _packed(self, outgoing: Outgoing) -> tuple[bytes, int] | None:
+        """The message's payload and body kind, or None when it expired or cannot be packed."""
+        stack = self.stack
+        if outgoing.expires <= stack.now:
+            stack._expire(self.remote, outgoing, "time to live ran out while queued")
+            return None
+        body = outgoing.body
+        if type(body) is bytes:
+            return body, _RAW
+        kind = BodyKind.RAW if isinstance(body, bytes | bytearray) else stack.config.body_kind
+        try:
+            return pack_body(kind, body), int(kind)
+        except (LocalProtocolError, PacketError, TypeError, ValueError) as exc:
+            stack._expire(self.remote, outgoing, f"cannot be packed: {exc}")
+            return None
+
+    def _start(self, outgoing: Outgoing, payload: bytes, kind: int) -> _Sending:
+        """Give a message its number and put it in flight (its chunks not yet queued)."""
+        sending = _Sending(self.next_number, outgoing, payload, kind, self.chunk_size)
+        self.expiry_check = min(self.expiry_check, outgoing.expires) \
+            if self.messages else outgoing.expires
+        self.messages[self.next_number] = sending
+        self.next_number += 1
+        return sending
 
     def _has_data(self) -> bool:
-        return bool(self.again or self.queue or self.abandons or
-                    (self.remote.outbox and self._pull()))
+        return bool(self.again or self.queue or self.abandons or self._outbox_ready())
 
     def can_send_data(self, now: float) -> bool:
         """Whether a data datagram may go now (keys, window, pacing, presence)."""
@@ -263,6 +289,8 @@ class FastLink:
         abandons: list[int] = []
         if data:
             self._fill(parts, room, chunks, abandons)
+            if not parts:
+                return None  # the outbox held only messages that expired or could not be packed
         number = self.next_packet
         self.next_packet += 1
         header = pack_header(self.key_id, self.remote.far_uid, self.stream_id, number)
@@ -281,7 +309,7 @@ class FastLink:
 
     def _fill(self, parts: list[bytes | memoryview], room: int, chunks: list[tuple[_Sending, int]],
               abandons: list[int]) -> None:
-        """Abandons, then resends, then new chunks, while they fit ``room``."""
+        """Abandons, then resends, then queued chunks, then fresh messages, while they fit."""
         while self.abandons and room >= 9:
             number = self.abandons.popleft()
             abandons.append(number)
@@ -291,21 +319,78 @@ class FastLink:
         while True:
             if again:
                 source = again
-            elif queue or self._pull():
+            elif queue:
                 source = queue
             else:
-                break
+                room = self._fill_fresh(parts, room, chunks)
+                if not queue:
+                    return
+                source = queue  # a long message, or one that did not fit what is left
             sending, index = source[0]
             if sending.acked[index] or sending.number not in messages:
                 source.popleft()
                 continue
             size = sending.frame_size(index)
             if size > room:
-                break
+                return
             source.popleft()
             parts.extend(sending.frame(index))
             chunks.append((sending, index))
             room -= size
+
+    def _fill_fresh(self, parts: list[bytes | memoryview], room: int,
+                    chunks: list[tuple[_Sending, int]]) -> int:
+        """Messages straight from the outbox into this datagram; the room left.
+
+        The hot path of small messages: each becomes one frame here, never
+        queued.  A message longer than one chunk, or one that does not fit
+        what is left, goes into the queue (its chunks) and the loop ends.
+        """
+        outbox = self.remote.outbox
+        if not outbox:
+            return room
+        messages = self.messages
+        alone = not messages
+        limit = self._oldest() + self.stack.config.fast_messages_in_flight
+        chunk_size, number, now = self.chunk_size, self.next_number, self.stack.now
+        head, append, track = MESSAGE_HEAD.pack, parts.append, chunks.append
+        earliest = _NEVER
+        while outbox and number < limit:
+            outgoing = outbox.popleft()
+            body = outgoing.body
+            if type(body) is bytes and outgoing.expires > now:
+                payload, kind = body, _RAW
+            else:
+                packed = self._packed(outgoing)
+                if packed is None:
+                    continue
+                payload, kind = packed
+            size = len(payload)
+            if size > chunk_size or FRAME_MESSAGE_SIZE + size > room:
+                self.next_number = number
+                self._note_expiry(earliest, alone)
+                sending = self._start(outgoing, payload, kind)
+                self.queue.extend((sending, index) for index in range(sending.chunks))
+                return room
+            sending = _Sending(number, outgoing, payload, kind, chunk_size)
+            messages[number] = sending
+            append(head(MESSAGE_KIND, number, size, 0, 1, kind, size))
+            append(payload)
+            track((sending, 0))
+            room -= FRAME_MESSAGE_SIZE + size
+            number += 1
+            earliest = min(earliest, outgoing.expires)
+        self.next_number = number
+        self._note_expiry(earliest, alone)
+        return room
+
+    def _note_expiry(self, earliest: float, alone: bool) -> None:
+        """Messages just put in flight expire at ``earliest`` at the soonest.
+
+        ``alone``: none was in flight before them (the old check means nothing).
+        """
+        if earliest != _NEVER:
+            self.expiry_check = earliest if alone else min(self.expiry_check, earliest)
 
     # -- receiving ----------------------------------------------------------------
     def receive(self, data: bytes, header_stream: int, number: int, now: float) -> None:
@@ -440,7 +525,7 @@ class FastLink:
         for first, last in ranges:
             if not sent:
                 break
-            low = max(first, next(iter(sent)))
+            low = max(first, self._first_sent())
             if last < low:
                 continue
             numbers: Any = range(low, last + 1) if last - low < len(sent) else \
@@ -480,12 +565,15 @@ class FastLink:
         delay = control.loss_delay(control.smoothed_rtt)
         largest = self.largest_acked
         lost: list[int] = []
-        for number, packet in sent.items():
-            if number > largest:
-                break
+        number = self._first_sent()
+        while number <= largest:
+            packet = sent.get(number)
+            number += 1
+            if packet is None:
+                continue  # acknowledged out of order
             # packet[0] + delay is the loss time this method sets: compare that same sum
-            if number <= largest - 3 or packet[0] + delay <= now:
-                lost.append(number)
+            if number <= largest - 2 or packet[0] + delay <= now:
+                lost.append(number - 1)
             else:
                 self.loss_time = packet[0] + delay
                 break
@@ -566,8 +654,7 @@ class FastLink:
         if self.probe_count >= 3:
             self.control.collapse()
         # the oldest datagram goes again (as if lost, without a window cut) plus one more
-        number = next(iter(self.sent))
-        _, size, chunks, abandons = self.sent.pop(number)
+        _, size, chunks, abandons = self.sent.pop(self._first_sent())
         self.control.on_forgotten(size)
         self._requeue(chunks, abandons)
         self.probes = 2

@@ -19,6 +19,8 @@ __all__ = [
     "FAST_MAGIC",
     "FAST_HEADER_SIZE",
     "FRAME_MESSAGE_SIZE",
+    "MESSAGE_HEAD",
+    "MESSAGE_KIND",
     "AckFrame",
     "FastHeader",
     "FrameKind",
@@ -44,6 +46,8 @@ _PREFIX = bytes((FAST_MAGIC, FAST_LAYOUT))
 
 _MESSAGE = struct.Struct("!BQIIIBH")  # kind, number, total, chunk index, chunks, body kind, size
 FRAME_MESSAGE_SIZE = _MESSAGE.size  # 24
+MESSAGE_HEAD = _MESSAGE
+"""A MESSAGE frame's fixed bytes, for the send path's own packing (see pack_message_head)."""
 _ACK_HEAD = struct.Struct("!BB")  # kind, range count
 _RANGE = struct.Struct("!QQ")  # first, last packet number (inclusive)
 _ABANDON = struct.Struct("!BQ")
@@ -113,6 +117,7 @@ Frame = MessageFrame | AckFrame | AbandonFrame
 
 # Plain ints for the hot paths: an IntEnum member lookup costs ~0.4 us here.
 _MESSAGE_KIND = int(FrameKind.MESSAGE)
+MESSAGE_KIND = _MESSAGE_KIND
 _ACK_KIND = int(FrameKind.ACK)
 _ABANDON_KIND = int(FrameKind.ABANDON)
 
