@@ -143,6 +143,8 @@ class FastLink:
         self.paused = False
         self.control = CongestionControl(self.datagram_size, config.fast_max_window)
         self.expiry_check = 0.0
+        # the soonest expiry of a message that joined the outbox through FastRoad.queued
+        self.outbox_expiry = _NEVER
         # fallback: has the peer acknowledged any fast datagram under the current keys?
         self.answered = False
         self.unanswered_since: float | None = None
@@ -606,6 +608,8 @@ class FastLink:
                     earliest = fallback
         if self.messages and (earliest is None or self.expiry_check < earliest):
             earliest = self.expiry_check
+        if self.remote.outbox and (earliest is None or self.outbox_expiry < earliest):
+            earliest = self.outbox_expiry
         # The same conditions as can_send_data, or the loop spins at one instant.
         if ((self.again or self.queue or self.abandons or self._outbox_ready())
                 and self.keyed and self.sending_ok and not self.paused
@@ -639,6 +643,8 @@ class FastLink:
                 return  # fell back to RAET mode
         if self.messages and self.expiry_check <= now:
             self._expire_in_flight(now)
+        if self.outbox_expiry <= now:
+            self._expire_queued(now)
 
     def _probe_timeout(self, now: float) -> None:
         self.probe_count += 1
@@ -672,6 +678,22 @@ class FastLink:
             else:
                 upcoming = min(upcoming, expires)
         self.expiry_check = upcoming
+
+    def _expire_queued(self, now: float) -> None:
+        """Give back the outbox's messages whose time to live ran out; watch the rest."""
+        remote, stack = self.remote, self.stack
+        upcoming = _NEVER
+        if any(outgoing.expires <= now for outgoing in remote.outbox):
+            keep: deque[Outgoing] = deque()
+            for outgoing in remote.outbox:
+                if outgoing.expires <= now:
+                    stack._expire(remote, outgoing, "time to live ran out while queued")
+                else:
+                    keep.append(outgoing)
+            remote.outbox = keep
+        for outgoing in remote.outbox:
+            upcoming = min(upcoming, outgoing.expires)
+        self.outbox_expiry = upcoming
 
     def pause(self) -> None:
         """The remote is dead: stop sending; everything in flight goes again on resume."""
@@ -735,6 +757,7 @@ class FastRoad:
             link = self.links.pop(remote.uid, None)
             if link is not None:
                 link.give_back("the remote no longer speaks fast mode")
+                self._release(remote)
             return
         link = self.links.get(remote.uid)
         if link is None:
@@ -755,6 +778,26 @@ class FastRoad:
         if remote.alive is not False:
             link.resume()
         return True
+
+    def queued(self, remote: Remote, expires: float) -> bool:
+        """A message joined ``remote``'s outbox: True when its fast link takes it.
+
+        The link then pulls it as its window opens and watches its time to
+        live (the stack puts no timer on its heap for it); False leaves the
+        message to the stack (RAET mode, or a remote not allowed or not alive).
+        """
+        link = self.links.get(remote.uid)
+        if (link is None or not link.keyed or not remote.allowed or remote.session_box is None
+                or remote.alive is False):
+            return False
+        link.resume()
+        link.outbox_expiry = min(link.outbox_expiry, expires)
+        return True
+
+    def _release(self, remote: Remote) -> None:
+        """A link is gone: the stack watches every queued message's time to live again."""
+        for outgoing in remote.outbox:
+            self.stack._schedule(remote, outgoing.expires)
 
     def receive(self, data: bytes, now: float) -> None:
         """One fast datagram; garbage is dropped and counted."""
@@ -829,6 +872,7 @@ class FastRoad:
                 waiting.append(outgoing)
         remote.outbox.extendleft(reversed(waiting))
         stack._schedule(remote)
+        self._release(remote)
         stack.stats.fast_fallbacks += 1
         log.warning("%s: falling back to RAET mode with %s: %s", stack.name, remote.name, reason)
         stack._emit(events.FastModeFallback(remote.name, reason))

@@ -226,19 +226,24 @@ class RoadStack:
         self._tick(now)
         if self.closed:
             raise LocalProtocolError("the stack is closed")
-        if not isinstance(message, Mapping | bytes | bytearray):
+        exact = type(message) is bytes  # the common case: no ABC check, no copy
+        if not exact and not isinstance(message, Mapping | bytes | bytearray):
             raise LocalProtocolError(
                 f"a message must be a mapping or bytes, not {type(message).__name__}")
         remote = self._by_name(to)
-        if len(remote.outbox) >= self.config.outbox_limit:
+        config = self.config
+        if len(remote.outbox) >= config.outbox_limit:
             raise BackpressureError(
-                f"outbox to {to} is full ({self.config.outbox_limit} messages)")
+                f"outbox to {to} is full ({config.outbox_limit} messages)")
         self._message_id += 1
-        life = self.config.message_ttl if ttl is None else ttl
-        body = dict(message) if isinstance(message, Mapping) else bytes(message)
-        remote.outbox.append(Outgoing(self._message_id, body, self.now + life))
-        self._schedule(remote, self.now + life)
-        self._pump(remote)
+        expires = self.now + (config.message_ttl if ttl is None else ttl)
+        body = message if exact else (
+            dict(message) if isinstance(message, Mapping) else bytes(message))
+        remote.outbox.append(Outgoing(self._message_id, body, expires))
+        if not (self._fast.links and self._fast.queued(remote, expires)):
+            # (a fast link watches its outbox's expiries itself: no heap entry per message)
+            self._schedule(remote, expires)
+            self._pump(remote)
         return self._message_id
 
     def close(self, *, now: float | None = None) -> None:
@@ -516,6 +521,14 @@ class RoadStack:
     def _emit(self, event: events.Event) -> None:
         log.debug("%s: %s", self.name, event)
         self._events.append(event)
+
+    def _emit_all(self, made: list[events.Event]) -> None:
+        """Several events at once (fast mode's per-datagram batches): one logging check."""
+        if log.isEnabledFor(logging.DEBUG):
+            for event in made:
+                self._emit(event)
+        else:
+            self._events.extend(made)
 
     def _stranger(self, remote: Remote) -> None:
         """A vacuous join added ``remote``: count it among the strangers, evicting the oldest."""

@@ -1,0 +1,93 @@
+"""Fast mode and the outbox: the in-flight limit, time to live of queued messages, fallback."""
+
+from __future__ import annotations
+
+import pytest
+
+from road import events
+from road.stack import RoadConfig
+from tests.roadkit import MAIN, MINION, Pair, allowed_pair
+
+PATIENT = {"fast_fallback_after": 0.0, "fast_fallback_probes": 0, "max_redos": 1000}
+
+
+def fast_pair(**settings: object) -> Pair:
+    """A fast-mode main and minion, joined and allowed; ``settings`` go to the minion."""
+    return allowed_pair(main_config=RoadConfig(fast=True),
+                        minion_config=RoadConfig(fast=True, **settings))  # type: ignore[arg-type]
+
+
+def expired_at(pair: Pair, count: int, start: float) -> list[tuple[bytes, float]]:
+    """Run until ``count`` messages came back expired: (body, seconds after start) each."""
+    seen: list[tuple[bytes, float]] = []
+
+    def more() -> bool:
+        seen.extend((event.body, round(pair.net.now - start, 3))
+                    for event in pair.events(MINION, events.MessageExpired)[len(seen):])
+        return len(seen) >= count
+
+    pair.run_until(more, timeout=20)
+    return seen
+
+
+def test_no_more_messages_leave_the_outbox_than_the_in_flight_limit() -> None:
+    pair = fast_pair(fast_messages_in_flight=5, **PATIENT)
+    pair.net.blocked.add(MAIN)
+    for n in range(12):
+        pair.minion.transmit(b"m%d" % n, to="main")
+    pair.net.run_for(0.5)
+    remote = pair.minion.remote("main")
+    assert [o.body for o in remote.outbox] == [b"m%d" % n for n in range(5, 12)]
+    pair.net.blocked.clear()
+    pair.run_until(lambda: len(pair.events(MAIN, events.MessageReceived)) == 12)
+    assert [e.body for e in pair.events(MAIN, events.MessageReceived)] == \
+        [b"m%d" % n for n in range(12)]
+
+
+def test_the_in_flight_limit_slides_as_the_oldest_messages_are_acknowledged() -> None:
+    pair = fast_pair(fast_messages_in_flight=3)
+    for n in range(200):
+        pair.minion.transmit(b"s%d" % n, to="main")
+    pair.run_until(lambda: len(pair.events(MINION, events.MessageSent)) == 200)
+    link = pair.minion._fast.links[pair.minion.remote("main").uid]
+    assert link.next_number == 201
+    assert not link.messages
+    assert [e.body for e in pair.events(MAIN, events.MessageReceived)] == \
+        [b"s%d" % n for n in range(200)]
+
+
+def test_queued_messages_expire_each_at_its_own_ttl_behind_a_closed_window() -> None:
+    pair = fast_pair(fast_messages_in_flight=1, **PATIENT)
+    pair.net.blocked.add(MAIN)
+    start = pair.net.now
+    pair.minion.transmit(b"in flight", to="main", ttl=10.0)
+    for body, ttl in ((b"two", 2.0), (b"half", 0.5), (b"one", 1.0)):
+        pair.minion.transmit(body, to="main", ttl=ttl)
+    seen = expired_at(pair, 3, start)
+    assert [body for body, _ in seen] == [b"half", b"one", b"two"]
+    assert [at for _, at in seen] == pytest.approx([0.5, 1.0, 2.0], abs=0.01)
+    assert all("queued" in e.reason for e in pair.events(MINION, events.MessageExpired))
+
+
+def test_messages_to_a_fast_remote_put_no_timer_on_the_stack_heap_each() -> None:
+    pair = fast_pair(**PATIENT)
+    pair.net.blocked.add(MAIN)
+    before = len(pair.minion._remote_timers)
+    for n in range(1000):
+        pair.minion.transmit(b"x%d" % n, to="main", now=pair.net.now)
+    assert len(pair.minion._remote_timers) == before
+
+
+def test_queued_messages_keep_their_ttls_when_fast_mode_falls_back() -> None:
+    pair = fast_pair(fast_messages_in_flight=1, max_messages_in_flight=1,
+                     fast_fallback_after=0.3, max_redos=1000)
+    pair.net.blocked.add(MAIN)
+    start = pair.net.now
+    pair.minion.transmit(b"in flight", to="main", ttl=30.0)
+    for body, ttl in ((b"soon", 1.0), (b"middle", 2.0), (b"late", 4.0)):
+        pair.minion.transmit(body, to="main", ttl=ttl)
+    # (ascending: RAET mode watches the head of the outbox and the presence timer only)
+    pair.run_until(lambda: pair.minion.stats.fast_fallbacks == 1, timeout=2)
+    seen = expired_at(pair, 3, start)
+    assert [body for body, _ in seen] == [b"soon", b"middle", b"late"]
+    assert [at for _, at in seen] == pytest.approx([1.0, 2.0, 4.0], abs=0.01)
