@@ -7,6 +7,15 @@ the ready sockets (a batch each), let due stack timers fire, hand stack
 events to their handlers, resume ready tasks and flush again.  An idle loop
 sleeps in the selector and uses no CPU.
 
+A round allocates as little as it can, since a busy lane runs one every
+few datagrams: each stack's ``get_timer`` is asked once per round (after the
+flush, for the sleep; again only for a stack whose socket was read), the
+write interest of a socket is changed only when its driver's ``wants_write``
+changes, tasks and event handlers cost nothing when there are none, and the
+default selector is a thin epoll wrapper (Linux).  ``run_forever`` and
+``run_task`` skip the flush that opens a round: no code of theirs runs
+between rounds, so the previous round's closing flush left nothing.
+
 Tasks are generators.  A task yields what it waits for and the loop resumes
 it when that happens:
 
@@ -31,6 +40,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import select
 import selectors
 import signal
 import socket
@@ -41,7 +51,7 @@ from types import FrameType
 from typing import Any, Protocol
 
 __all__ = [
-    "Driver", "Selector", "Loop",
+    "Driver", "Selector", "EpollSelector", "Loop",
     "Task", "TaskBody", "Signal", "Until",
     "Shutdown", "EventHandler",
 ]
@@ -85,6 +95,79 @@ class Selector(Protocol):
     def modify(self, fileobj: Any, events: int, data: Any = None) -> Any: ...
     def select(self, timeout: float | None = None) -> list[tuple[Any, int]]: ...
     def close(self) -> None: ...
+
+
+class EpollSelector:
+    """The :class:`Selector` the loop uses by default on Linux: epoll, without the
+    key objects of :mod:`selectors` (the loop asks :meth:`ready` for the data of
+    each ready descriptor, one list per round and nothing else allocated)."""
+
+    __slots__ = ("_data", "_epoll")
+
+    def __init__(self) -> None:
+        self._epoll = select.epoll()
+        self._data: dict[int, Any] = {}
+
+    @staticmethod
+    def _mask(events: int) -> int:
+        return (select.EPOLLIN if events & selectors.EVENT_READ else 0) \
+            | (select.EPOLLOUT if events & selectors.EVENT_WRITE else 0)
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> Any:
+        """Watch the descriptor ``fileobj`` for ``events`` (selectors' EVENT_ flags)."""
+        self._epoll.register(fileobj, self._mask(events))
+        self._data[fileobj] = data
+        return data
+
+    def unregister(self, fileobj: Any) -> Any:
+        """Stop watching ``fileobj``; returns its data."""
+        with contextlib.suppress(OSError, ValueError):  # closed already: epoll forgot it
+            self._epoll.unregister(fileobj)
+        return self._data.pop(fileobj, None)
+
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> Any:
+        """Watch ``fileobj`` for other ``events``."""
+        self._epoll.modify(fileobj, self._mask(events))
+        self._data[fileobj] = data
+        return data
+
+    def ready(self, timeout: float) -> list[Any]:
+        """The data of every ready descriptor, after waiting at most ``timeout`` seconds."""
+        # epoll counts milliseconds: round up, or a wait under 1 ms would be a busy poll
+        timeout = math.ceil(timeout * 1e3) * 1e-3 if timeout > 0 else 0.0
+        data = self._data
+        return [data.get(fd) for fd, _ in self._epoll.poll(timeout)]
+
+    def select(self, timeout: float | None = None) -> list[tuple[Any, int]]:
+        """:meth:`selectors.BaseSelector.select`'s shape (keys are the data here)."""
+        wait = -1.0 if timeout is None else timeout
+        return [(_Key(item), selectors.EVENT_READ) for item in self.ready(wait)]
+
+    def close(self) -> None:
+        """Close the epoll descriptor."""
+        self._epoll.close()
+        self._data.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    data: Any
+
+
+class _Entry:
+    """What the loop keeps per driver, so a round looks nothing up."""
+
+    __slots__ = ("driver", "fd", "handler", "stack", "timer", "writing")
+
+    def __init__(self, driver: Driver, handler: EventHandler | None) -> None:
+        self.driver = driver
+        self.stack: Any = driver.stack
+        self.fd = driver.fileno()
+        self.handler = handler
+        self.timer: float | None = None
+        """The stack's ``get_timer`` as asked this round."""
+        self.writing = False
+        """Registered for EVENT_WRITE too."""
 
 
 class Signal:
@@ -227,9 +310,13 @@ class Loop:
         self.drivers: list[Driver] = []
         self.tasks: list[Task] = []
         self.handlers: dict[int, EventHandler] = {}
-        self._selector: Selector = selector if selector is not None \
-            else selectors.DefaultSelector()
-        self._interest: dict[int, int] = {}
+        if selector is None:
+            selector = EpollSelector() if hasattr(select, "epoll") \
+                else selectors.DefaultSelector()
+        self._selector: Selector = selector
+        self._epoll = selector if isinstance(selector, EpollSelector) else None
+        self._entries: list[_Entry] = []
+        self._handled: list[_Entry] = []  # the entries with an event handler
         self._wakeup: tuple[socket.socket, socket.socket] | None = None
         self._previous: dict[int, Any] = {}
         self._previous_wakeup_fd = -1
@@ -244,18 +331,23 @@ class Loop:
     def add(self, driver: Driver, on_event: EventHandler | None = None) -> Driver:
         """Service ``driver``; with ``on_event`` the loop takes its stack's events and hands them
         over after every round (without it, the caller takes them with ``next_event``)."""
+        entry = _Entry(driver, on_event)
+        self._selector.register(entry.fd, selectors.EVENT_READ, self._data(entry))
         self.drivers.append(driver)
-        self._selector.register(driver.fileno(), selectors.EVENT_READ, driver)
-        self._interest[driver.fileno()] = selectors.EVENT_READ
+        self._entries.append(entry)
         if on_event is not None:
             self.handlers[id(driver)] = on_event
+            self._handled.append(entry)
         return driver
 
     def remove(self, driver: Driver) -> None:
         """Stop servicing ``driver`` (it is not closed)."""
         self.drivers.remove(driver)
-        self._selector.unregister(driver.fileno())
-        self._interest.pop(driver.fileno(), None)
+        entry = next(entry for entry in self._entries if entry.driver is driver)
+        self._entries.remove(entry)
+        if entry in self._handled:
+            self._handled.remove(entry)
+        self._selector.unregister(entry.fd)
         self.handlers.pop(id(driver), None)
 
     def spawn(self, body: TaskBody, name: str | None = None) -> Task:
@@ -270,72 +362,99 @@ class Loop:
 
     # == one round =========================================================
 
-    def _next_deadline(self) -> float | None:
-        deadlines = []
-        for driver in self.drivers:
-            timer = driver.stack.get_timer()
-            if timer is not None:
-                deadlines.append(timer)
+    def _timers(self) -> float | None:
+        """Ask every stack for its timer (kept for the round); the earliest deadline of
+        stacks and tasks, or None."""
+        earliest: float | None = None
+        for entry in self._entries:
+            timer = entry.timer = entry.stack.get_timer()
+            if timer is not None and (earliest is None or timer < earliest):
+                earliest = timer
         for task in self.tasks:
             wake = task.wake_time()
-            if wake is not None:
-                deadlines.append(wake)
-        return min(deadlines) if deadlines else None
+            if wake is not None and (earliest is None or wake < earliest):
+                earliest = wake
+        return earliest
 
-    def _task_ready(self, now: float) -> bool:
-        return any(task.ready(now) for task in self.tasks)
+    def _data(self, entry: _Entry) -> Any:
+        """What the selector keeps for a driver: the loop's entry for its own epoll
+        selector, the driver itself for any other (as :mod:`selectors` users expect)."""
+        return entry if self._epoll is not None else entry.driver
 
     def _flush(self, now: float) -> None:
-        for driver in self.drivers:
-            driver.send(now)
+        for entry in self._entries:
+            entry.driver.send(now)
 
     def _watch(self) -> None:
-        """Ask the selector for writability only for drivers with datagrams the kernel refused."""
-        for driver in self.drivers:
-            wanted = selectors.EVENT_READ | (selectors.EVENT_WRITE if driver.wants_write else 0)
-            fd = driver.fileno()
-            if self._interest.get(fd) != wanted:
-                self._selector.modify(fd, wanted, driver)
-                self._interest[fd] = wanted
+        """Ask the selector for writability only for drivers with datagrams the kernel
+        refused, and only when that changed."""
+        for entry in self._entries:
+            if entry.driver.wants_write is not entry.writing:
+                entry.writing = not entry.writing
+                events = selectors.EVENT_READ | (selectors.EVENT_WRITE if entry.writing else 0)
+                self._selector.modify(entry.fd, events, self._data(entry))
 
     def run_once(self, max_wait: float = IDLE_WAIT) -> None:
         """Wait for sockets, the next timer or task (at most ``max_wait``), then service all."""
+        self._round(max_wait, flush=True)
+
+    def _round(self, max_wait: float, *, flush: bool) -> None:
+        """One round; ``flush`` first sends what commands given since the last round queued."""
         self.rounds += 1
-        now = self.clock()
-        self._flush(now)  # commands given between rounds queue datagrams: flush them
-        deadline = self._next_deadline()
+        clock = self.clock
+        now = clock()
+        if flush:
+            self._flush(now)
+        deadline = self._timers()
         wait = max_wait if deadline is None else min(max_wait, max(0.0, deadline - now))
-        if self._task_ready(now):
+        if self.tasks and any(task.ready(now) for task in self.tasks):
             wait = 0.0
         self._watch()
-        ready = self._selector.select(wait)
-        now = self.clock()
-        for key, _ in ready:
-            if key.data is None:
+        if self._epoll is not None:
+            ready = self._epoll.ready(wait)
+        else:
+            ready = [self._entry_of(key.data) for key, _ in self._selector.select(wait)]
+        now = clock()
+        for entry in ready:
+            if entry is None:
                 self._drain_wakeup()
             else:
-                key.data.receive(now)
+                entry.driver.receive(now)
+                entry.timer = entry.stack.get_timer()  # what it read may have set a timer
         self._service(now)
+
+    def _entry_of(self, driver: Driver | None) -> _Entry | None:
+        for entry in self._entries:
+            if entry.driver is driver:
+                return entry
+        return None
 
     def _service(self, now: float) -> None:
         """The selector-free part of a round: stack timers, events, tasks, flush."""
-        for driver in self.drivers:
-            stack = driver.stack
-            timer = stack.get_timer()
+        for entry in self._entries:
+            timer = entry.timer
             if timer is not None and timer <= now:
-                stack.handle_timer(now)
-        self._dispatch()
-        self._run_tasks(now)
-        self._dispatch()
+                entry.stack.handle_timer(now)
+        handled = self._dispatch()
+        if self.tasks:
+            self._run_tasks(now)
+            handled = True
+        if handled:  # handlers and tasks may have given stacks events
+            self._dispatch()
         self._flush(now)
 
-    def _dispatch(self) -> None:
-        for driver in self.drivers:
-            handler = self.handlers.get(id(driver))
-            if handler is None:
+    def _dispatch(self) -> bool:
+        """Hand every stack's events to its handler; True when there was any."""
+        any_event = False
+        for entry in self._handled:
+            next_event = entry.stack.next_event
+            handler = entry.handler
+            if handler is None:  # pragma: no cover - only entries with a handler are here
                 continue
-            while (event := driver.stack.next_event()) is not None:
+            while (event := next_event()) is not None:
+                any_event = True
                 handler(event)
+        return any_event
 
     def _run_tasks(self, now: float) -> None:
         """Resume every ready task, each at most once a round; a task that ends or sets a
@@ -374,9 +493,12 @@ class Loop:
     def run_forever(self) -> None:
         """Service until :meth:`stop` (or a shutdown signal, when handled)."""
         self.stopped = False
+        # without the wakeup fd, a stop() from a signal handler is seen within STOP_STEP
+        wait = IDLE_WAIT if self._wakeup is not None else STOP_STEP
+        flush = True  # only the first round: the caller may have given commands before
         while not self.stopped:
-            # without the wakeup fd, a stop() from a signal handler is seen within STOP_STEP
-            self.run_once(max_wait=IDLE_WAIT if self._wakeup is not None else STOP_STEP)
+            self._round(wait, flush=flush)
+            flush = False
 
     def run_task(self, body: TaskBody, timeout: float = math.inf) -> Any:
         """Spawn ``body``, service until it ends and return its result (or raise its error).
@@ -385,11 +507,13 @@ class Loop:
         """
         task = self.spawn(body)
         end = self.clock() + timeout
+        flush = True  # only the first round: no code of ours runs between rounds
         while not task.done:  # the task changes only inside the loop: no need to look often
             remaining = end - self.clock()
             if remaining <= 0:
                 raise TimeoutError(f"task {task.name} still running after {timeout} s")
-            self.run_once(max_wait=min(remaining, IDLE_WAIT))
+            self._round(min(remaining, IDLE_WAIT), flush=flush)
+            flush = False
         if task.exception is not None:
             raise task.exception
         return task.result
