@@ -418,8 +418,8 @@ class FastLink:
         self.sending_ok = True
         if self.peer_stream != header_stream:
             self._new_peer_stream(header_stream)
-        for fields in messages:
-            self._chunk(fields)
+        if messages:
+            self._take(messages)
         if ranges:
             self._on_ack(ranges, now)
         for abandoned in abandons:
@@ -464,51 +464,85 @@ class FastLink:
             delivered.discard(self.floor)
             self.floor += 1
 
-    def _chunk(self, fields: MessageFields) -> None:
+    def _take(self, messages: list[MessageFields]) -> None:
+        """A datagram's message frames: one-chunk messages inline, their events in one batch."""
+        stack = self.stack
+        made: list[events.Event] = []
+        delivered, partials = self.delivered, self.partials
+        name, session = self.remote.name, self.remote.remote_session_id
+        received = events.MessageReceived
+        for fields in messages:
+            number, total, _, chunks, body_kind, data = fields
+            if chunks != 1:
+                event = self._chunk(fields)
+                if event is not None:
+                    made.append(event)
+                continue
+            if number < self.floor or number in delivered or len(data) != total:
+                stack.stats.drop(Drop.MALFORMED if len(data) != total and not self._done(number)
+                                 else Drop.DUPLICATE)
+                continue
+            if partials:
+                partials.pop(number, None)
+            if number == self.floor:  # done: the floor rises past every number done already
+                floor = number + 1
+                while floor in delivered:
+                    delivered.discard(floor)
+                    floor += 1
+                self.floor = floor
+            else:
+                delivered.add(number)
+            if body_kind == _RAW:
+                body: Any = data if type(data) is bytes else bytes(data)
+            else:
+                body = self._body(body_kind, bytes(data))
+                if body is None:
+                    continue
+            made.append(received(name, body, session, number & 0xFFFFFFFF, 1))
+        if made:
+            stack.stats.messages_received += len(made)
+            stack._emit_all(made)
+
+    def _chunk(self, fields: MessageFields) -> events.MessageReceived | None:
+        """One chunk of a long message; its event when it completes the message."""
         number, total, index, chunks, body_kind, data = fields
         if number < self.floor or number in self.delivered:
             self.stack.stats.drop(Drop.DUPLICATE)
-            return
-        if chunks == 1:
-            if len(data) != total:
-                self.stack.stats.drop(Drop.MALFORMED)
-                return
-            self._deliver(number, body_kind, bytes(data), 1)  # bytes already: no copy
-            return
+            return None
         partial = self.partials.get(number)
         if partial is None:
             partial = self.partials[number] = _Partial(total, chunks)
         if partial.chunks != chunks or partial.total != total:
             self.stack.stats.drop(Drop.MALFORMED)
-            return
+            return None
         if index in partial.pieces:
             self.stack.stats.drop(Drop.DUPLICATE)
-            return
+            return None
         partial.pieces[index] = data
-        if len(partial.pieces) == partial.chunks:
-            pieces = partial.pieces
-            whole = b"".join(pieces[i] for i in range(partial.chunks))
-            if len(whole) != partial.total:
-                self.stack.stats.drop(Drop.MALFORMED)
-                self._mark_done(number)
-                return
-            self._deliver(number, body_kind, whole, partial.chunks)
-
-    def _deliver(self, number: int, body_kind: int, payload: bytes, chunks: int) -> None:
+        if len(partial.pieces) < partial.chunks:
+            return None
+        pieces = partial.pieces
+        whole = b"".join(pieces[i] for i in range(partial.chunks))
         self._mark_done(number)
-        stack = self.stack
+        if len(whole) != partial.total:
+            self.stack.stats.drop(Drop.MALFORMED)
+            return None
+        body = self._body(body_kind, whole)
+        if body is None:
+            return None
+        return events.MessageReceived(self.remote.name, body, self.remote.remote_session_id,
+                                      number & 0xFFFFFFFF, partial.chunks)
+
+    def _body(self, body_kind: int, payload: bytes) -> Any:
+        """The message a payload carries; None (dropped, counted) when it does not parse."""
         kind = _BODY_KINDS.get(body_kind)
         try:
             if kind is None:
                 raise PacketError("bad-body", f"unknown body kind {body_kind}")
-            body = parse_body(kind, payload)
+            return parse_body(kind, payload)
         except PacketError:
-            stack.stats.drop(Drop.BAD_BODY)
-            return
-        stack.stats.messages_received += 1
-        stack._emit(events.MessageReceived(self.remote.name, body,
-                                           self.remote.remote_session_id,
-                                           number & 0xFFFFFFFF, chunks))
+            self.stack.stats.drop(Drop.BAD_BODY)
+            return None
 
     def _abandoned(self, number: int) -> None:
         if not self._done(number) and number < self.floor + (1 << 32):
@@ -522,8 +556,9 @@ class FastLink:
             return
         self.answered = True
         self.unanswered_since = None
-        control = self.control
+        control, messages = self.control, self.messages
         newest: _Sent | None = None
+        done: list[Outgoing] = []
         for first, last in ranges:
             if not sent:
                 break
@@ -541,22 +576,25 @@ class FastLink:
                 sent_at, size, chunks, _ = packet
                 control.on_acked(size, sent_at)
                 for sending, index in chunks:
-                    self._chunk_acked(sending, index)
+                    acked = sending.acked
+                    if acked[index]:
+                        continue
+                    acked[index] = 1
+                    sending.acked_count += 1
+                    if (sending.acked_count == sending.chunks
+                            and messages.pop(sending.number, None) is not None):
+                        done.append(sending.outgoing)
+        if done:
+            stack = self.stack
+            stack.stats.messages_sent += len(done)
+            name, sent_event = self.remote.name, events.MessageSent
+            stack._emit_all([sent_event(name, outgoing.message_id) for outgoing in done])
         self.largest_acked = max(self.largest_acked, largest)
         if newest is not None:
             control.sample(now - newest[0])
             self.probe_count = 0
             self.probes = 0
         self._detect_losses(now)
-
-    def _chunk_acked(self, sending: _Sending, index: int) -> None:
-        if sending.acked[index]:
-            return
-        sending.acked[index] = 1
-        sending.acked_count += 1
-        if (sending.acked_count == sending.chunks
-                and self.messages.pop(sending.number, None) is not None):
-            self.stack._sent(self.remote, sending.outgoing)
 
     def _detect_losses(self, now: float) -> None:
         self.loss_time = None
