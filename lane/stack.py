@@ -107,6 +107,7 @@ class LaneStack:
         # (or routed page) as (yard, message, first page, end page, address)
         self._round: list[tuple[RemoteYard, Outgoing, int, int, str]] = []
         self._refused_addresses: set[str] = set()
+        self._waiting = False  # some outbox may hold pages: datagrams_to_send must look
         self._writer = PageWriter(local.name, local.yard_session, self.config.page_kind)
         self._reader = PageReader()
         self.closed = False
@@ -170,6 +171,7 @@ class LaneStack:
         pages = self._writer.pages(to, remote.next_book_id(), message)
         self._message_id += 1
         remote.outbox.append(Outgoing(self._message_id, message, pages))
+        self._waiting = True
         return self._message_id
 
     def close(self, *, now: float | None = None) -> None:
@@ -266,38 +268,46 @@ class LaneStack:
         if self._handed:
             self._confirm()
         out: list[tuple[bytes, str]] = []
+        if not self._waiting:
+            return out  # every outbox was empty at the last call, and nothing came since
+        for remote in self.yards.values():
+            if remote.outbox:
+                self._hand_out(remote, now, out)
+        # an outbox keeps a message until a later call confirms it: it empties only then
+        self._waiting = any(remote.outbox for remote in self.yards.values())
+        if out:
+            self.stats.datagrams_sent += len(out)
+            self.stats.bytes_sent += sum([len(page) for page, _ in out])
+        return out
+
+    def _hand_out(self, remote: RemoteYard, now: float, out: list[tuple[bytes, str]]) -> None:
+        """Add to ``out`` the pages of ``remote`` this round may take (its window)."""
+        if remote.blocked_until is not None:
+            if remote.blocked_until > now:
+                return
+            remote.blocked_until = None
+            self.stats.retries += 1
         append = out.append
         entries = self._round
-        for remote in self.yards.values():
-            if not remote.outbox:
+        address = self._address(remote)
+        budget = remote.window or self.config.pages_per_round
+        for outgoing in remote.outbox:
+            first = outgoing.next_page
+            pages = outgoing.pages
+            stop = min(len(pages), first + budget)
+            if stop <= first:
                 continue
-            if remote.blocked_until is not None:
-                if remote.blocked_until > now:
-                    continue
-                remote.blocked_until = None
-                self.stats.retries += 1
-            address = self._address(remote)
-            budget = remote.window or self.config.pages_per_round
-            for outgoing in remote.outbox:
-                first = outgoing.next_page
-                pages = outgoing.pages
-                stop = min(len(pages), first + budget)
-                if stop <= first:
-                    continue
-                if stop - first == 1:
-                    append((pages[first], address))
-                else:
-                    out.extend([(page, address) for page in pages[first:stop]])
-                entries.append((remote, outgoing, first, stop, address))
-                outgoing.next_page = stop
-                budget -= stop - first
-                if budget <= 0:
-                    break
-            remote.window_filled = budget <= 0
-            self._handed.add(remote.name)
-        self.stats.datagrams_sent += len(out)
-        self.stats.bytes_sent += sum([len(page) for page, _ in out])
-        return out
+            if stop - first == 1:
+                append((pages[first], address))
+            else:
+                out.extend([(page, address) for page in pages[first:stop]])
+            entries.append((remote, outgoing, first, stop, address))
+            outgoing.next_page = stop
+            budget -= stop - first
+            if budget <= 0:
+                break
+        remote.window_filled = budget <= 0
+        self._handed.add(remote.name)
 
     def send_failed(self, address: str, data: bytes, error: int, now: float) -> None:
         """The kernel refused ``data`` for ``address`` with ``error`` (an errno).
@@ -324,12 +334,18 @@ class LaneStack:
         untaken = 0
         untaken_bytes = 0
         taken_before: dict[str, int] = {}  # yard -> pages it got in before the refusal
-        for number, (remote, outgoing, first, stop, _) in enumerate(refused):
-            start = index if number == 0 else first
+        leading = True  # the entry holding ``data``: refused from ``index`` on
+        for remote, outgoing, first, stop, _ in refused:  # mostly one-page books: keep it lean
+            start = index if leading else first
+            pages = outgoing.pages
             untaken += stop - start
-            untaken_bytes += sum([len(page) for page in outgoing.pages[start:stop]])
-            outgoing.next_page = min(outgoing.next_page, start if busy else 0)
-            taken_before.setdefault(remote.name, position if number == 0 else 0)
+            untaken_bytes += len(pages[start]) if stop - start == 1 \
+                else sum(map(len, pages[start:stop]))
+            rewind = start if busy else 0
+            outgoing.next_page = min(outgoing.next_page, rewind)
+            if remote.name not in taken_before:
+                taken_before[remote.name] = position if leading else 0
+            leading = False
         self.stats.datagrams_sent -= untaken  # counted when handed out; not taken after all
         self.stats.bytes_sent -= untaken_bytes
         for name, position in taken_before.items():
@@ -348,6 +364,9 @@ class LaneStack:
             if at != address:
                 continue
             pages = outgoing.pages
+            if stop - first == 1 and pages[first] is not data:  # most books: one page
+                taken[remote.name] = taken.get(remote.name, 0) + 1
+                continue
             for index in range(first, stop):
                 if pages[index] is data:
                     self._refused_addresses.add(address)
@@ -390,15 +409,22 @@ class LaneStack:
 
     def get_timer(self) -> float | None:
         """The earliest moment the stack wants attention, or None when idle."""
-        times: list[float] = []
+        if not self._waiting:
+            return None
+        earliest: float | None = None
         for remote in self.yards.values():
-            if not remote.outbox:
+            outbox = remote.outbox
+            if not outbox:
                 continue
             if remote.blocked_until is not None:
-                times.append(remote.blocked_until)
-            elif remote.outbox[-1].next_page < len(remote.outbox[-1].pages):  # handed in order
-                times.append(self.now)
-        return min(times) if times else None
+                timer = remote.blocked_until
+            elif outbox[-1].next_page < len(outbox[-1].pages):  # handed out in order
+                timer = self.now
+            else:
+                continue
+            if earliest is None or timer < earliest:
+                earliest = timer
+        return earliest
 
     def handle_timer(self, now: float) -> None:
         """Let due timers fire (back-offs end; the next ``datagrams_to_send`` retries)."""
@@ -472,6 +498,7 @@ class LaneStack:
             self.stats.drop(Drop.UNKNOWN_DESTINATION)
             return
         destination.outbox.append(Outgoing(0, None, [data]))
+        self._waiting = True
         self.stats.pages_forwarded += 1
 
     # == outbound ==========================================================

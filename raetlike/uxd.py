@@ -156,21 +156,22 @@ class UxdDriver:
         recvfrom = self.sock.recvfrom
         receive_datagram = self.stack.receive_datagram
         taken = 0
+        batch: list[tuple[bytes, str]] = []
+        append = batch.append
         while taken < BATCH:
-            batch: list[tuple[bytes, str]] = []
-            while taken + len(batch) < BATCH:
-                try:
-                    batch.append(recvfrom(MAX_DATAGRAM + 1))
-                except BlockingIOError:
-                    break
-                except OSError as exc:
-                    log.debug("%s: recvfrom: %s", self.stack.name, exc)
-                    break
+            try:
+                for _ in range(BATCH - taken):
+                    append(recvfrom(MAX_DATAGRAM + 1))
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                log.debug("%s: recvfrom: %s", self.stack.name, exc)
             if not batch:
                 break
             for data, source in batch:
                 receive_datagram(data, source or None, now)
             taken += len(batch)
+            batch.clear()
         return taken
 
     def _woken(self, ready: list[tuple[int, int]], now: float) -> None:
@@ -225,17 +226,22 @@ class UxdDriver:
         for it are not tried (the stack counts them refused with the first),
         so a yard's pages never overtake one another.
         """
+        datagrams = self.stack.datagrams_to_send(now)
+        if not datagrams:
+            return 0
         sent = 0
-        refused: set[str] = set()
+        refused: set[str] | None = None  # made at the first refusal: most rounds have none
         woke = self._woke
         sendto = self.sock.sendto
-        for data, address in self.stack.datagrams_to_send(now):
-            if address in refused:
+        for data, address in datagrams:
+            if refused is not None and address in refused:
                 continue
             try:
                 sendto(data, address)
             except OSError as exc:
                 error = exc.errno or errno.EIO
+                if refused is None:
+                    refused = set()
                 refused.add(address)
                 self.send_errors += 1
                 if log.isEnabledFor(logging.DEBUG):
@@ -248,7 +254,8 @@ class UxdDriver:
                 self.stack.send_failed(address, data, error, now)
             else:
                 sent += 1
-            woke.discard(address)
+            if woke:
+                woke.discard(address)
         return sent
 
     @property
