@@ -119,6 +119,7 @@ class FastLink:
         if self.chunk_size < 64:
             raise LocalProtocolError("fast_datagram_size is too small")
         self.ack_delay = config.fast_ack_delay
+        self.short_datagram = self.datagram_size // 2  # acked at once (see receive)
         self.keyed = False
         self.sending_ok = False
         self.key_id = 0
@@ -426,7 +427,9 @@ class FastLink:
             self._abandoned(abandoned)
         if messages or abandons:
             self.ack_pending += 1
-            if self.ack_pending >= 2:
+            if self.ack_pending >= 2 or len(data) < self.short_datagram:
+                # every second one, or a burst's tail: a sender with more to say fills
+                # its datagrams, so a short one is all there is for now (no delay)
                 self.ack_due = now
             elif self.ack_due is None:
                 self.ack_due = now + self.ack_delay

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from road import events
+from road._fast_wire import is_fast
 from road.stack import RoadConfig
 from tests.roadkit import MAIN, MINION, Pair, allowed_pair
+from tests.simlink import Address
 
 PATIENT = {"fast_fallback_after": 0.0, "fast_fallback_probes": 0, "max_redos": 1000}
 
@@ -91,3 +93,30 @@ def test_queued_messages_keep_their_ttls_when_fast_mode_falls_back() -> None:
     seen = expired_at(pair, 3, start)
     assert [body for body, _ in seen] == [b"soon", b"middle", b"late"]
     assert [at for _, at in seen] == pytest.approx([1.0, 2.0, 4.0], abs=0.01)
+
+
+def test_a_lone_short_datagram_is_acknowledged_without_the_ack_delay() -> None:
+    pair = fast_pair()
+    start = pair.net.now
+    pair.minion.transmit(b"alone", to="main", now=start)
+    pair.run_until(lambda: bool(pair.events(MINION, events.MessageSent)))
+    assert pair.net.now - start == pytest.approx(2 * 0.0005, abs=1e-4)  # one round trip
+
+
+def test_full_datagrams_are_acknowledged_every_second_one() -> None:
+    pair = allowed_pair(main_config=RoadConfig(fast=True, fast_ack_delay=0.05),
+                        minion_config=RoadConfig(fast=True))
+    acks: list[float] = []
+    previous = pair.net.tap
+
+    def tap(data: bytes, source: Address, destination: Address) -> None:
+        if source == MAIN and is_fast(data):
+            acks.append(pair.net.now)
+        if previous is not None:
+            previous(data, source, destination)
+
+    pair.net.tap = tap
+    for n in range(6):  # one per datagram, each well over half of 1,232 bytes
+        pair.minion.transmit(b"%d" % n * 1000, to="main")
+    pair.run_until(lambda: len(pair.events(MINION, events.MessageSent)) == 6)
+    assert len(acks) == 3
