@@ -144,6 +144,9 @@ class UxdDriver:
     def receive(self, now: float) -> int:
         """Tell the stack which busy yards have room; take up to BATCH datagrams.
 
+        When only waiters woke the driver (the epoll descriptor says the
+        socket itself is not readable), no ``recvfrom`` is tried.
+
         The socket is emptied first and the datagrams handed to the stack
         after: the senders get the whole queue back at once (it holds only a
         few datagrams) and refill it while the stack works.  Then the socket
@@ -152,7 +155,11 @@ class UxdDriver:
         round of the loop.
         """
         if self._waiting and self._epoll is not None:
-            self._woken(self._epoll.poll(0), now)
+            ready = self._epoll.poll(0)
+            self._woken(ready, now)
+            own = self.sock.fileno()
+            if not any(fd == own for fd, _ in ready):
+                return 0  # only waiters woke us: no recvfrom to find the socket empty
         recvfrom = self.sock.recvfrom
         receive_datagram = self.stack.receive_datagram
         taken = 0
