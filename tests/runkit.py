@@ -43,6 +43,8 @@ class VirtualSelector:
     clock: VirtualClock
     keys: dict[int, Key] = field(default_factory=dict)
     waits: list[float] = field(default_factory=list)
+    modified: list[tuple[int, int]] = field(default_factory=list)
+    """Every ``modify`` call as (descriptor, events)."""
 
     def register(self, fileobj: Any, events: int, data: Any = None) -> Key:
         self.keys[fileobj] = Key(fileobj, events, data)
@@ -52,6 +54,7 @@ class VirtualSelector:
         return self.keys.pop(fileobj)
 
     def modify(self, fileobj: Any, events: int, data: Any = None) -> Key:
+        self.modified.append((fileobj, events))
         return self.register(fileobj, events, data)
 
     def select(self, timeout: float | None = None) -> list[tuple[Key, int]]:
@@ -85,11 +88,15 @@ class MemoryDriver:
         self.inbox: deque[tuple[bytes, Address]] = deque()
         self._fd = next(_fds)
         self.closed = False
+        self.sends = 0
+        """Calls of :meth:`send` (flushes the loop asked for)."""
+        self.writes_pending = False
+        """What ``wants_write`` says (as if the kernel refused datagrams)."""
         net.drivers[address] = self
 
     @property
     def wants_write(self) -> bool:
-        return False
+        return self.writes_pending
 
     def fileno(self) -> int:
         return self._fd
@@ -102,6 +109,7 @@ class MemoryDriver:
         return count
 
     def send(self, now: float) -> int:
+        self.sends += 1
         out = self.stack.datagrams_to_send(now)
         for data, destination in out:
             target = self.net.drivers.get(destination)
