@@ -242,25 +242,20 @@ class LaneStack:
         if remote is None or remote.yard_session != head.yard_session \
                 or (source and source != remote.path):
             return False
-        self._deliver_single(remote, head.kind, body)
-        return True
-
-    def _deliver_single(self, remote: RemoteYard, kind: PageKind, body: bytes) -> None:
-        """A one-page book under a head already accepted whole (what ``Binder`` does for it)."""
+        # a one-page book under a head already accepted whole (what ``Binder`` does for it)
         binder = self.binder.stats
         binder.pages += 1
         try:
-            message = fast_decode(body, kind)
+            message = fast_decode(body, head.kind)
         except PacketError as exc:
             self.stats.drop(Drop.BAD_BODY)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s: book from %s did not decode: %s", self.name, remote.name, exc)
-            return
+            return True
         binder.messages += 1
         self.stats.messages_received += 1
-        session = remote.yard_session
-        assert session is not None  # noqa: S101 - a remembered head carries the session
-        self._events.append(events.MessageReceived(remote.name, message, session, 1))
+        self._events.append(events.MessageReceived(remote.name, message, head.yard_session, 1))
+        return True
 
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, str]]:
         """What to put on the wire now, as ``(page, socket path)``, in order per yard."""
