@@ -73,7 +73,10 @@ class Messenger(Transaction):
         self.acked = False
         self.outstanding = 0  # segments sent and not yet answered
         self.bursts: deque[int] = deque()  # sizes of the bursts sent and not yet answered
+        self.burst_times: deque[float | None] = deque()  # when each was sent (None: a resend)
         self.redos_unanswered = 0
+        # the first redo waits for what answers from this remote have taken lately
+        self.redo_interval = remote.round_trip.timeout(self.redo_min, self.redo_max)
         self.launch = 0  # its place in the remote's start order (the stack sets it)
 
     def initial_state(self) -> enum.Enum:
@@ -132,6 +135,7 @@ class Messenger(Transaction):
         self.last_sent = data
         count = len(numbers)
         self.bursts.append(count)
+        self.burst_times.append(None if again else self.stack.now)
         self.outstanding += count
         self.remote.segments_in_flight += count
         self.stack.stats.segments_sent += count
@@ -174,9 +178,13 @@ class Messenger(Transaction):
         self.acked = True
         self.redos_unanswered = 0
         answered = self.bursts.popleft() if self.bursts else 0  # answers come in burst order
+        sent_at = self.burst_times.popleft() if self.burst_times else None
+        round_trip = self.remote.round_trip
+        if sent_at is not None:  # Karn: a resent burst's answer times nothing
+            round_trip.sample(self.stack.now - sent_at)
         self.remote.segments_in_flight -= answered
         self.outstanding -= answered
-        self.redo_interval = self.redo_min
+        self.redo_interval = round_trip.timeout(self.redo_min, self.redo_max)
         self.stack._presence(self.remote, alive=True)
         if more:
             self.stack._window_opened(self.remote)
@@ -186,6 +194,7 @@ class Messenger(Transaction):
             self.remote.segments_in_flight -= self.outstanding
             self.outstanding = 0
         self.bursts.clear()
+        self.burst_times.clear()
         super().end()
         self.stack._window_opened(self.remote)
 
@@ -239,6 +248,8 @@ class Messenger(Transaction):
             self.stack._expire(self.remote, self.outgoing, "time to live ran out in flight")
             return
         self.redos_unanswered += 1
+        self.burst_times = deque(None for _ in self.burst_times)  # Karn: answers now ambiguous
+        self.remote.round_trip.back_off(self.redo_interval)
         if self.redos_unanswered > self.stack.config.max_redos:
             self.end()
             self.stack._requeue(self.remote, self.outgoing)

@@ -40,6 +40,39 @@ class Outgoing:
 
 
 @dataclass(slots=True)
+class RoundTrip:
+    """Smoothed time from a burst sent to its answer (RFC 6298's estimator).
+
+    RAET mode times its redos from it, so a receiver busy verifying a full
+    window of signed packets is not asked again before it could have answered.
+    A redo that fired (Karn's rule: its answer times nothing) holds the backed-off
+    interval until an unambiguous answer is timed again.
+    """
+
+    smoothed: float | None = None
+    variation: float = 0.0
+    backed_off: float = 0.0
+
+    def sample(self, seconds: float) -> None:
+        """One answer ``seconds`` after its (first, never resent) burst."""
+        self.backed_off = 0.0
+        if self.smoothed is None:
+            self.smoothed, self.variation = seconds, seconds / 2
+            return
+        self.variation = 0.75 * self.variation + 0.25 * abs(self.smoothed - seconds)
+        self.smoothed = 0.875 * self.smoothed + 0.125 * seconds
+
+    def back_off(self, interval: float) -> None:
+        """A redo fired and the next wait is ``interval``: keep it until a fresh sample."""
+        self.backed_off = max(self.backed_off, interval)
+
+    def timeout(self, floor: float, ceiling: float) -> float:
+        """``smoothed + 4 * variation`` (or the backed-off wait) kept within [floor, ceiling]."""
+        estimate = 0.0 if self.smoothed is None else self.smoothed + 4 * self.variation
+        return min(ceiling, max(floor, estimate, self.backed_off))
+
+
+@dataclass(slots=True)
 class Remote:
     """One remote estate: identity, keys, session state and its transactions.
 
@@ -76,6 +109,7 @@ class Remote:
     reap_due: float = 0.0
     segments_in_flight: int = 0
     unanswered_redos: int = 0
+    round_trip: RoundTrip = field(default_factory=RoundTrip)
     capabilities: frozenset[str] = frozenset()
 
     def next_transaction_id(self) -> int:
