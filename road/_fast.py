@@ -62,6 +62,8 @@ class _Sending:
     __slots__ = ("acked", "acked_count", "body_kind", "chunk_size", "chunks", "number",
                  "outgoing", "payload", "view")
 
+    acked: bytearray | bytes
+
     def __init__(self, number: int, outgoing: Outgoing, payload: bytes, body_kind: int,
                  chunk_size: int) -> None:
         self.number = number
@@ -70,10 +72,15 @@ class _Sending:
         self.body_kind = body_kind
         self.chunk_size = chunk_size
         length = len(payload)
-        self.chunks = chunks = 1 if length <= chunk_size else -(-length // chunk_size)
-        self.acked = bytearray(chunks)
+        if length <= chunk_size:  # one chunk: acked once it leaves FastLink.messages
+            self.chunks = 1
+            self.acked = _NOT_ACKED
+            self.view = None
+        else:
+            self.chunks = chunks = -(-length // chunk_size)
+            self.acked = bytearray(chunks)
+            self.view = memoryview(payload)
         self.acked_count = 0
-        self.view = memoryview(payload) if chunks > 1 else None
 
     def frame(self, index: int) -> tuple[bytes, bytes | memoryview]:
         """Chunk ``index`` as its frame head and its bytes (a view: the datagram joins once)."""
@@ -101,8 +108,12 @@ class _Partial:
         self.pieces: dict[int, bytes | memoryview] = {}
 
 
+_NOT_ACKED = bytes(1)  # the acked flags of every one-chunk message (never written)
+
+# a chunk a datagram carried: a one-chunk message as itself, others as (message, chunk index)
+_Carried = _Sending | tuple[_Sending, int]
 # a datagram awaiting its ack: (sent at, size, chunks it carried, abandons it carried)
-_Sent = tuple[float, int, list[tuple[_Sending, int]], list[int]]
+_Sent = tuple[float, int, list[_Carried], list[int]]
 
 
 class FastLink:
@@ -193,11 +204,11 @@ class FastLink:
         self.probe_count = 0
         self.probes = 0
 
-    def _requeue(self, chunks: list[tuple[_Sending, int]], abandons: list[int]) -> None:
+    def _requeue(self, chunks: list[_Carried], abandons: list[int]) -> None:
         for item in chunks:
-            sending, index = item
+            sending, index = item if isinstance(item, tuple) else (item, 0)
             if not sending.acked[index] and sending.number in self.messages:
-                self.again.append(item)
+                self.again.append((sending, index))
         self.abandons.extend(abandons)
 
     # -- sending -----------------------------------------------------------------
@@ -288,7 +299,7 @@ class FastLink:
             room -= len(frame)
             self.ack_pending = 0
             self.ack_due = None
-        chunks: list[tuple[_Sending, int]] = []
+        chunks: list[_Carried] = []
         abandons: list[int] = []
         if data:
             self._fill(parts, room, chunks, abandons)
@@ -310,7 +321,7 @@ class FastLink:
         self.stack.stats.fast_datagrams_sent += 1
         return datagram
 
-    def _fill(self, parts: list[bytes | memoryview], room: int, chunks: list[tuple[_Sending, int]],
+    def _fill(self, parts: list[bytes | memoryview], room: int, chunks: list[_Carried],
               abandons: list[int]) -> None:
         """Abandons, then resends, then queued chunks, then fresh messages, while they fit."""
         while self.abandons and room >= 9:
@@ -342,7 +353,7 @@ class FastLink:
             room -= size
 
     def _fill_fresh(self, parts: list[bytes | memoryview], room: int,
-                    chunks: list[tuple[_Sending, int]]) -> int:
+                    chunks: list[_Carried]) -> int:
         """Messages straight from the outbox into this datagram; the room left.
 
         The hot path of small messages: each becomes one frame here, never
@@ -379,7 +390,7 @@ class FastLink:
             messages[number] = sending
             append(head(MESSAGE_KIND, number, size, 0, 1, kind, size))
             append(payload)
-            track((sending, 0))
+            track(sending)
             room -= FRAME_MESSAGE_SIZE + size
             number += 1
             earliest = min(earliest, outgoing.expires)
@@ -559,9 +570,9 @@ class FastLink:
             return
         self.answered = True
         self.unanswered_since = None
-        control, messages = self.control, self.messages
+        control = self.control
         newest: _Sent | None = None
-        done: list[Outgoing] = []
+        done: list[_Sending] = []
         for first, last in ranges:
             if not sent:
                 break
@@ -578,26 +589,40 @@ class FastLink:
                     newest = packet
                 sent_at, size, chunks, _ = packet
                 control.on_acked(size, sent_at)
-                for sending, index in chunks:
-                    acked = sending.acked
-                    if acked[index]:
-                        continue
-                    acked[index] = 1
-                    sending.acked_count += 1
-                    if (sending.acked_count == sending.chunks
-                            and messages.pop(sending.number, None) is not None):
-                        done.append(sending.outgoing)
+                self._settle(chunks, done)
         if done:
             stack = self.stack
             stack.stats.messages_sent += len(done)
             name, sent_event = self.remote.name, events.MessageSent
-            stack._emit_all([sent_event(name, outgoing.message_id) for outgoing in done])
+            stack._emit_all([sent_event(name, sending.outgoing.message_id) for sending in done])
         self.largest_acked = max(self.largest_acked, largest)
         if newest is not None:
             control.sample(now - newest[0])
             self.probe_count = 0
             self.probes = 0
         self._detect_losses(now)
+
+    def _settle(self, chunks: list[_Carried], done: list[_Sending]) -> None:
+        """Mark the chunks an acked datagram carried; messages now whole go to ``done``."""
+        messages = self.messages
+        for item in chunks:
+            if not isinstance(item, tuple):  # a one-chunk message: done when acked
+                if messages.pop(item.number, None) is not None:
+                    done.append(item)
+                continue
+            sending, index = item
+            if sending.chunks == 1:  # one sent again (from the again queue)
+                if messages.pop(sending.number, None) is not None:
+                    done.append(sending)
+                continue
+            acked = sending.acked
+            if acked[index]:
+                continue
+            acked[index] = 1  # type: ignore[index]
+            sending.acked_count += 1
+            if (sending.acked_count == sending.chunks
+                    and messages.pop(sending.number, None) is not None):
+                done.append(sending)
 
     def _detect_losses(self, now: float) -> None:
         self.loss_time = None
@@ -831,7 +856,8 @@ class FastRoad:
         if (link is None or not link.keyed or not remote.allowed or remote.session_box is None
                 or remote.alive is False):
             return False
-        link.resume()
+        if link.paused:
+            link.resume()
         link.outbox_expiry = min(link.outbox_expiry, expires)
         return True
 
