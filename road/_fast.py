@@ -22,6 +22,7 @@ from raetlike.wire.body import pack_body, parse_body
 from raetlike.wire.kinds import BodyKind
 from road import events
 from road._fast_control import CongestionControl, ReceivedRanges, ReplayWindow
+from road._fast_events import message_received, message_sent
 from road._fast_wire import (
     FAST_HEADER_SIZE,
     FRAME_MESSAGE_SIZE,
@@ -484,7 +485,7 @@ class FastLink:
         made: list[events.Event] = []
         delivered, partials = self.delivered, self.partials
         name, session = self.remote.name, self.remote.remote_session_id
-        received = events.MessageReceived
+        received = message_received
         for fields in messages:
             number, total, _, chunks, body_kind, data = fields
             if chunks != 1:
@@ -593,7 +594,7 @@ class FastLink:
         if done:
             stack = self.stack
             stack.stats.messages_sent += len(done)
-            name, sent_event = self.remote.name, events.MessageSent
+            name, sent_event = self.remote.name, message_sent
             stack._emit_all([sent_event(name, sending.outgoing.message_id) for sending in done])
         self.largest_acked = max(self.largest_acked, largest)
         if newest is not None:
