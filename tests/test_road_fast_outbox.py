@@ -120,3 +120,26 @@ def test_full_datagrams_are_acknowledged_every_second_one() -> None:
         pair.minion.transmit(b"%d" % n * 1000, to="main")
     pair.run_until(lambda: len(pair.events(MINION, events.MessageSent)) == 6)
     assert len(acks) == 3
+
+
+def test_a_body_that_cannot_be_packed_comes_back_and_the_next_one_still_goes() -> None:
+    pair = fast_pair()
+    bad = pair.minion.transmit({"value": object()}, to="main")
+    pair.minion.transmit({"value": 2}, to="main")
+    pair.run_until(lambda: bool(pair.events(MAIN, events.MessageReceived)))
+    [expired] = pair.events(MINION, events.MessageExpired)
+    assert expired.message_id == bad
+    assert "cannot be packed" in expired.reason
+    assert [e.body for e in pair.events(MAIN, events.MessageReceived)] == [{"value": 2}]
+
+
+def test_a_message_whose_ttl_ran_out_before_it_left_the_outbox_is_not_sent() -> None:
+    pair = fast_pair()
+    now = pair.net.now
+    late = pair.minion.transmit(b"late", to="main", ttl=0.0, now=now)
+    pair.minion.transmit(b"kept", to="main", now=now)
+    pair.run_until(lambda: bool(pair.events(MAIN, events.MessageReceived)))
+    [expired] = pair.events(MINION, events.MessageExpired)
+    assert (expired.message_id, expired.body) == (late, b"late")
+    assert "queued" in expired.reason
+    assert [e.body for e in pair.events(MAIN, events.MessageReceived)] == [b"kept"]
