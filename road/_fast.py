@@ -394,7 +394,8 @@ class FastLink:
             track(sending)
             room -= FRAME_MESSAGE_SIZE + size
             number += 1
-            earliest = min(earliest, outgoing.expires)
+            expires = outgoing.expires  # (not min(): a call costs ten times the comparison)
+            earliest = expires if expires < earliest else earliest
         self.next_number = number
         self._note_expiry(earliest, alone)
         return room
@@ -859,7 +860,8 @@ class FastRoad:
             return False
         if link.paused:
             link.resume()
-        link.outbox_expiry = min(link.outbox_expiry, expires)
+        soonest = link.outbox_expiry
+        link.outbox_expiry = expires if expires < soonest else soonest  # (cheaper than min())
         return True
 
     def _release(self, remote: Remote) -> None:

@@ -223,14 +223,15 @@ class RoadStack:
         outbox is full.  Its fate comes back as ``MessageSent`` or
         ``MessageExpired`` (never silence).
         """
-        self._tick(now)
+        if now is not None:
+            self.now = now
         if self.closed:
             raise LocalProtocolError("the stack is closed")
         exact = type(message) is bytes  # the common case: no ABC check, no copy
         if not exact and not isinstance(message, Mapping | bytes | bytearray):
             raise LocalProtocolError(
                 f"a message must be a mapping or bytes, not {type(message).__name__}")
-        remote = self._by_name(to)
+        remote = self.names.get(to) or self._by_name(to)
         config = self.config
         if len(remote.outbox) >= config.outbox_limit:
             raise BackpressureError(
