@@ -55,6 +55,7 @@ _MAX_PROBE_INTERVAL = 0.5
 _BODY_KINDS = {int(kind): kind for kind in BodyKind}
 _RAW = int(BodyKind.RAW)
 _NEVER = float("inf")
+_SHORT_ACK_SPACING = 0.001  # at most one early ack for short datagrams per millisecond
 
 
 class _Sending:
@@ -131,7 +132,8 @@ class FastLink:
         if self.chunk_size < 64:
             raise LocalProtocolError("fast_datagram_size is too small")
         self.ack_delay = config.fast_ack_delay
-        self.short_datagram = self.datagram_size // 2  # acked at once (see receive)
+        self.short_datagram = self.datagram_size // 2  # acked at once (see _ack_later)
+        self.last_ack = -_NEVER  # when an ack frame last went
         self.keyed = False
         self.sending_ok = False
         self.key_id = 0
@@ -300,6 +302,7 @@ class FastLink:
             room -= len(frame)
             self.ack_pending = 0
             self.ack_due = None
+            self.last_ack = now
         chunks: list[_Carried] = []
         abandons: list[int] = []
         if data:
@@ -439,14 +442,25 @@ class FastLink:
         for abandoned in abandons:
             self._abandoned(abandoned)
         if messages or abandons:
-            self.ack_pending += 1
-            if self.ack_pending >= 2 or len(data) < self.short_datagram:
-                # every second one, or a burst's tail: a sender with more to say fills
-                # its datagrams, so a short one is all there is for now (no delay)
-                self.ack_due = now
-            elif self.ack_due is None:
-                self.ack_due = now + self.ack_delay
+            self._ack_later(len(data) < self.short_datagram, now)
         self._heard(now)
+
+    def _ack_later(self, short: bool, now: float) -> None:
+        """An ack-eliciting datagram arrived: when its ack is due.
+
+        Every second one at once; a short one (a sender with more to say fills
+        its datagrams, so it is a burst's tail or a lone message) at once too,
+        but at most one such ack per _SHORT_ACK_SPACING, so a stream of short
+        datagrams keeps the every-second cadence; any other after the delay.
+        """
+        self.ack_pending += 1
+        if self.ack_pending >= 2:
+            self.ack_due = now
+            return
+        due = self.ack_due if self.ack_due is not None else now + self.ack_delay
+        if short:
+            due = min(due, max(now, self.last_ack + _SHORT_ACK_SPACING))
+        self.ack_due = due
 
     def _heard(self, now: float) -> None:
         """An authenticated datagram is proof of presence (no RAET alive needed meanwhile)."""

@@ -19,6 +19,21 @@ def fast_pair(**settings: object) -> Pair:
                         minion_config=RoadConfig(fast=True, **settings))  # type: ignore[arg-type]
 
 
+def fast_datagrams_from(pair: Pair, source: Address) -> list[float]:
+    """Record when ``source`` puts each fast datagram on the wire (the list fills as it runs)."""
+    times: list[float] = []
+    previous = pair.net.tap
+
+    def tap(data: bytes, sender: Address, destination: Address) -> None:
+        if sender == source and is_fast(data):
+            times.append(pair.net.now)
+        if previous is not None:
+            previous(data, sender, destination)
+
+    pair.net.tap = tap
+    return times
+
+
 def expired_at(pair: Pair, count: int, start: float) -> list[tuple[bytes, float]]:
     """Run until ``count`` messages came back expired: (body, seconds after start) each."""
     seen: list[tuple[bytes, float]] = []
@@ -106,16 +121,7 @@ def test_a_lone_short_datagram_is_acknowledged_without_the_ack_delay() -> None:
 def test_full_datagrams_are_acknowledged_every_second_one() -> None:
     pair = allowed_pair(main_config=RoadConfig(fast=True, fast_ack_delay=0.05),
                         minion_config=RoadConfig(fast=True))
-    acks: list[float] = []
-    previous = pair.net.tap
-
-    def tap(data: bytes, source: Address, destination: Address) -> None:
-        if source == MAIN and is_fast(data):
-            acks.append(pair.net.now)
-        if previous is not None:
-            previous(data, source, destination)
-
-    pair.net.tap = tap
+    acks = fast_datagrams_from(pair, MAIN)
     for n in range(6):  # one per datagram, each well over half of 1,232 bytes
         pair.minion.transmit(b"%d" % n * 1000, to="main")
     pair.run_until(lambda: len(pair.events(MINION, events.MessageSent)) == 6)
@@ -143,3 +149,13 @@ def test_a_message_whose_ttl_ran_out_before_it_left_the_outbox_is_not_sent() -> 
     assert (expired.message_id, expired.body) == (late, b"late")
     assert "queued" in expired.reason
     assert [e.body for e in pair.events(MAIN, events.MessageReceived)] == [b"kept"]
+
+
+def test_a_stream_of_short_datagrams_is_acknowledged_about_every_second_one() -> None:
+    pair = fast_pair()
+    acks = fast_datagrams_from(pair, MAIN)
+    for n in range(40):  # one short datagram every 0.2 ms
+        pair.minion.transmit(b"tick %d" % n, to="main", now=pair.net.now)
+        pair.net.run_for(0.0002)
+    pair.run_until(lambda: len(pair.events(MINION, events.MessageSent)) == 40)
+    assert 18 <= len(acks) <= 24  # every second one (and the tail at once), not 40
