@@ -880,8 +880,8 @@ class FastRoad:
 
     def _release(self, remote: Remote) -> None:
         """A link is gone: the stack watches every queued message's time to live again."""
-        for outgoing in remote.outbox:
-            self.stack._schedule(remote, outgoing.expires)
+        if remote.outbox:
+            self.stack._watch_expiry(remote, min(outgoing.expires for outgoing in remote.outbox))
 
     def receive(self, data: bytes, now: float) -> None:
         """One fast datagram; garbage is dropped and counted."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -109,6 +110,8 @@ class Remote:
     reap_due: float = 0.0
     segments_in_flight: int = 0
     unanswered_redos: int = 0
+    outbox_soonest: float = math.inf
+    """No queued message expires before this (the stack's timer heap holds an entry by then)."""
     round_trip: RoundTrip = field(default_factory=RoundTrip)
     capabilities: frozenset[str] = frozenset()
 

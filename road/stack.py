@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -243,7 +244,7 @@ class RoadStack:
         remote.outbox.append(Outgoing(self._message_id, body, expires))
         if not (self._fast.links and self._fast.queued(remote, expires)):
             # (a fast link watches its outbox's expiries itself: no heap entry per message)
-            self._schedule(remote, expires)
+            self._watch_expiry(remote, expires)
             self._pump(remote)
         return self._message_id
 
@@ -553,12 +554,19 @@ class RoadStack:
                 times.append(remote.presence_due)
             if self.local.main and config.reap_interval > 0:
                 times.append(remote.reap_due)
-        if remote.outbox:
-            times.append(remote.outbox[0].expires)
+        if remote.outbox and remote.outbox_soonest < math.inf:
+            times.append(remote.outbox_soonest)
         if remote.done_transactions:
             times.append(next(iter(remote.done_transactions.values())))
         if times:
             heapq.heappush(self._remote_timers, (min(times), remote.uid))
+
+    def _watch_expiry(self, remote: Remote, expires: float) -> None:
+        """A message with time to live until ``expires`` joined the outbox: make sure a timer
+        is due by then (one heap entry per new soonest expiry, not one per message)."""
+        if expires < remote.outbox_soonest:
+            remote.outbox_soonest = expires
+            self._schedule(remote)
 
     def _track(self, transaction: Transaction) -> None:
         self._transactions[transaction] = None
@@ -759,16 +767,17 @@ class RoadStack:
                 and remote.reap_due <= self.now):
             remote.reaped = True
             self._emit(events.RemoteReaped(remote.name))
-        if (remote.outbox and remote.outbox[0].expires <= self.now) or any(
-            o.expires <= self.now for o in remote.outbox
-        ):
+        if remote.outbox_soonest <= self.now:
             keep: deque[Outgoing] = deque()
+            soonest = math.inf
             for outgoing in remote.outbox:
                 if outgoing.expires <= self.now:
                     self._expire(remote, outgoing, "time to live ran out while queued")
                 else:
                     keep.append(outgoing)
+                    soonest = min(soonest, outgoing.expires)
             remote.outbox = keep
+            remote.outbox_soonest = soonest
         while remote.done_transactions:
             tid, expires = next(iter(remote.done_transactions.items()))
             if expires > self.now:
@@ -850,7 +859,7 @@ class RoadStack:
                 break
             position += 1
         remote.outbox.insert(position, outgoing)
-        self._schedule(remote, outgoing.expires)
+        self._watch_expiry(remote, outgoing.expires)
 
     def _expire(self, remote: Remote, outgoing: Outgoing, reason: str) -> None:
         self.stats.messages_expired += 1

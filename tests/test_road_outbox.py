@@ -95,3 +95,19 @@ def test_closing_a_stack_gives_back_every_queued_message() -> None:
     expired = [e for e in iter(pair.minion.next_event, None)
                if isinstance(e, events.MessageExpired)]
     assert [e.message_id for e in expired] == ids
+
+
+def test_a_later_message_with_a_shorter_ttl_expires_on_time() -> None:
+    # one message in flight, two queued behind it: the short one is not the outbox's first
+    pair = allowed_pair(minion_config=RoadConfig(fast=False, max_messages_in_flight=1))
+    pair.net.blocked.add(MAIN)
+    for _ in range(2):
+        pair.minion.transmit({"long": True}, to="main", ttl=30.0)
+    pair.net.run_for(0.3)
+    sent_at = pair.net.now
+    short = pair.minion.transmit({"short": True}, to="main", ttl=2.25)
+    pair.run_until(lambda: bool(pair.events(MINION, events.MessageExpired)), timeout=5.0)
+    [expired] = pair.events(MINION, events.MessageExpired)
+    assert expired.message_id == short
+    assert pair.net.now == pytest.approx(sent_at + 2.25)
+    assert [o.body for o in pair.minion.remote("main").outbox] == [{"long": True}]
