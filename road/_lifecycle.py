@@ -1,0 +1,125 @@
+"""A remote's lifecycle: starting joins, allows and presence checks, and what follows when
+they complete, fail, or a session changes.
+
+Each function here is a method of :class:`road.stack.RoadStack` (bound there by name);
+its first argument is the stack.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from raetlike.wire.kinds import TransactionKind
+from road import events
+from road._alive import Aliver
+from road._allow import Allowent, Allower
+from road._join import Joiner
+from road._message import Messenger
+from road.remote import Remote
+
+if TYPE_CHECKING:
+    from road.stack import RoadStack
+
+
+def start_join(stack: RoadStack, remote: Remote, *, renewal: bool = False) -> None:
+    if remote.in_process(TransactionKind.JOIN):
+        return
+    stack._want_joined.setdefault(remote.uid, stack.now)
+    stack._want_joined[remote.uid] = stack.now + stack.config.rejoin_interval
+    Joiner(stack, remote, renewal=renewal).start()
+
+
+def start_allow(stack: RoadStack, remote: Remote) -> None:
+    if remote.in_process(TransactionKind.JOIN) or remote.in_process(TransactionKind.ALLOW):
+        return
+    if not remote.joined:
+        start_join(stack, remote)
+        return
+    Allower(stack, remote).start()
+
+
+def start_alive(stack: RoadStack, remote: Remote) -> None:
+    if not remote.joined:
+        if remote.uid in stack._want_joined or remote.far_uid:
+            start_join(stack, remote)
+        return
+    if not remote.allowed:
+        start_allow(stack, remote)
+        return
+    if remote.in_process(TransactionKind.ALIVE):
+        return
+    Aliver(stack, remote).start()
+
+
+def joined(stack: RoadStack, remote: Remote, *, initiator: bool) -> None:
+    stack.stats.joins_completed += 1
+    stack._strangers.pop(remote.uid, None)
+    stack._want_joined.pop(remote.uid, None)
+    stack._save_remote(remote)
+    stack._emit(events.Joined(remote.name, remote.uid, remote.main, initiator))
+    if initiator:
+        start_allow(stack, remote)
+
+
+def join_ended(stack: RoadStack, remote: Remote, *, joined: bool) -> None:
+    if not joined and remote.uid in stack._want_joined:
+        stack._want_joined[remote.uid] = stack.now + stack.config.rejoin_interval
+
+
+def session_started(stack: RoadStack, remote: Remote) -> None:
+    remote.allowed = True
+    remote.next_session_id()
+    replace_stale_initiators(stack, remote)
+    stack._fast.session_started(remote)
+    stack._save_remote(remote)
+    presence(stack, remote, alive=True)
+
+
+def allowed(stack: RoadStack, remote: Remote) -> None:
+    stack.stats.allows_completed += 1
+    stack._emit(events.Allowed(remote.name, remote.session_id))
+    stack._fast.allowed(remote)
+    stack._pump(remote)
+
+
+def presence(stack: RoadStack, remote: Remote, *, alive: bool, reason: str = "") -> None:
+    delay = stack.config.period + (0.0 if stack.local.main else stack.config.offset)
+    remote.presence_due = stack.now + delay
+    if alive:
+        remote.reap_due = stack.now + stack.config.reap_interval
+        remote.reaped = False
+        stack._schedule(remote)
+        if remote.alive is not True:
+            remote.alive = True
+            stack._emit(events.Alive(remote.name))
+            stack._pump(remote)
+        return
+    if remote.alive is not False:
+        remote.alive = False
+        stack._emit(events.RemoteLost(remote.name, reason))
+    for messenger in list(stack._in_flight.get(remote.uid, {})):
+        messenger.requeue()
+
+
+def replace_stale_initiators(_stack: RoadStack, remote: Remote) -> None:
+    for transaction in list(remote.transactions.values()):
+        if transaction.correspondent or remote.own_session_is_valid(transaction.session_id):
+            continue
+        if transaction.session_id == remote.session_id:
+            continue
+        if isinstance(transaction, Messenger):
+            transaction.requeue()
+        else:
+            transaction.end()
+
+
+def remove_stale_correspondents(stack: RoadStack, remote: Remote) -> None:
+    for transaction in list(remote.transactions.values()):
+        if transaction.correspondent and not remote.remote_session_is_valid(
+            transaction.session_id
+        ):
+            transaction.end()
+            if isinstance(transaction, Allowent) and transaction.state is Allowent.States.ACKED:
+                # the initiator speaks in a newer session: our allow had finished
+                allowed(stack, remote)
+    remote.done_transactions.clear()
