@@ -301,7 +301,9 @@ def _aead_function(name: str) -> ctypes._CFuncPtr:  # type: ignore[name-defined]
     Declared argument types let ctypes pass ``bytes`` and ints straight through,
     which costs a third of libnacl's per-call wrapper on small packets.
     """
-    function = getattr(_sodium, f"crypto_aead_chacha20poly1305_ietf_{name}")
+    # item access makes a function object of our own: libnacl's cached attribute (which
+    # its wrappers call with their own argument conventions) keeps no argtypes
+    function = _sodium[f"crypto_aead_chacha20poly1305_ietf_{name}"]
     size = ctypes.c_ulonglong
     pointer = ctypes.c_char_p
     if name == "encrypt":  # c, &clen, m, mlen, ad, adlen, nsec, npub, k

@@ -3,8 +3,9 @@
 ``main PORTFILE`` is a main estate that writes its port to PORTFILE, echoes
 messages of kind ``echo``, counts messages of kind ``one`` and, when a run's
 count is reached (or a ``big`` message arrives), answers with ``{"kind": "got",
-"at": <time.time()>}``.  ``client HOST:PORT PLAN`` joins and allows, then runs
-PLAN (a JSON list of steps ``["one", N, WINDOW]``, ``["echo", N, WINDOW]``,
+"at": <time.monotonic()>}`` (Linux's monotonic clock is system-wide, so the
+client subtracts its own start from it).  ``client HOST:PORT PLAN`` joins and
+allows, then runs PLAN (a JSON list of steps ``["one", N, WINDOW]``, ``["echo", N, WINDOW]``,
 ``["big", BYTES]``) and prints one JSON line: a list of ``{"step", "count",
 "seconds"}``.
 
@@ -96,9 +97,9 @@ def serve(port_file: str) -> None:
                 run = body["run"]
                 counts[run] = counts.get(run, 0) + 1
                 if counts[run] == body["of"]:
-                    stack.transmit({"kind": "got", "at": time.time()}, uid=uid)
+                    stack.transmit({"kind": "got", "at": time.monotonic()}, uid=uid)
             elif kind == "big":
-                stack.transmit({"kind": "got", "at": time.time()}, uid=uid)
+                stack.transmit({"kind": "got", "at": time.monotonic()}, uid=uid)
 
 
 class Client:
@@ -138,7 +139,7 @@ class Client:
         """Seconds from the first transmit to the main's receipt of the last of ``count``."""
         self.runs += 1
         uid, transactions = self.remote.uid, self.remote.transactions
-        start = time.time()
+        start = time.monotonic()
         deadline = time.monotonic() + limit
         sent = 0
         while sent < count:
@@ -168,7 +169,7 @@ class Client:
 
     def big(self, size: int, limit: float) -> float | None:
         """Seconds from transmit until the main has the whole ``size``-byte message."""
-        start = time.time()
+        start = time.monotonic()
         self.stack.transmit({"kind": "big", "pad": "b" * size}, uid=self.remote.uid)
         at = self._wait_got(time.monotonic() + limit)
         return None if at is None else at - start
