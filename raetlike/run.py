@@ -32,6 +32,9 @@ it when that happens:
 the messages that were never delivered (``MessageExpired`` and
 ``YardUnreachable`` events) in a :class:`Shutdown` report.  The clock and
 the selector can be injected, so tests run the loop on virtual time.
+
+The tasks live in :mod:`raetlike._run_tasks` and the selector in
+:mod:`raetlike._run_select`; this module re-exports them.
 """
 
 from __future__ import annotations
@@ -45,10 +48,13 @@ import selectors
 import signal
 import socket
 import time
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Protocol
+
+from raetlike._run_select import EpollSelector, Selector
+from raetlike._run_tasks import Signal, Task, TaskBody, Until
 
 __all__ = [
     "Driver", "Selector", "EpollSelector", "Loop",
@@ -65,9 +71,6 @@ STOP_STEP = 1.0  # run_forever without handle_signals: a stop() from a signal ha
 SHUTDOWN_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 UNDELIVERED_EVENTS = frozenset({"MessageExpired", "YardUnreachable"})
 """Event class names that hand an undelivered message back (road and lane)."""
-
-TaskBody = Generator[Any, Any, Any]
-"""A micro-thread: a generator that yields what it waits for."""
 
 EventHandler = Callable[[Any], None]
 """Called with each event a stack reports, in order."""
@@ -87,73 +90,6 @@ class Driver(Protocol):
     def stack(self) -> Any: ...
 
 
-class Selector(Protocol):
-    """The part of :class:`selectors.BaseSelector` the loop uses (a fake one runs tests)."""
-
-    def register(self, fileobj: Any, events: int, data: Any = None) -> Any: ...
-    def unregister(self, fileobj: Any) -> Any: ...
-    def modify(self, fileobj: Any, events: int, data: Any = None) -> Any: ...
-    def select(self, timeout: float | None = None) -> list[tuple[Any, int]]: ...
-    def close(self) -> None: ...
-
-
-class EpollSelector:
-    """The :class:`Selector` the loop uses by default on Linux: epoll, without the
-    key objects of :mod:`selectors` (the loop asks :meth:`ready` for the data of
-    each ready descriptor, one list per round and nothing else allocated)."""
-
-    __slots__ = ("_data", "_epoll")
-
-    def __init__(self) -> None:
-        self._epoll = select.epoll()
-        self._data: dict[int, Any] = {}
-
-    @staticmethod
-    def _mask(events: int) -> int:
-        return (select.EPOLLIN if events & selectors.EVENT_READ else 0) \
-            | (select.EPOLLOUT if events & selectors.EVENT_WRITE else 0)
-
-    def register(self, fileobj: Any, events: int, data: Any = None) -> Any:
-        """Watch the descriptor ``fileobj`` for ``events`` (selectors' EVENT_ flags)."""
-        self._epoll.register(fileobj, self._mask(events))
-        self._data[fileobj] = data
-        return data
-
-    def unregister(self, fileobj: Any) -> Any:
-        """Stop watching ``fileobj``; returns its data."""
-        with contextlib.suppress(OSError, ValueError):  # closed already: epoll forgot it
-            self._epoll.unregister(fileobj)
-        return self._data.pop(fileobj, None)
-
-    def modify(self, fileobj: Any, events: int, data: Any = None) -> Any:
-        """Watch ``fileobj`` for other ``events``."""
-        self._epoll.modify(fileobj, self._mask(events))
-        self._data[fileobj] = data
-        return data
-
-    def ready(self, timeout: float) -> list[Any]:
-        """The data of every ready descriptor, after waiting at most ``timeout`` seconds."""
-        # epoll counts milliseconds: round up, or a wait under 1 ms would be a busy poll
-        timeout = math.ceil(timeout * 1e3) * 1e-3 if timeout > 0 else 0.0
-        data = self._data
-        return [data.get(fd) for fd, _ in self._epoll.poll(timeout)]
-
-    def select(self, timeout: float | None = None) -> list[tuple[Any, int]]:
-        """:meth:`selectors.BaseSelector.select`'s shape (keys are the data here)."""
-        wait = -1.0 if timeout is None else timeout
-        return [(_Key(item), selectors.EVENT_READ) for item in self.ready(wait)]
-
-    def close(self) -> None:
-        """Close the epoll descriptor."""
-        self._epoll.close()
-        self._data.clear()
-
-
-@dataclass(frozen=True, slots=True)
-class _Key:
-    data: Any
-
-
 class _Entry:
     """What the loop keeps per driver, so a round looks nothing up."""
 
@@ -168,123 +104,6 @@ class _Entry:
         """The stack's ``get_timer`` as asked this round."""
         self.writing = False
         """Registered for EVENT_WRITE too."""
-
-
-class Signal:
-    """A flag tasks wait on: ``yield signal`` resumes once it is set, with its value."""
-
-    __slots__ = ("is_set", "value")
-
-    def __init__(self) -> None:
-        self.is_set = False
-        self.value: Any = None
-
-    def set(self, value: Any = None) -> None:
-        """Set the flag: every task waiting on it resumes in this round."""
-        self.is_set = True
-        self.value = value
-
-    def clear(self) -> None:
-        """Unset the flag, so later waiters wait again."""
-        self.is_set = False
-        self.value = None
-
-
-@dataclass(frozen=True, slots=True)
-class Until:
-    """Wait until ``predicate()`` holds (resumed with True) or ``timeout`` seconds pass (False).
-
-    The predicate is looked at after every round, never polled: a round
-    happens only when a socket, a timer or another task makes one.
-    """
-
-    predicate: Callable[[], bool]
-    """What to wait for."""
-    timeout: float | None = None
-    """Seconds to wait at most; None waits for ever."""
-
-
-class Task:
-    """A micro-thread the loop runs; other tasks may ``yield`` it to wait for its end."""
-
-    __slots__ = ("_deadline", "_send", "_throw", "_waiting",
-                 "body", "done", "exception", "name", "result")
-
-    def __init__(self, body: TaskBody, name: str) -> None:
-        self.name = name
-        self.body = body
-        self._waiting: Any = None
-        self._deadline: float | None = None
-        self._send: Any = None
-        self._throw: BaseException | None = None
-        self.done = False
-        """True once the generator returned or raised."""
-        self.result: Any = None
-        """What the generator returned."""
-        self.exception: BaseException | None = None
-        """What the generator raised, if it did."""
-
-    def __repr__(self) -> str:
-        state = "done" if self.done else "waiting"
-        return f"<Task {self.name} {state}>"
-
-    def ready(self, now: float) -> bool:
-        """Whether what the task waits for has happened; prepares the value it resumes with."""
-        waiting = self._waiting
-        if waiting is None:
-            self._send = None
-            return True
-        if isinstance(waiting, Signal):
-            self._send = waiting.value
-            return waiting.is_set
-        if isinstance(waiting, Task):
-            if not waiting.done:
-                return False
-            self._send, self._throw = waiting.result, waiting.exception
-            return True
-        if isinstance(waiting, Until):
-            if waiting.predicate():
-                self._send = True
-                return True
-            if self._deadline is not None and self._deadline <= now:
-                self._send = False
-                return True
-            return False
-        # a delay
-        self._send = now
-        return self._deadline is not None and self._deadline <= now
-
-    def _wait_for(self, waited: Any, now: float) -> None:
-        """Record what the task yielded."""
-        self._waiting = waited
-        self._deadline = None
-        if isinstance(waited, bool):
-            raise TypeError(f"task {self.name} yielded a bool; yield a delay or a wait object")
-        if isinstance(waited, int | float):
-            self._deadline = now + max(0.0, float(waited))
-        elif isinstance(waited, Until):
-            if waited.timeout is not None:
-                self._deadline = now + waited.timeout
-        elif waited is not None and not isinstance(waited, Signal | Task):
-            raise TypeError(f"task {self.name} yielded {waited!r}; "
-                            "yield a delay, None, a Signal, an Until or a Task")
-
-    def step(self, now: float) -> None:
-        """Resume the generator once."""
-        throw, self._throw = self._throw, None
-        try:
-            waited = self.body.throw(throw) if throw is not None else self.body.send(self._send)
-            self._wait_for(waited, now)
-        except StopIteration as stop:
-            self.done, self.result = True, stop.value
-        except Exception as exc:  # noqa: BLE001 - a failing task ends; its waiters get the error
-            log.debug("task %s raised %r", self.name, exc)
-            self.done, self.exception = True, exc
-            self.body.close()
-
-    def wake_time(self) -> float | None:
-        """When a delay or an Until timeout resumes the task, if it waits for one."""
-        return self._deadline
 
 
 @dataclass(frozen=True, slots=True)
