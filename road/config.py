@@ -84,6 +84,26 @@ class RoadConfig:
     fast_fallback_after: float = 3.0
     """Fast mode: seconds a fast datagram may stay unacknowledged, with none acknowledged
     yet since the allow, before falling back to RAET mode; 0 disables."""
+    max_message_size: int = 16 * 1024 * 1024
+    """Largest message (its coat, in bytes) we reassemble from a remote, in either mode; a
+    first segment or chunk announcing more is refused (``Drop.MESSAGE_TOO_LARGE``)."""
+    max_open_messages: int = 1024
+    """Partly received messages kept at once per remote; past it a new one is refused
+    (``Drop.TOO_MANY_OPEN_MESSAGES``) until others complete or time out."""
+    max_open_messages_total: int = 8192
+    """Partly received messages kept at once across all remotes."""
+    max_reassembly_bytes: int = 256 * 1024 * 1024
+    """Bytes of partly received messages held at once across all remotes; a segment or
+    chunk past it is refused (``Drop.REASSEMBLY_FULL``): memory follows bytes received."""
+    reassembly_timeout: float = 30.0
+    """Seconds a partly received message may go without a new piece before it is freed
+    (``Drop.REASSEMBLY_TIMEOUT``), whatever its flags."""
+    resend_requests_per_second: float = 200.0
+    """RAET mode: resend requests (asks for missing segments) sent to one remote per second,
+    in a bucket of as many; each asks for at most 2 x 64 segments actually missing."""
+    dedup_window: int = 65536
+    """Transaction ids below the highest delivered one that a remote's message dedup
+    remembers, per session (RAET mode); an older id is answered stale, never delivered."""
     max_pending_joins: int = 1000
     """Main: estates added by vacuous joins not completed yet ("strangers") kept at once; past
     it the oldest is removed (``stats.joins_evicted``), so a join flood stays bounded."""

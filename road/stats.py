@@ -32,6 +32,12 @@ class Drop(enum.Enum):
     DUPLICATE = "duplicate"
     REPLAYED = "replayed"  # fast mode: a packet number seen already or behind the replay window
     STALE_KEY = "stale-key"  # fast mode: sealed with keys of another (older) allow
+    UNVERIFIABLE = "unverifiable"  # signed, but we hold no verify key for the remote yet
+    MESSAGE_TOO_LARGE = "message-too-large"  # announced more than max_message_size
+    TOO_MANY_OPEN_MESSAGES = "too-many-open-messages"  # max_open_messages(_total) reached
+    REASSEMBLY_FULL = "reassembly-full"  # max_reassembly_bytes held already
+    REASSEMBLY_TIMEOUT = "reassembly-timeout"  # a partial message went quiet and was freed
+    RESEND_LIMITED = "resend-limited"  # a resend request withheld by the per-remote rate
 
 
 @dataclass(slots=True)
