@@ -21,7 +21,7 @@ from collections import OrderedDict
 
 from raetlike.errors import LocalProtocolError
 
-__all__ = ["ID_MODULUS", "SeenWindow"]
+__all__ = ["ID_MODULUS", "BitWindow", "SeenWindow"]
 
 ID_MODULUS = 1 << 32
 """Message ids are 32-bit and wrap around."""
@@ -115,3 +115,66 @@ class SeenWindow:
             if self._behind(oldest) <= self.window:
                 break
             del self._gaps[oldest]
+
+
+class BitWindow:
+    """Tells new 32-bit ids from repeats in a fixed ``window`` bits of memory.
+
+    The same rule as :class:`SeenWindow` (serial-number order; an id more
+    than ``window`` below the highest seen counts as seen), kept as one
+    integer bitmask: bit ``n`` set means ``top - n`` was seen.  A jump ahead
+    costs one shift, whatever its size, so a peer choosing its ids cannot make
+    it cost more than ``window`` bits.
+    """
+
+    __slots__ = ("_bits", "_mask", "_top", "window")
+
+    def __init__(self, window: int = 16384) -> None:
+        if not 1 <= window <= _MAX_WINDOW:
+            raise LocalProtocolError(f"window must be between 1 and {_MAX_WINDOW}")
+        self.window = window
+        self._mask = (1 << window) - 1
+        self._top: int | None = None
+        self._bits = 0
+
+    @property
+    def max_seen(self) -> int | None:
+        """The highest id seen so far (in serial order), None before the first."""
+        return self._top
+
+    def _place(self, message_id: int) -> int | None:
+        """How far ``message_id`` lies below the top (0: the top itself), or None
+        when it is ahead of the top; ``window`` or more means too old."""
+        assert self._top is not None  # noqa: S101 - callers check
+        ahead = (message_id - self._top) % ID_MODULUS
+        if ahead and ahead < _HALF:
+            return None
+        return (ID_MODULUS - ahead) % ID_MODULUS
+
+    def seen(self, message_id: int) -> bool:
+        """Whether ``message_id`` counts as seen (without marking it)."""
+        if self._top is None:
+            return False
+        behind = self._place(message_id)
+        if behind is None:
+            return False
+        return behind >= self.window or bool(self._bits >> behind & 1)
+
+    def check_and_mark(self, message_id: int) -> bool:
+        """True if ``message_id`` is new (and now marked seen), False for a repeat."""
+        if not 0 <= message_id < ID_MODULUS:
+            raise LocalProtocolError(f"message id {message_id} is not 32-bit")
+        if self._top is None:
+            self._top, self._bits = message_id, 1
+            return True
+        behind = self._place(message_id)
+        if behind is None:
+            ahead = (message_id - self._top) % ID_MODULUS
+            bits = (self._bits << ahead) | 1 if ahead < self.window else 1
+            self._bits = bits & self._mask
+            self._top = message_id
+            return True
+        if behind >= self.window or self._bits >> behind & 1:
+            return False
+        self._bits |= 1 << behind
+        return True

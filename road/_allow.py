@@ -190,6 +190,11 @@ class Allowent(_Allow):
         body = self.open_raw(self.hello)
         if body is None:
             return
+        if len(body) == HELLO.size and HELLO.unpack(body)[1] in remote.allowed_hellos:
+            # signed by the remote, but with the short-term key of an allow that completed
+            # already: a replay (a fresh hello always brings a fresh key); it changes nothing
+            stack.stats.drop(Drop.REPLAYED)
+            return
         if remote.in_process(TransactionKind.JOIN):
             self.nack(PacketKind.REFUSE)
             return

@@ -34,17 +34,28 @@ _NACK_KINDS = frozenset({
 
 
 def process(stack: RoadStack, packet: Packet, source: Address) -> None:
+    """Route one parsed packet; a non-join packet is authenticated here, at the door.
+
+    No field of a non-join packet (session id, transaction id, flags, address)
+    touches a remote's state until its signature has verified with that
+    remote's key: :func:`authenticated_remote` runs before the session check and
+    before any transaction sees the packet.  Join packets are unsigned on
+    RAET 0.6.8's wire; what they say is a claim the join transaction weighs.
+    """
     head = packet.head
     flags = int(head.flags)  # int operations: enum flag operations cost microseconds
     if flags & _BROADCAST:
         stack.stats.drop(Drop.BROADCAST)
         return
+    remote: Remote | None
     if head.transaction_kind == TransactionKind.JOIN:
         proceed, remote = join_remote(stack, packet, source)
+        if not proceed:
+            return
     else:
-        proceed, remote = session_remote(stack, packet, source)
-    if not proceed:
-        return
+        remote = authenticated_remote(stack, packet)
+        if remote is None or not session_current(stack, remote, packet, source):
+            return
     if remote is not None:
         transaction = remote.transactions.get(rx_index(head, source))
         if transaction is not None:
@@ -102,32 +113,44 @@ def join_remote(
     return True, remote
 
 
-def session_remote(
-    stack: RoadStack, packet: Packet, source: Address,
-) -> tuple[bool, Remote | None]:
-    """The remote a non-join packet is about, after RAET's session checks."""
+def authenticated_remote(stack: RoadStack, packet: Packet) -> Remote | None:
+    """The remote a non-join packet is about, once its signature has verified; else None.
+
+    Drops (and counts) a packet with a zero session or id, for an unknown
+    remote, unsigned, or not signed by that remote's key.  Changes nothing else.
+    """
     head = packet.head
     if head.session_id == 0:
         stack.stats.drop(Drop.ZERO_SESSION)
-        return False, None
+        return None
     if head.destination_uid == 0 or head.source_uid == 0:
         stack.stats.drop(Drop.ZERO_ID)
-        return False, None
+        return None
     remote = stack.remotes.get(head.destination_uid)
     if remote is None:
-        return True, None
+        stack.stats.drop(Drop.UNKNOWN_REMOTE)
+        return None
+    if not verify(stack, remote, packet, signed=True):
+        return None
+    stack._authentic = (packet, remote)  # handlers' verify() finds it checked already
+    return remote
+
+
+def session_current(stack: RoadStack, remote: Remote, packet: Packet, source: Address) -> bool:
+    """RAET's session rule for an authenticated packet: nack a stale session, take a newer one."""
+    head = packet.head
     if not int(head.flags) & _CORRESPONDENT:
         if not remote.remote_session_is_valid(head.session_id):
             stack.stats.drop(Drop.STALE_SESSION)
             reply_stale(stack, packet, source)
-            return False, None
+            return False
         if head.session_id != remote.remote_session_id:
             remote.remote_session_id = head.session_id
             stack._remove_stale_correspondents(remote)
     if remote.reaped:
         remote.reaped = False
         stack._schedule(remote)  # presence checks resume
-    return True, remote
+    return True
 
 
 def correspond(stack: RoadStack, packet: Packet, source: Address, remote: Remote) -> None:
@@ -141,14 +164,17 @@ def correspond(stack: RoadStack, packet: Packet, source: Address, remote: Remote
     elif kinds == (TransactionKind.ALIVE, PacketKind.REQUEST):
         answer_alive(stack, remote, packet)
     elif kinds == (TransactionKind.MESSAGE, PacketKind.MESSAGE):
-        if head.transaction_id in remote.done_transactions:
-            if verify(stack, remote, packet, signed=True):
-                done_again(stack, remote, packet)
+        tid = head.transaction_id
+        if tid in remote.done_transactions:
+            done_again(stack, remote, packet)
         elif head.flags & Flag.AGAIN:
             stack.stats.drop(Drop.STALE_PACKET)
             reply_stale(stack, packet, source)
-        elif verify(stack, remote, packet, signed=True):
-            # only a packet the remote really signed may open a transaction
+        elif remote.delivered is not None and remote.delivered.seen(tid):
+            # delivered in this session already (or too far behind to tell): never twice
+            stack.stats.drop(Drop.REPLAYED)
+            reply_stale(stack, packet, source)
+        else:
             Messengent(stack, remote, packet).start(index, packet)
     else:
         stack.stats.drop(Drop.STALE_PACKET)
@@ -200,9 +226,14 @@ def renew(stack: RoadStack, packet: Packet, source: Address) -> None:
 
 
 def verify(stack: RoadStack, remote: Remote, packet: Packet, *, signed: bool) -> bool:
+    """Whether ``packet`` is signed by ``remote`` (or, with ``signed`` False, unsigned);
+    a packet already authenticated at the door is not checked twice."""
+    authentic = stack._authentic
+    if authentic[0] is packet and authentic[1] is remote:
+        return True
     if packet.head.foot_kind == FootKind.NACL:
         if remote.verify_key is None:
-            stack.stats.drop(Drop.BAD_SIGNATURE)
+            stack.stats.drop(Drop.UNVERIFIABLE)
             return False
         try:
             packet.verify(remote.verify_key)

@@ -68,6 +68,8 @@ def join_ended(stack: RoadStack, remote: Remote, *, joined: bool) -> None:
 
 def session_started(stack: RoadStack, remote: Remote) -> None:
     remote.allowed = True
+    remote.session_keys_changed()  # the one event that may clear message dedup
+    remote.done_transactions.clear()
     remote.next_session_id()
     replace_stale_initiators(stack, remote)
     stack._fast.session_started(remote)
@@ -122,4 +124,3 @@ def remove_stale_correspondents(stack: RoadStack, remote: Remote) -> None:
             if isinstance(transaction, Allowent) and transaction.state is Allowent.States.ACKED:
                 # the initiator speaks in a newer session: our allow had finished
                 allowed(stack, remote)
-    remote.done_transactions.clear()

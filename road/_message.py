@@ -14,6 +14,7 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from raetlike.dedup import BitWindow
 from raetlike.errors import CryptoError, LocalProtocolError, PacketError
 from raetlike.wire.body import coat as coat_body
 from raetlike.wire.body import pack_body, parse_body, uncoat
@@ -28,11 +29,15 @@ from road.stats import Drop
 if TYPE_CHECKING:
     from road.remote import Outgoing, Remote
 
-__all__ = ["Messenger", "Messengent", "MAX_MISSEDS_PER_PACKET", "BURSTS_IN_FLIGHT"]
+__all__ = ["BURSTS_IN_FLIGHT", "MAX_MISSEDS_PER_ANSWER", "MAX_MISSEDS_PER_PACKET", "Messengent",
+           "Messenger", "Partials"]
 
 log = logging.getLogger(__name__)
 
 MAX_MISSEDS_PER_PACKET = 64
+MAX_MISSEDS_PER_ANSWER = 2 * MAX_MISSEDS_PER_PACKET
+"""Segments one answer to a wait asks for at most (the lowest missing ones); the sender's
+window (128 segments) bounds what can be in flight anyway."""
 BURSTS_IN_FLIGHT = 2
 """Bursts a messenger sends before the first is answered (1 is RAET's stop-and-wait)."""
 
@@ -278,6 +283,47 @@ class Messenger(Transaction):
     }
 
 
+class Partials:
+    """What partly received RAET-mode messages hold, per remote and in total.
+
+    A message is *open* from its first segment of several until it completes,
+    fails or times out.  The bounds are :class:`road.config.RoadConfig`'s
+    ``max_open_messages`` (per remote), ``max_open_messages_total`` and
+    ``max_reassembly_bytes``; every refusal is a counted drop.
+    """
+
+    __slots__ = ("by_remote", "bytes", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.bytes = 0
+        self.by_remote: dict[int, int] = {}
+
+    def open(self, stack: Any, remote: Remote, message_length: int) -> bool:
+        """Room for one more open message from ``remote`` announcing ``message_length``?"""
+        config = stack.config
+        if message_length > config.max_message_size:
+            stack.stats.drop(Drop.MESSAGE_TOO_LARGE)
+            return False
+        if (self.by_remote.get(remote.uid, 0) >= config.max_open_messages
+                or self.count >= config.max_open_messages_total):
+            stack.stats.drop(Drop.TOO_MANY_OPEN_MESSAGES)
+            return False
+        self.count += 1
+        self.by_remote[remote.uid] = self.by_remote.get(remote.uid, 0) + 1
+        return True
+
+    def close(self, remote: Remote, held: int) -> None:
+        """An open message from ``remote`` holding ``held`` bytes is gone."""
+        self.count -= 1
+        self.bytes -= held
+        left = self.by_remote.get(remote.uid, 1) - 1
+        if left:
+            self.by_remote[remote.uid] = left
+        else:
+            self.by_remote.pop(remote.uid, None)
+
+
 class Messengent(Transaction):
     """The remote sends us one message."""
 
@@ -286,6 +332,9 @@ class Messengent(Transaction):
     redo_min: ClassVar[float] = 0.2
     redo_max: ClassVar[float] = 0.5
     idle_redos: ClassVar[int] = 60  # give up on a sender silent for ~30 s
+    idle_asks: ClassVar[int] = 3
+    """Redos that ask a silent sender again (one packet each); later ones only wait, so one
+    wait segment from a peer earns it a few answers, not one every redo for 30 s."""
 
     class States(enum.Enum):
         RECEIVING = "receiving"
@@ -332,7 +381,7 @@ class Messengent(Transaction):
         self._take(packet)
 
     def on_message(self, packet: Packet) -> None:
-        if self.remote.allowed and not self.stack._verify(self.remote, packet, signed=True):
+        if not self.stack._verify(self.remote, packet, signed=True):  # (done at the door)
             return
         self._take(packet)
 
@@ -342,25 +391,40 @@ class Messengent(Transaction):
             self.fail("not allowed")
             return
         head = packet.head
-        self.idle = 0
-        self.stack.stats.segments_received += 1
-        self.stack._presence(self.remote, alive=True)
+        stack = self.stack
+        stack.stats.segments_received += 1
+        stack._presence(self.remote, alive=True)
         if head.segment_count <= 1:
             self.finish(packet.coat, 1)
             return
         if self.reassembly is None:
+            if not stack._partials.open(stack, self.remote, head.message_length):
+                self._reply(PacketKind.NACK, remember=False)
+                self.fail("no room to reassemble it")
+                return
             try:
                 self.reassembly = Reassembly(head.segment_count, head.message_length)
             except PacketError:
-                self.stack.stats.drop(Drop.MALFORMED)
-                self._reply(PacketKind.NACK)
+                stack._partials.close(self.remote, 0)
+                stack.stats.drop(Drop.MALFORMED)
+                self._reply(PacketKind.NACK, remember=False)
                 self.fail("bad segment count")
                 return
-        try:
-            self.reassembly.add(head.segment_number, packet.coat)
-        except PacketError:
-            self.stack.stats.drop(Drop.MALFORMED)
+        chunk = packet.coat
+        partials = stack._partials
+        if partials.bytes + len(chunk) > stack.config.max_reassembly_bytes:
+            stack.stats.drop(Drop.REASSEMBLY_FULL)
             return
+        before = self.reassembly.received_bytes
+        try:
+            new = self.reassembly.add(head.segment_number, chunk)
+        except PacketError:
+            stack.stats.drop(Drop.MALFORMED)
+            return
+        if new:
+            partials.bytes += self.reassembly.received_bytes - before
+            self.idle = 0
+            self.timeout_at = stack.now + stack.config.reassembly_timeout
         self.highest = max(self.highest, head.segment_number)
         if self.reassembly.complete:
             try:
@@ -375,11 +439,14 @@ class Messengent(Transaction):
             self.answer_wait(again=bool(int(head.flags) & _AGAIN))
 
     def missing(self) -> list[int]:
+        """The lowest segments still missing below the highest received, at most
+        :data:`MAX_MISSEDS_PER_ANSWER` of them: an answer asks only for what is
+        really missing, and never for more than a window's worth."""
         if self.reassembly is None:
             return []
-        return self.reassembly.missing(self.lowest, self.highest)
+        return self.reassembly.missing(self.lowest, self.highest, limit=MAX_MISSEDS_PER_ANSWER)
 
-    def answer_wait(self, *, again: bool = True) -> None:
+    def answer_wait(self, *, again: bool = True, limit: int | None = None) -> None:
         """Answer a wait: resend for what is missing, else ack the highest segment.
 
         A first-time wait (``again`` False: the end of a fresh burst) asks only
@@ -392,13 +459,43 @@ class Messengent(Transaction):
             self.lowest = misseds[0]
             if not again:
                 misseds = [n for n in misseds if n not in self.asked]
+            if len(self.asked) > 2 * MAX_MISSEDS_PER_ANSWER:  # only what lies ahead matters
+                self.asked = {n for n in self.asked if n >= self.lowest}
             self.asked.update(misseds)
+        if limit is not None:
+            misseds = misseds[:limit]
         if misseds:
             for i in range(0, len(misseds), MAX_MISSEDS_PER_PACKET):
+                if not self._may_ask():
+                    self.stack.stats.drop(Drop.RESEND_LIMITED)
+                    break
                 self._reply(PacketKind.RESEND, {"misseds": misseds[i:i + MAX_MISSEDS_PER_PACKET]})
                 self.stack.stats.resend_requests_sent += 1
         else:
             self._reply(PacketKind.ACK, None, segment_number=self.highest)
+
+    def _may_ask(self) -> bool:
+        """Take a token from the remote's resend-request bucket (refilled at
+        ``resend_requests_per_second``, holding as many); False when it is empty."""
+        remote, stack = self.remote, self.stack
+        rate = stack.config.resend_requests_per_second
+        tokens = min(rate, remote.resend_tokens + (stack.now - remote.resend_tokens_at) * rate)
+        remote.resend_tokens_at = stack.now
+        if tokens < 1.0:
+            remote.resend_tokens = tokens
+            return False
+        remote.resend_tokens = tokens - 1.0
+        return True
+
+    def end(self) -> None:
+        if self.reassembly is not None and not self.ended:
+            self.stack._partials.close(self.remote, self.reassembly.received_bytes)
+            self.reassembly = None
+        super().end()
+
+    def on_timeout(self) -> None:
+        self.stack.stats.drop(Drop.REASSEMBLY_TIMEOUT)
+        self.fail(f"no new segment for {self.stack.config.reassembly_timeout:g} s")
 
     def finish(self, whole: bytes, segments: int) -> None:
         remote = self.remote
@@ -414,6 +511,11 @@ class Messengent(Transaction):
             return
         self._reply(PacketKind.DONE, None, remember=False)  # done_again answers repeats
         self.end()
+        if remote.delivered is None:
+            remote.delivered = BitWindow(self.stack.config.dedup_window)
+        if not remote.delivered.check_and_mark(self.transaction_id):
+            self.stack.stats.drop(Drop.REPLAYED)  # delivered once in this session already
+            return
         self.stack._delivered(remote, self, body, segments)
 
     def on_nack(self, packet: Packet) -> None:
@@ -426,7 +528,8 @@ class Messengent(Transaction):
         if self.idle > self.idle_redos:
             self.fail("sender went silent")
             return
-        self.answer_wait()
+        if self.idle <= self.idle_asks:
+            self.answer_wait(limit=MAX_MISSEDS_PER_PACKET)
 
     RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {
         (States.RECEIVING, PacketKind.MESSAGE): on_message,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from raetlike.crypto import PrivateKey, PublicKey, SessionBox, VerifyKey
+from raetlike.dedup import BitWindow
 from raetlike.wire.kinds import SID_ROLLOVER, TID_ROLLOVER, Acceptance
 
 if TYPE_CHECKING:
@@ -113,6 +114,16 @@ class Remote:
     outbox_soonest: float = math.inf
     """No queued message expires before this (the stack's timer heap holds an entry by then)."""
     round_trip: RoundTrip = field(default_factory=RoundTrip)
+    delivered: BitWindow | None = None
+    """RAET mode: transaction ids of messages delivered in this session (made at the first
+    delivery, reset when an allow completes with new keys)."""
+    allowed_hellos: deque[bytes] = field(default_factory=lambda: deque(maxlen=4))
+    """Short-term keys of the remote's last completed allows: a hello carrying one again is
+    a replay (a fresh Allower always makes a new key)."""
+    resend_tokens: float = math.inf
+    """RAET mode: resend requests we may still send it now (refilled at
+    ``resend_requests_per_second``)."""
+    resend_tokens_at: float = 0.0
     capabilities: frozenset[str] = frozenset()
 
     def next_transaction_id(self) -> int:
@@ -132,6 +143,12 @@ class Remote:
     def own_session_is_valid(self, session_id: int) -> bool:
         """Whether a session id of a transaction we initiated is still current."""
         return session_is_valid(session_id, self.session_id)
+
+    def session_keys_changed(self) -> None:
+        """An allow completed with fresh keys: dedup starts over, and the hello is remembered."""
+        self.delivered = None
+        if self.short_peer is not None:
+            self.allowed_hellos.append(self.short_peer.raw)
 
     def rekey(self) -> None:
         """Fresh short-term keys for a new allow; the old session box is gone."""

@@ -24,11 +24,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from raetlike.errors import BackpressureError, CryptoError, LocalProtocolError, PacketError
-from raetlike.wire.packet import parse_packet
+from raetlike.wire.packet import Packet, parse_packet
 from road import _dispatch, _lifecycle, _outbox, _remotes, _timers, events
 from road._fast import FastRoad
 from road._fast_wire import is_fast
-from road._message import Messenger
+from road._message import Messenger, Partials
 from road._transaction import Transaction, tx_index
 from road.config import LocalEstate, RoadConfig
 from road.keeping import MemoryKeep, RoadKeep
@@ -74,6 +74,9 @@ class RoadStack:
         self._timer_order = itertools.count()
         self._strangers: dict[int, None] = {}  # uids added by vacuous joins, not joined yet
         self._fast = FastRoad(self)
+        self._partials = Partials()  # RAET-mode messages partly received
+        # the last packet authenticated at the door, with its remote (see road._dispatch)
+        self._authentic: tuple[Packet | None, Remote | None] = (None, None)
         self.closed = False
 
     @property
@@ -252,7 +255,6 @@ class RoadStack:
     # inbound dispatch (RAET's processRx)
     _process = _dispatch.process
     _join_remote = _dispatch.join_remote
-    _session_remote = _dispatch.session_remote
     _correspond = _dispatch.correspond
     _nack_head = _dispatch.nack_head
     _send_nack = _dispatch.send_nack

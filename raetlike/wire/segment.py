@@ -118,10 +118,14 @@ def segment(
 
 
 class Reassembly:
-    """The received segments of one message, joined when all are in."""
+    """The received segments of one message, joined when all are in.
 
-    __slots__ = ("_chunks", "_count", "_first_missing", "_highest", "_length", "_missing",
-                 "_received")
+    Memory follows what arrived, never what the heads announce: chunks live in
+    a dict keyed by segment number, so a first segment that claims 65,535
+    segments costs one entry, not 65,535 slots.
+    """
+
+    __slots__ = ("_chunks", "_count", "_first_missing", "_highest", "_length", "_received")
 
     def __init__(self, segment_count: int, message_length: int) -> None:
         if not 1 <= segment_count <= MAX_SEGMENT_COUNT:
@@ -130,8 +134,7 @@ class Reassembly:
             raise PacketError("bad-segment", f"message length {message_length} out of range")
         self._count = segment_count
         self._length = message_length
-        self._chunks: list[bytes | None] = [None] * segment_count
-        self._missing = segment_count
+        self._chunks: dict[int, bytes] = {}
         self._received = 0
         self._highest = -1
         self._first_missing = 0  # every segment below it is in
@@ -147,6 +150,11 @@ class Reassembly:
         return self._length
 
     @property
+    def received_bytes(self) -> int:
+        """Bytes of chunks held so far (what this reassembly costs in memory)."""
+        return self._received
+
+    @property
     def highest(self) -> int:
         """The highest segment number received so far (-1 before any)."""
         return self._highest
@@ -159,17 +167,17 @@ class Reassembly:
         """
         if not 0 <= segment_number < self._count:
             raise PacketError("bad-segment", f"segment {segment_number} of {self._count}")
-        if self._chunks[segment_number] is not None:
+        chunks = self._chunks
+        if segment_number in chunks:
             return False
         if self._received + len(chunk) > self._length:
             raise PacketError("bad-segment", "segments exceed the announced message length")
-        self._chunks[segment_number] = bytes(chunk)
+        chunks[segment_number] = bytes(chunk)
         self._received += len(chunk)
-        self._missing -= 1
         self._highest = max(self._highest, segment_number)
         if segment_number == self._first_missing:
-            chunks, first, count = self._chunks, segment_number + 1, self._count
-            while first < count and chunks[first] is not None:
+            first, count = segment_number + 1, self._count
+            while first < count and first in chunks:
                 first += 1
             self._first_missing = first
         return True
@@ -177,22 +185,36 @@ class Reassembly:
     @property
     def complete(self) -> bool:
         """True when every segment is in."""
-        return self._missing == 0
+        return len(self._chunks) == self._count
 
-    def missing(self, begin: int = 0, end: int | None = None) -> list[int]:
-        """Segment numbers not yet received in ``begin`` ≤ n < ``end`` (default: all)."""
+    def missing(self, begin: int = 0, end: int | None = None, *,
+                limit: int | None = None) -> list[int]:
+        """Segment numbers not yet received in ``begin`` ≤ n < ``end`` (default: all),
+        the lowest ``limit`` of them when a limit is given.
+
+        With a limit the scan costs at most the segments held plus ``limit``.
+        """
         stop = self._count if end is None else min(end, self._count)
         chunks = self._chunks
-        return [n for n in range(max(begin, self._first_missing), stop) if chunks[n] is None]
+        found: list[int] = []
+        number = max(begin, self._first_missing)
+        while number < stop:
+            if number not in chunks:
+                found.append(number)
+                if limit is not None and len(found) >= limit:
+                    break
+            number += 1
+        return found
 
     def coat(self) -> bytes:
         """The joined coat; :class:`PacketError` when its length is not the announced one.
 
         Raises :class:`LocalProtocolError` when segments are still missing.
         """
-        if self._missing:
-            raise LocalProtocolError(f"{self._missing} segments still missing")
-        joined = b"".join(chunk for chunk in self._chunks if chunk is not None)
+        if not self.complete:
+            raise LocalProtocolError(f"{self._count - len(self._chunks)} segments still missing")
+        chunks = self._chunks
+        joined = b"".join(chunks[number] for number in range(self._count))
         if len(joined) != self._length:
             raise PacketError(
                 "bad-length", f"segments join to {len(joined)} bytes, heads say {self._length}"
