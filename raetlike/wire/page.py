@@ -347,8 +347,9 @@ class _Book:
 
     page_count: int
     kind: PageKind
-    sections: list[bytes | None]
-    missing: int
+    sections: dict[int, bytes]
+    """Sections received, by page number: memory follows pages received, not the count
+    a head announces."""
     size: int = 0
 
 
@@ -419,23 +420,22 @@ class Binder:
                 self.stats.missed_first_page += 1
                 logger.debug("page %d of book %s dropped: first page missed", head.page_number, key)
                 return None
-            book = _Book(head.page_count, head.kind, [None] * head.page_count, head.page_count)
+            book = _Book(head.page_count, head.kind, {})
             self._books[key] = book
         elif head.page_count != book.page_count or head.kind is not book.kind:
             self.stats.inconsistent_pages += 1
             return None
-        previous = book.sections[head.page_number]
-        if previous is None:
-            book.missing -= 1
-        else:
+        previous = book.sections.get(head.page_number)
+        if previous is not None:
             book.size -= len(previous)
             self._buffered -= len(previous)
         book.sections[head.page_number] = body
         book.size += len(body)
         self._buffered += len(body)
-        if book.missing == 0:
+        if len(book.sections) == book.page_count:
             self._drop(key)
-            joined = b"".join(section for section in book.sections if section is not None)
+            sections = book.sections
+            joined = b"".join(sections[number] for number in range(book.page_count))
             message = decode_body(joined, book.kind)
             self.stats.messages += 1
             return message
