@@ -1,8 +1,10 @@
 """Yards: who we are on a lane, and the remote yards we talk to.
 
-A yard's socket lives at ``<dir>/<lane>.<yard>.uxd`` (RAET 0.6.8's layout).
-Each process gets a fresh 18-hex-character yard session id, so receivers can
-tell a restarted yard from the one they knew.
+A yard's socket lives at ``<dir>/<lane>.<yard>.uxd`` (RAET 0.6.8's layout);
+the default ``<dir>`` is the running user's own
+(:func:`raetlike.localfiles.default_lane_dir`).  Each process gets a fresh
+18-hex-character yard session id, so receivers can tell a restarted yard from
+the one they knew.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raetlike.errors import LocalProtocolError
+from raetlike.localfiles import default_lane_dir
+from raetlike.names import InvalidNameError, name_problem, quoted_name
 from raetlike.wire.page import MAX_BOOK_ID, YARD_SESSION_LENGTH
 
 __all__ = [
@@ -28,7 +31,6 @@ __all__ = [
 ]
 
 SOCKET_SUFFIX = ".uxd"
-_FORBIDDEN = frozenset(" \n/\x00")
 
 
 def new_yard_session() -> str:
@@ -37,13 +39,20 @@ def new_yard_session() -> str:
 
 
 def check_name(what: str, name: str, *, dots: bool = True) -> str:
-    """``name`` if it can name a lane or yard; LocalProtocolError otherwise."""
-    bad = _FORBIDDEN if dots else _FORBIDDEN | {"."}
-    if not name or any(char in bad or ord(char) > 0xFF for char in name):
-        raise LocalProtocolError(
-            f"{what} name {name!r} must be non-empty Latin-1 without spaces, newlines"
-            + ("" if dots else ", dots") + " or slashes"
-        )
+    """``name`` if it can name a lane or yard; InvalidNameError (a LocalProtocolError) if not.
+
+    A valid name (:mod:`raetlike.names`: printable, no whitespace, no ``/`` or
+    ``\\``, no leading dot) in Latin-1 (RAET 0.6.8's page heads), and for a
+    lane (``dots=False``) without dots (the lane is the first part of socket
+    names).
+    """
+    problem = name_problem(name)
+    if problem is None and any(ord(char) > 0xFF for char in name):
+        problem = "must be Latin-1"
+    if problem is None and not dots and "." in name:
+        problem = "must not hold dots"
+    if problem is not None:
+        raise InvalidNameError(f"invalid {what} name {quoted_name(name)}: {problem}")
     return name
 
 
@@ -60,8 +69,8 @@ class LocalYard:
     """Our yard name (``sn`` on the pages we send)."""
     lane: str = "lane"
     """The lane's name; no dots (it is the first part of socket names)."""
-    directory: str = "/tmp/raetlike/uxd"  # noqa: S108 - a default dir, created 0700 by the driver
-    """Where the lane's sockets live."""
+    directory: str = field(default_factory=default_lane_dir)
+    """Where the lane's sockets live (default: the running user's, created 0700 by the driver)."""
     main: bool = False
     """True for the lane's main yard, which routes pages between the other yards."""
     yard_session: str = field(default_factory=new_yard_session)

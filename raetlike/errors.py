@@ -16,6 +16,8 @@ __all__ = [
     "PacketError",
     "CryptoError",
     "KeepError",
+    "UnsafePathError",
+    "UnsafeKeepError",
     "BackpressureError",
 ]
 
@@ -55,6 +57,23 @@ class CryptoError(RaetError):
 
 class KeepError(RaetError):
     """A keep file is missing, corrupt or unreadable; the message names the file."""
+
+
+class UnsafePathError(RaetError):
+    """A lane or keep directory, or a keep file, that another local user could change.
+
+    Not owned by the running user, writable by group or others, or (a file
+    of private keys) readable by them.  The message is one line naming the
+    path and the fix (``chmod 700 PATH``, ``chown ...``); ``path`` holds it.
+    """
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class UnsafeKeepError(UnsafePathError, KeepError):
+    """An :class:`UnsafePathError` in a keep: also a :class:`KeepError`."""
 
 
 class BackpressureError(RaetError):

@@ -1,9 +1,12 @@
 """The UXD driver: pumps one sans-IO lane stack over one UNIX datagram socket.
 
 The socket is bound at the yard's path (``<dir>/<lane>.<yard>.uxd``).  The
-directory is created owner-only (0700) and the socket file is made 0600.  A
-socket file left by a dead process is replaced; one a live yard listens on is
-never taken (:class:`YardRunningError`).  Datagrams the kernel refuses are
+directory is created owner-only (0700) if missing; an existing one is used
+only when the running user owns it and neither group nor others may write it
+(:class:`~raetlike.errors.UnsafePathError` otherwise, naming the fix, see
+:mod:`raetlike.localfiles`).  The socket file is made 0600.  A socket file
+left by a dead process is replaced; one a live yard listens on is never taken
+(:class:`YardRunningError`).  Datagrams the kernel refuses are
 reported to the stack (``send_failed``), which keeps and retries them.
 
 A receiving yard's queue holds only ``/proc/sys/net/unix/max_dgram_qlen``
@@ -29,6 +32,8 @@ import stat
 from typing import Protocol
 
 from raetlike.errors import RaetError
+from raetlike.localfiles import make_private_directory
+from raetlike.names import safe_name
 
 __all__ = ["LaneLike", "UxdDriver", "YardRunningError", "claim_socket_path", "socket_is_live"]
 
@@ -39,7 +44,6 @@ MAX_DATAGRAM = 65535
 BATCH = 256  # datagrams drained per readiness, so one busy socket cannot starve the rest
 BUSY_ERRORS = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS})
 WAITERS = 64  # waiter sockets kept at most (one per busy yard socket)
-DIRECTORY_MODE = 0o700
 SOCKET_MODE = 0o600
 
 
@@ -76,14 +80,6 @@ def socket_is_live(path: str) -> bool:
     return True
 
 
-def _make_directory(directory: str) -> None:
-    """Create ``directory`` owner-only if it is missing (an existing one is left as is)."""
-    if os.path.isdir(directory):
-        return
-    os.makedirs(directory, mode=DIRECTORY_MODE, exist_ok=True)
-    os.chmod(directory, DIRECTORY_MODE)  # makedirs' mode is filtered by the umask
-
-
 def claim_socket_path(path: str, yard: str) -> None:
     """Make ``path`` free to bind: remove a stale socket, refuse a live one or a non-socket."""
     try:
@@ -91,10 +87,11 @@ def claim_socket_path(path: str, yard: str) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISSOCK(info.st_mode):
-        raise YardRunningError(f"cannot start yard {yard}: {path} exists and is not a socket")
+        raise YardRunningError(
+            f"cannot start yard {safe_name(yard)}: {safe_name(path)} exists and is not a socket")
     if socket_is_live(path):
-        raise YardRunningError(f"yard {yard} already running at {path}")
-    log.info("yard %s: removing stale socket %s", yard, path)
+        raise YardRunningError(f"yard {safe_name(yard)} already running at {safe_name(path)}")
+    log.info("yard %s: removing stale socket %s", safe_name(yard), safe_name(path))
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
 
@@ -112,7 +109,7 @@ class UxdDriver:
     def __init__(self, stack: LaneLike, path: str | None = None) -> None:
         self.stack = stack
         self.path = path or stack.path
-        _make_directory(os.path.dirname(self.path) or ".")
+        make_private_directory(os.path.dirname(self.path) or ".", "lane directory")
         claim_socket_path(self.path, stack.name)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.setblocking(False)

@@ -20,13 +20,14 @@ DRIVERS = {"raetlike.udp", "raetlike.uxd", "raetlike.run", "raetlike.aio", "raet
            "raetlike.bench", "raetlike.chaos", "raetlike.demo", "raetlike.manor",
            "raetlike.swarm"}
 FOUNDATIONS = {"raetlike.errors", "raetlike.wire", "raetlike.crypto", "raetlike.keep",
-               "raetlike.dedup"}
+               "raetlike.dedup", "raetlike.names", "raetlike.localfiles"}
 MESSAGING = {"raetlike.sp", "raetlike.bus"}
 
 # layer -> (source paths, module prefixes it must not import)
 RULES: dict[str, tuple[list[str], set[str]]] = {
     "foundations": (["raetlike/errors.py", "raetlike/wire", "raetlike/crypto.py",
-                     "raetlike/keep", "raetlike/dedup.py"],
+                     "raetlike/keep", "raetlike/dedup.py", "raetlike/names.py",
+                     "raetlike/localfiles.py"],
                     IO | DRIVERS | MESSAGING | {"road", "lane", "raetlike.journal",
                                                 "raetlike.pipeline", "raetlike.channels"}),
     "stacks": (["road", "lane"],

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from raetlike.crypto import PrivateKey, SigningKey
-from raetlike.errors import KeepError
+from raetlike.errors import KeepError, UnsafeKeepError
 from raetlike.keep import Acceptance, Keep, LocalEstate, RemoteEstate, RemoteRole
 
 
@@ -54,15 +54,22 @@ def test_keep_directories_are_0700_and_files_0600(tmp_path: Path) -> None:
     assert {mode(f) for f in files} == {0o600}
 
 
-def test_a_keep_left_group_readable_by_raet_is_tightened_on_open(tmp_path: Path) -> None:
+def test_a_keep_left_group_readable_by_raet_has_its_directories_tightened_on_open(
+        tmp_path: Path) -> None:
     filled_keep(tmp_path)
     files, directories = every_file_and_directory(tmp_path / "alpha")
     for path in files + directories:
         path.chmod(0o755 if path.is_dir() else 0o644)
     keep = Keep(tmp_path, "alpha")
     assert {mode(d) for d in directories} == {0o700}
+    assert keep.load_remotes() != {}  # others may read public keys and records: not secret
+    with pytest.raises(UnsafeKeepError) as refused:
+        keep.load_local_role()  # but not the private keys
+    path = keep.local_role_path
+    assert str(refused.value) == (f"keep file {path} is mode 0644: group or others may read "
+                                  f"the private keys in it: fix: chmod 600 {path}")
+    path.chmod(0o600)
     assert keep.load_local_role() is not None
-    assert mode(keep.local_role_path) == 0o600
 
 
 def test_normal_writes_leave_no_temporary_files(tmp_path: Path) -> None:

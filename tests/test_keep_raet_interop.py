@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from raetlike.crypto import PrivateKey, SigningKey
+from raetlike.errors import UnsafeKeepError
 from raetlike.keep import (
     Acceptance,
     AutoMode,
@@ -248,6 +249,12 @@ def test_a_keep_written_by_raet_loads_with_its_names_uids_and_keys(
     assert local is not None
     assert (local.name, local.uid, local.role) == ("raetstack", 1, "raetstack-role")
     assert local.last_uid == raet_run["raet_puid"]
+    # RAET writes its private keys with the umask's mode (0644 under the usual 022):
+    # raetlike refuses them, saying how to fix it, as OpenSSH does with a private key
+    keep.local_role_path.chmod(0o644)
+    with pytest.raises(UnsafeKeepError, match=r"is mode 0644: .* fix: chmod 600 "):
+        keep.load_local_role()
+    keep.local_role_path.chmod(0o600)
     assert keep.load_local_role() == LocalRole(
         "raetstack-role", SIGNERS["raetstack"], PRIVATES["raetstack"]
     )

@@ -1,5 +1,12 @@
 """Owner-only directories and atomic, fsynced JSON files for the keep.
 
+Only the running user may change a keep (:mod:`raetlike.localfiles`): a
+directory or file that someone else owns or may write, and a file of private
+keys that someone else may read, is refused with
+:class:`~raetlike.errors.UnsafeKeepError`, one line naming the fix.  A
+directory group or others may only read (RAET 0.6.8 makes its keep with the
+umask's 0755) is tightened to 0700, with a warning.
+
 Every write goes to a temporary file in the target's own directory, is
 fsynced, renamed over the target and followed by an fsync of the directory, so
 a reader (RAET, the CLI, a running stack) sees either the old file or the new
@@ -18,7 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from raetlike.errors import KeepError
+from raetlike.errors import KeepError, UnsafeKeepError
+from raetlike.localfiles import check_private, make_private_directory
 
 __all__ = [
     "DIRECTORY_MODE",
@@ -27,7 +35,6 @@ __all__ = [
     "ensure_private_directory",
     "read_json",
     "remove_file",
-    "tighten_file",
     "write_json",
 ]
 
@@ -43,42 +50,38 @@ TEMP_SUFFIX = ".tmp"
 _GROUP_OR_OTHER = stat.S_IRWXG | stat.S_IRWXO
 
 
-def ensure_private_directory(path: Path) -> None:
-    """Create ``path`` (and parents) if missing; make it owner-only (0700).
+def ensure_private_directory(path: Path, *, tighten: bool = True) -> None:
+    """Create ``path`` (and parents) if missing, owner-only (0700); refuse an unsafe one.
 
-    An existing directory that group or others may use (RAET creates its keep
-    directories with the default umask) is tightened, with a warning.
+    An existing directory must be owned by the running user and not writable
+    by group or others (:class:`UnsafeKeepError`).  With ``tighten``, one
+    that group or others may only read or search (RAET creates its keep
+    directories with the default umask) is made 0700, with a warning.
     """
     try:
-        path.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
-        mode = stat.S_IMODE(path.stat().st_mode)
-        if mode != DIRECTORY_MODE:
-            if mode & _GROUP_OR_OTHER:
-                logger.warning("keep directory %s was mode %o; making it owner-only", path, mode)
+        info = make_private_directory(path, "keep directory", error=UnsafeKeepError)
+        mode = stat.S_IMODE(info.st_mode)
+        if tighten and mode & _GROUP_OR_OTHER:
+            logger.warning("keep directory %s was mode %04o; making it owner-only", path, mode)
             path.chmod(DIRECTORY_MODE)
     except OSError as exc:
         raise KeepError(f"{path}: cannot make an owner-only keep directory: {exc}") from exc
 
 
-def tighten_file(path: Path) -> None:
-    """Make an existing keep file owner-only (0600), warning if it was not."""
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-        if mode & _GROUP_OR_OTHER:
-            logger.warning("keep file %s was mode %o; making it owner-only", path, mode)
-            path.chmod(FILE_MODE)
-    except OSError as exc:
-        raise KeepError(f"{path}: cannot make the keep file owner-only: {exc}") from exc
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
+def read_json(path: Path, *, secret: bool = False) -> dict[str, Any] | None:
     """The JSON object in ``path``; ``None`` only when the file does not exist.
 
-    Unreadable or corrupt files, and files holding anything but a JSON object,
-    raise :class:`KeepError` naming the file.
+    The open file must be owned by the running user and not writable by
+    group or others, nor readable by them when it is ``secret`` (it holds
+    private keys): :class:`UnsafeKeepError` otherwise.  Unreadable or corrupt
+    files, and files holding anything but a JSON object, raise
+    :class:`KeepError` naming the file.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            check_private(path, "keep file", secret=secret,
+                          info=os.fstat(handle.fileno()), error=UnsafeKeepError)
+            text = handle.read().decode("utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:

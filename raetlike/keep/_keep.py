@@ -1,6 +1,7 @@
 """The keep of one stack: RAET 0.6.8's directory layout, typed records, acceptance.
 
-Layout under ``<base_dir>/<stack_name>/`` (all directories 0700, files 0600)::
+Layout under ``<base_dir>/<stack_name>/`` (all directories 0700, files 0600,
+every one owned by the running user, see :mod:`raetlike.keep._files`)::
 
     local/estate.json               the local estate (LocalEstate)
     local/stack.json                raetlike only: main, kind, mutable (StackTraits)
@@ -22,7 +23,6 @@ from raetlike.keep._files import (
     ensure_private_directory,
     read_json,
     remove_file,
-    tighten_file,
     write_json,
 )
 from raetlike.keep._records import (
@@ -61,10 +61,19 @@ class Keep:
         stack_name: str,
         auto: AutoMode = AutoMode.ONCE,
     ) -> None:
-        """Open (creating if needed) the keep of ``stack_name`` under ``base_dir``."""
+        """Open (creating if needed) the keep of ``stack_name`` under ``base_dir``.
+
+        ``base_dir`` and every directory of the keep must be owned by the
+        running user and not writable by group or others
+        (:class:`~raetlike.errors.UnsafeKeepError` names the fix); the keep's
+        own directories are created 0700, and tightened to 0700 if group or
+        others may read them.
+        """
         self._stack_name = check_name(stack_name, "stack name")
         self._auto = AutoMode(auto)
-        self._directory = Path(base_dir).expanduser().absolute() / stack_name
+        base = Path(base_dir).expanduser().absolute()
+        ensure_private_directory(base, tighten=False)
+        self._directory = base / stack_name
         self._local_dir = self._directory / "local"
         self._remote_dir = self._directory / "remote"
         self._role_dir = self._directory / "role"
@@ -137,11 +146,8 @@ class Keep:
     def load_local_role(self) -> LocalRole | None:
         """The local long-term keys, or ``None`` when the keep has none yet."""
         path = self.local_role_path
-        data = read_json(path)
-        if data is None:
-            return None
-        tighten_file(path)
-        return LocalRole.from_json(data, path)
+        data = read_json(path, secret=True)
+        return None if data is None else LocalRole.from_json(data, path)
 
     def dump_local_role(self, role: LocalRole) -> None:
         """Write the local long-term keys (owner-only)."""
