@@ -5,6 +5,13 @@ unsigned, session id 0; only a main estate accepts vacuous joins; an
 immutable road rejects changed credentials; acceptance comes from the keep
 by role; simultaneous joins are resolved (non-vacuous beats vacuous, else the
 lesser local name refuses).
+
+Because nothing in a join is signed, what it says is a claim: for an
+*established* remote (joined, and not a stranger still on probation, see
+``unallowed_reap_after``) a join changes nothing of its state, neither its
+joined flag, session ids, capabilities nor (on an immutable road) its address,
+far uid or keys; an unsigned reject does not remove it.  Only an allow, which
+is signed and proves the keys, moves an established remote on.
 """
 
 from __future__ import annotations
@@ -132,6 +139,15 @@ class _Join(Transaction):
     timeout: ClassVar[float] = 5.0
     pend_redo: ClassVar[float] = 1.0
     vacuous: bool
+    established: bool = False
+    """The remote was joined (and past its probation) before this join: nothing unsigned
+    in this join may change it."""
+
+    def is_established(self) -> bool:
+        """Whether the remote counts as established (see the module's docstring)."""
+        stack, remote = self.stack, self.remote
+        return (remote.joined is True and remote.uid in stack.remotes
+                and remote.uid not in stack._unallowed and remote.verify_key is not None)
 
     def head(self, packet_kind: PacketKind, **fields: Any) -> Any:
         fields.setdefault("body_kind", BodyKind.JSON)
@@ -183,20 +199,24 @@ class _Join(Transaction):
         stack._emit(events.JoinPending(remote.name, remote.role, local=True))
 
     def keep_verdict(self) -> Acceptance:
-        """What our keep says now about the remote's role and keys."""
+        """What our keep says now about the remote's role and keys (pending while full)."""
         remote = self.remote
         assert remote.verify_key is not None  # noqa: S101
         assert remote.public_key is not None  # noqa: S101
-        return self.stack._acceptance(remote.role, remote.verify_key, remote.public_key)
+        verdict = self.stack._acceptance(remote.role, remote.verify_key, remote.public_key)
+        return Acceptance.PENDING if verdict is None else verdict
 
     def mark_joined(self) -> None:
-        """The join succeeded: start a session if there is none, and mark the remote joined."""
+        """The join succeeded: start a session if there is none, and mark the remote joined.
+
+        An established remote keeps its session ids: the join was only a claim."""
         remote = self.remote
-        if remote.session_id == 0:
-            remote.next_session_id()
-            self.stack._replace_stale_initiators(remote)
-        if self.vacuous:
-            remote.remote_session_id = 0
+        if not self.established:
+            if remote.session_id == 0:
+                remote.next_session_id()
+                self.stack._replace_stale_initiators(remote)
+            if self.vacuous:
+                remote.remote_session_id = 0
         remote.joined = True
 
 
@@ -220,6 +240,7 @@ class Joiner(_Join):
         self.vacuous = remote.far_uid == 0
         self.renewal = renewal
         self.far_uid_at_start = remote.far_uid
+        self.established = self.is_established()
 
     def initial_state(self) -> enum.Enum:
         return self.States.REQUESTED
@@ -280,6 +301,11 @@ class Joiner(_Join):
             self.nack(PacketKind.REJECT)
             return
         status = stack._acceptance(cred.role, cred.verify_key, cred.public_key)
+        if status is None:  # our keep holds max_pending_keys already: try again later
+            stack.stats.drop(Drop.PENDING_KEYS_FULL)
+            self.fail("too many keys pending")
+            stack._join_ended(remote, joined=False)
+            return
         if status is Acceptance.REJECTED:
             if same_keys:
                 self.end()
@@ -291,7 +317,8 @@ class Joiner(_Join):
         remote.acceptance = status
         if not same_all and not self.take_changes(cred, cred.uid):
             return
-        stack._capabilities(remote, cred.extra)
+        if not self.established:
+            stack._capabilities(remote, cred.extra)
         if status is Acceptance.ACCEPTED:
             self.complete()
             return
@@ -343,6 +370,9 @@ class Joiner(_Join):
             return
         self.fail("rejected")
         self.stack._emit(events.JoinRejected(self.remote.name, "rejected by the far side"))
+        if self.established:  # unsigned: it ends this join, not what we hold of the remote
+            self.stack._join_ended(self.remote, joined=False)
+            return
         self.stack._remove_remote(self.remote, "join rejected by the far side")
 
     def on_renew(self, packet: Packet) -> None:
@@ -404,6 +434,9 @@ class Joinent(_Join):
     def start(self, index: Any) -> None:
         """Handle the join request that created this transaction."""
         stack = self.stack
+        if not stack._join_rate.take(self.address[0], stack.now):
+            stack.stats.drop(Drop.JOIN_RATE_LIMITED)  # join_rate_per_source: no answer
+            return
         body = self.open(self.request, signed=False)
         if body is None:
             return
@@ -413,6 +446,7 @@ class Joinent(_Join):
             return
         if not self._wins_races(cred) or not self._bind(cred):
             return
+        self.established = self.is_established()
         created = self.vacuous and self.remote.uid not in stack.remotes
         status = self._admit(cred)
         if status is None:
@@ -420,11 +454,12 @@ class Joinent(_Join):
         remote = self.remote
         if created:
             stack._stranger(remote)
-        stack._capabilities(remote, cred.extra)
         self.register(index)
         if self.vacuous:
             stack.joinees[self.address] = remote
-        remote.joined = None
+        if not self.established:  # an established remote stays as it is: this is a claim
+            stack._capabilities(remote, cred.extra)
+            remote.joined = None
         if status is Acceptance.ACCEPTED:
             self.respond()
             return
@@ -487,6 +522,10 @@ class Joinent(_Join):
             self.nack(PacketKind.REJECT)
             return None
         status = stack._acceptance(cred.role, cred.verify_key, cred.public_key)
+        if status is None:  # max_pending_keys wait already: no answer, the joiner retries
+            stack.stats.drop(Drop.PENDING_KEYS_FULL)
+            self.end()
+            return None
         if status is Acceptance.REJECTED:
             log.warning("%s: keys of role %r rejected (estate %s)", stack.name, cred.role,
                         cred.name)
@@ -555,7 +594,7 @@ class Joinent(_Join):
         if self.open(packet, signed=False) is None:
             return
         self.fail("rejected by joiner")
-        if self.remote.uid in self.stack.remotes:
+        if self.remote.uid in self.stack.remotes and not self.established:
             self.stack._remove_remote(self.remote, "joiner rejected us")
 
     RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {}

@@ -21,9 +21,25 @@ if TYPE_CHECKING:
     from road.stack import RoadStack
 
 
+def retry_delay(stack: RoadStack, remote: Remote) -> float:
+    """Seconds to the remote's next presence check: ``period`` (plus ``offset`` off main),
+    doubled on main for each of our attempts in a row it left unanswered, at most
+    ``retry_backoff_max``."""
+    config = stack.config
+    if not stack.local.main:
+        return config.period + config.offset
+    tries = min(stack._retries.get(remote.uid, 0), 30)
+    backoff: float = config.period * 2.0 ** tries
+    return min(backoff, max(config.period, config.retry_backoff_max))
+
+
 def start_join(stack: RoadStack, remote: Remote, *, renewal: bool = False) -> None:
     if remote.in_process(TransactionKind.JOIN):
         return
+    if remote.uid in stack._want_joined and remote.uid not in stack._unallowed:
+        # we were asked to join this address (join(), a rejoin): our own choice, so no
+        # anti-amplification limit on it (road._amplification)
+        stack._budget.validate(remote.host_address)
     stack._want_joined.setdefault(remote.uid, stack.now)
     stack._want_joined[remote.uid] = stack.now + stack.config.rejoin_interval
     Joiner(stack, remote, renewal=renewal).start()
@@ -39,11 +55,24 @@ def start_allow(stack: RoadStack, remote: Remote) -> None:
 
 
 def start_alive(stack: RoadStack, remote: Remote) -> None:
+    """The periodic presence check: join, allow or ask "alive?", whichever is due.
+
+    Never a join to a stranger (an estate that joined us vacuously): its joiner joins and
+    allows, we only answer.  Each join or allow we start counts as an attempt for the
+    back-off of :func:`retry_delay` until one completes.
+    """
+    busy = remote.in_process(TransactionKind.JOIN) or remote.in_process(TransactionKind.ALLOW)
     if not remote.joined:
+        if remote.uid in stack._unallowed:
+            return
         if remote.uid in stack._want_joined or remote.far_uid:
+            if not busy:
+                stack._retries[remote.uid] = stack._retries.get(remote.uid, 0) + 1
             start_join(stack, remote)
         return
     if not remote.allowed:
+        if not busy:
+            stack._retries[remote.uid] = stack._retries.get(remote.uid, 0) + 1
         start_allow(stack, remote)
         return
     if remote.in_process(TransactionKind.ALIVE):
@@ -54,6 +83,7 @@ def start_alive(stack: RoadStack, remote: Remote) -> None:
 def joined(stack: RoadStack, remote: Remote, *, initiator: bool) -> None:
     stack.stats.joins_completed += 1
     stack._strangers.pop(remote.uid, None)
+    stack._retries.pop(remote.uid, None)
     stack._want_joined.pop(remote.uid, None)
     stack._save_remote(remote)
     stack._emit(events.Joined(remote.name, remote.uid, remote.main, initiator))
@@ -68,6 +98,11 @@ def join_ended(stack: RoadStack, remote: Remote, *, joined: bool) -> None:
 
 def session_started(stack: RoadStack, remote: Remote) -> None:
     remote.allowed = True
+    # the allow proved the keys, and the cookie it echoed proved the address
+    stack._budget.validate(remote.host_address)
+    stack._unallowed.pop(remote.uid, None)
+    stack._retries.pop(remote.uid, None)
+    stack._pending_keys.unproven.pop(remote.role, None)
     remote.session_keys_changed()  # the one event that may clear message dedup
     remote.done_transactions.clear()
     remote.next_session_id()
@@ -85,8 +120,11 @@ def allowed(stack: RoadStack, remote: Remote) -> None:
 
 
 def presence(stack: RoadStack, remote: Remote, *, alive: bool, reason: str = "") -> None:
-    delay = stack.config.period + (0.0 if stack.local.main else stack.config.offset)
-    remote.presence_due = stack.now + delay
+    if alive:
+        stack._retries.pop(remote.uid, None)
+    elif stack.local.main:
+        stack._retries[remote.uid] = stack._retries.get(remote.uid, 0) + 1
+    remote.presence_due = stack.now + retry_delay(stack, remote)
     if alive:
         remote.reap_due = stack.now + stack.config.reap_interval
         remote.reaped = False

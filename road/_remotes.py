@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from raetlike.crypto import PublicKey, VerifyKey
 from raetlike.errors import LocalProtocolError
-from raetlike.wire.kinds import Acceptance
+from raetlike.wire.kinds import Acceptance, AutoMode
 from road import events
 from road.remote import Address, Remote
 
@@ -19,9 +19,24 @@ if TYPE_CHECKING:
     from road.stack import RoadStack
 
 
+MAX_EXTRA_KEY = 32
+"""Longest join-body key beyond RAET's that is kept (a capability name)."""
+MAX_EXTRA_TEXT = 64
+"""Longest string value such a key may carry and still count."""
+KEY_SWEEP_INTERVAL = 60.0
+"""At most this long between sweeps of expired pending roles (when joins arrive)."""
+
+
 def stranger(stack: RoadStack, remote: Remote) -> None:
-    """A vacuous join added ``remote``: count it among the strangers, evicting the oldest."""
+    """A vacuous join added ``remote``: count it among the strangers, evicting the oldest.
+
+    A stranger that completes no allow within ``unallowed_reap_after`` is removed
+    (:func:`road._timers.manage`): a join proves nothing (it is unsigned), an allow does.
+    """
     stack._strangers[remote.uid] = None
+    if stack.config.unallowed_reap_after > 0:
+        stack._unallowed[remote.uid] = stack.now + stack.config.unallowed_reap_after
+        stack._schedule(remote)
     while len(stack._strangers) > stack.config.max_pending_joins:
         uid = next(iter(stack._strangers))
         del stack._strangers[uid]
@@ -84,6 +99,11 @@ def remove_remote(stack: RoadStack, remote: Remote, reason: str) -> None:
             del stack.joinees[address]
     stack._want_joined.pop(remote.uid, None)
     stack._strangers.pop(remote.uid, None)
+    stack._unallowed.pop(remote.uid, None)
+    stack._retries.pop(remote.uid, None)
+    if remote.host_address in stack._budget.validated and not any(
+            other.host_address == remote.host_address for other in stack.remotes.values()):
+        stack._budget.forget(remote.host_address)
     stack._fast.remove(remote, reason)
     while remote.outbox:
         stack._expire(remote, remote.outbox.popleft(), f"remote removed: {reason}")
@@ -98,13 +118,78 @@ def save_remote(stack: RoadStack, remote: Remote) -> None:
 
 def acceptance(
     stack: RoadStack, role: str, verify_key: VerifyKey, public_key: PublicKey,
-) -> Acceptance:
-    return stack.keep.acceptance_for(role, verify_key, public_key)
+) -> Acceptance | None:
+    """The keep's verdict on a role's keys; None when it would be one pending key too many.
+
+    A key seen for the first time under auto mode never waits for an operator; at most
+    ``max_pending_keys`` wait at once (the oldest expire after ``pending_key_ttl``).
+    """
+    keep, ledger = stack.keep, stack._pending_keys
+    expire_pending_keys(stack)
+    known = keep.role_status(role)
+    if (known is None and keep.auto is AutoMode.NEVER
+            and len(ledger.since) >= stack.config.max_pending_keys):
+        for waiting in list(ledger.since):  # an operator may have decided some meanwhile
+            if keep.role_status(waiting) is not Acceptance.PENDING:
+                ledger.since.pop(waiting)
+        if len(ledger.since) >= stack.config.max_pending_keys:
+            return None
+    verdict = keep.acceptance_for(role, verify_key, public_key)
+    if verdict is Acceptance.PENDING:
+        ledger.since.setdefault(role, stack.now)
+    elif verdict is Acceptance.ACCEPTED:
+        ledger.since.pop(role, None)
+        if known is None:
+            ledger.unproven[role] = None  # forgotten again if its estate never allows
+    return verdict
+
+
+def expire_pending_keys(stack: RoadStack, *, force: bool = False) -> None:
+    """Remove roles that waited for an operator longer than ``pending_key_ttl`` (lazily:
+    at most every ``KEY_SWEEP_INTERVAL`` seconds, when a join asks the keep)."""
+    if not force and stack.now < stack._key_sweep_at:
+        return
+    ttl = stack.config.pending_key_ttl
+    stack._key_sweep_at = stack.now + min(KEY_SWEEP_INTERVAL, max(ttl / 4, 0.001))
+    since = stack._pending_keys.since
+    for role, first in list(since.items()):
+        if first + ttl <= stack.now:
+            del since[role]
+            if stack.keep.expire_role(role):
+                stack.stats.pending_keys_expired += 1
+
+
+def forget_unproven_role(stack: RoadStack, remote: Remote) -> None:
+    """A reaped stranger's role that its own join recorded (auto once): forget it, so a
+    stranger that never proved its keys does not hold the role for good."""
+    if (stack._pending_keys.unproven.pop(remote.role, 0) is None
+            and remote.verify_key is not None and remote.public_key is not None):
+        stack.keep.forget_role(remote.role, remote.verify_key, remote.public_key)
 
 
 def join_extras(stack: RoadStack) -> dict[str, Any]:
     return stack._fast.join_extras()
 
 
-def capabilities(_stack: RoadStack, remote: Remote, extra: dict[str, Any]) -> None:
-    remote.capabilities = frozenset(str(k) for k in extra)
+def capabilities(stack: RoadStack, remote: Remote, extra: dict[str, Any]) -> None:
+    """Take the join body's extra keys as the remote's capabilities (a few short ones)."""
+    remote.capabilities = bounded_capabilities(extra, stack.config.max_join_extras)
+
+
+def bounded_capabilities(extra: Any, limit: int) -> frozenset[str]:
+    """At most ``limit`` keys of ``extra`` (a join body's keys beyond RAET's, or a kept
+    list of names), each at most ``MAX_EXTRA_KEY`` printable characters, with a number,
+    boolean or string of at most ``MAX_EXTRA_TEXT`` characters as value."""
+    kept: list[str] = []
+    items = extra.items() if isinstance(extra, dict) else ((name, 1) for name in extra)
+    for key, value in items:
+        if len(kept) >= limit:
+            break
+        if not isinstance(key, str) or not 0 < len(key) <= MAX_EXTRA_KEY or not key.isprintable():
+            continue
+        if isinstance(value, str) and len(value) > MAX_EXTRA_TEXT:
+            continue
+        if not isinstance(value, bool | int | float | str):
+            continue
+        kept.append(key)
+    return frozenset(kept)

@@ -14,7 +14,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from raetlike.wire.kinds import TransactionKind
-from road import events
+from road import _lifecycle, _remotes, events
 from road._transaction import Transaction
 from road.remote import Outgoing, Remote
 
@@ -82,6 +82,8 @@ def wake(stack: RoadStack, transaction: Transaction, at: float) -> None:
 def schedule(stack: RoadStack, remote: Remote, at: float | None = None) -> None:
     """Put the remote's next presence, reap, expiry or cleanup time on the heap."""
     config, times = stack.config, [] if at is None else [at]
+    if (unallowed := stack._unallowed.get(remote.uid)) is not None:
+        times.append(unallowed)
     if not remote.reaped:
         if config.keepalive:
             times.append(remote.presence_due)
@@ -97,10 +99,17 @@ def schedule(stack: RoadStack, remote: Remote, at: float | None = None) -> None:
 
 def manage(stack: RoadStack, remote: Remote) -> None:
     config = stack.config
+    unallowed = stack._unallowed.get(remote.uid)
+    if unallowed is not None and unallowed <= stack.now:
+        # a stranger that joined (or began to) and never proved its keys with an allow
+        stack.stats.strangers_reaped += 1
+        _remotes.forget_unproven_role(stack, remote)
+        stack._remove_remote(remote, f"no allow within {config.unallowed_reap_after:g} s "
+                                     "of its join")
+        return
     if not remote.reaped and config.keepalive and remote.presence_due <= stack.now:
-        delay = config.period + (0.0 if stack.local.main else config.offset)
-        remote.presence_due = stack.now + delay
         stack._start_alive(remote)
+        remote.presence_due = stack.now + _lifecycle.retry_delay(stack, remote)
     if (stack.local.main and config.reap_interval > 0 and not remote.reaped
             and remote.reap_due <= stack.now):
         remote.reaped = True

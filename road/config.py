@@ -107,3 +107,26 @@ class RoadConfig:
     max_pending_joins: int = 1000
     """Main: estates added by vacuous joins not completed yet ("strangers") kept at once; past
     it the oldest is removed (``stats.joins_evicted``), so a join flood stays bounded."""
+    max_pending_keys: int = 1000
+    """Main: keys waiting for an operator (roles pending in the keep) held at once; past it a
+    new key's join is dropped unanswered (``Drop.PENDING_KEYS_FULL``) and its joiner retries."""
+    pending_key_ttl: float = 3600.0
+    """Seconds a pending role (never accepted) stays in the keep; an operator's rejection
+    expires too, but only under auto mode never (where expiry leaves it pending again)."""
+    max_join_extras: int = 16
+    """Keys beyond RAET's in a join body that are kept (capabilities such as ``rlk``); each
+    key at most 32 characters with a number, boolean or short string value."""
+    unallowed_reap_after: float = 60.0
+    """Main: an estate added by a vacuous join that completes no allow within this many
+    seconds is removed (``stats.strangers_reaped``); 0 never removes it."""
+    retry_backoff_max: float = 64.0
+    """Seconds between our own join/allow/alive attempts to a remote that does not answer:
+    they start at ``period`` and double up to this."""
+    join_rate_per_source: float = 2.0
+    """Join requests a second that one source IP address may start (token bucket, bursts of
+    ``join_burst_per_source``); past it they are dropped (``Drop.JOIN_RATE_LIMITED``)."""
+    join_burst_per_source: int = 20
+    """The bucket size of ``join_rate_per_source``."""
+    max_unvalidated_addresses: int = 4096
+    """Addresses not yet validated whose byte budgets (3x bytes received, RFC 9000 8.1) and
+    join-rate buckets are kept; past it the oldest is forgotten."""

@@ -6,7 +6,7 @@ The on-disk keep (``raetlike.keep``) is adapted to this interface by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from raetlike.crypto import PublicKey, VerifyKey
@@ -15,7 +15,7 @@ from raetlike.wire.kinds import Acceptance, AutoMode
 if TYPE_CHECKING:
     from road.remote import Remote
 
-__all__ = ["RoadKeep", "MemoryKeep", "RoleRecord", "decide"]
+__all__ = ["MemoryKeep", "PendingKeys", "RoadKeep", "RoleRecord", "decide"]
 
 
 class RoadKeep(Protocol):
@@ -32,6 +32,50 @@ class RoadKeep(Protocol):
     def remove_remote(self, remote: Remote) -> None:
         """Forget ``remote``."""
         ...
+
+    @property
+    def auto(self) -> AutoMode:
+        """How keys never seen before are treated."""
+        ...
+
+    def role_status(self, role: str) -> Acceptance | None:
+        """What the keep holds for ``role`` now (None: never seen), recording nothing."""
+        ...
+
+    def waiting_roles(self) -> list[str]:
+        """Roles that wait for an operator: pending (and, under auto never, rejected)."""
+        ...
+
+    def expire_role(self, role: str) -> bool:
+        """Remove ``role`` if it is still pending (or, under auto never, rejected)."""
+        ...
+
+    def forget_role(self, role: str, verify_key: VerifyKey, public_key: PublicKey) -> bool:
+        """Remove ``role`` if it still holds these keys and no operator rejected it."""
+        ...
+
+
+def expires(auto: AutoMode, status: Acceptance | None) -> bool:
+    """Whether a role with ``status`` is one that ``pending_key_ttl`` may remove.
+
+    Pending always; rejected only under auto mode never, where a role forgotten is
+    pending again at its next sighting (under once or always it would be accepted).
+    """
+    return status is Acceptance.PENDING or (
+        status is Acceptance.REJECTED and auto is AutoMode.NEVER)
+
+
+@dataclass(slots=True)
+class PendingKeys:
+    """A stack's view of the keys its keep holds for strangers: since when they wait for an
+    operator (``pending_key_ttl``, ``max_pending_keys``), and which roles a join of this
+    process recorded first and no allow has proven yet (forgotten again when their estate is
+    reaped).  Times are the stack's clock."""
+
+    since: dict[str, float] = field(default_factory=dict)
+    """Role -> when this stack first saw it waiting for an operator."""
+    unproven: dict[str, None] = field(default_factory=dict)
+    """Roles first recorded (accepted by auto mode) by a join of this process, never allowed."""
 
 
 @dataclass(slots=True)
@@ -74,6 +118,28 @@ class MemoryKeep:
         self.auto = auto
         self.roles: dict[str, RoleRecord] = {}
         self.remotes: dict[str, Remote] = {}
+
+    def role_status(self, role: str) -> Acceptance | None:
+        record = self.roles.get(role)
+        return None if record is None else record.acceptance
+
+    def waiting_roles(self) -> list[str]:
+        return [role for role, record in self.roles.items()
+                if expires(self.auto, record.acceptance)]
+
+    def expire_role(self, role: str) -> bool:
+        if expires(self.auto, self.role_status(role)):
+            del self.roles[role]
+            return True
+        return False
+
+    def forget_role(self, role: str, verify_key: VerifyKey, public_key: PublicKey) -> bool:
+        record = self.roles.get(role)
+        if (record is None or record.acceptance is Acceptance.REJECTED
+                or record.verify_key != verify_key or record.public_key != public_key):
+            return False
+        del self.roles[role]
+        return True
 
     def acceptance_for(self, role: str, verify_key: VerifyKey, public_key: PublicKey) -> Acceptance:
         record = decide(self.auto, self.roles.get(role), verify_key, public_key)

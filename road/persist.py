@@ -19,6 +19,8 @@ from raetlike.errors import KeepError
 from raetlike.keep import Keep, RemoteEstate, StackTraits
 from raetlike.keep import LocalEstate as KeptLocal
 from raetlike.wire.kinds import Acceptance, AutoMode
+from road._remotes import bounded_capabilities
+from road.keeping import expires
 from road.remote import Address, Remote
 from road.stack import LocalEstate
 
@@ -31,6 +33,8 @@ log = logging.getLogger(__name__)
 
 FIRST_UID = 1
 """The uid a new local estate takes (RAET's default for a fresh keep)."""
+MAX_KEPT_CAPABILITIES = 16
+"""Capabilities read back per remote from a keep (``RoadConfig.max_join_extras``' default)."""
 
 
 class FileRoadKeep:
@@ -90,6 +94,46 @@ class FileRoadKeep:
         except KeepError as exc:
             log.error("%s: cannot remove remote %r: %s", self.keep.stack_name, name, exc)
 
+    def role_status(self, role: str) -> Acceptance | None:
+        """The role's acceptance on disk now (None: no role file), recording nothing."""
+        try:
+            record = self.keep.load_role(role)
+        except KeepError as exc:
+            log.error("%s: cannot read role %r: %s", self.keep.stack_name, role, exc)
+            return Acceptance.REJECTED
+        return None if record is None else record.acceptance
+
+    def waiting_roles(self) -> list[str]:
+        """Roles on disk that wait for an operator (pending; rejected under auto never)."""
+        try:
+            records = self.keep.list_roles()
+        except KeepError as exc:
+            log.error("%s: cannot list roles: %s", self.keep.stack_name, exc)
+            return []
+        return [record.role for record in records if expires(self.auto, record.acceptance)]
+
+    def expire_role(self, role: str) -> bool:
+        """Delete ``role``'s file if it still waits for an operator (``pending_key_ttl``)."""
+        if not expires(self.auto, self.role_status(role)):
+            return False
+        try:
+            return self.keep.delete(role)
+        except KeepError as exc:
+            log.error("%s: cannot remove role %r: %s", self.keep.stack_name, role, exc)
+            return False
+
+    def forget_role(self, role: str, verify_key: VerifyKey, public_key: PublicKey) -> bool:
+        """Delete ``role``'s file if it holds these keys and no operator rejected it."""
+        try:
+            record = self.keep.load_role(role)
+            if (record is None or record.acceptance is Acceptance.REJECTED
+                    or not record.has_keys(verify_key, public_key)):
+                return False
+            return self.keep.delete(role)
+        except KeepError as exc:
+            log.error("%s: cannot remove role %r: %s", self.keep.stack_name, role, exc)
+            return False
+
     # -- restoring --------------------------------------------------------
 
     def kept_remotes(self) -> list[Remote]:
@@ -112,8 +156,8 @@ class FileRoadKeep:
             )
             traits = self.keep.load_remote_traits(record.name)
             capabilities = traits.get("capabilities")
-            if isinstance(capabilities, list):
-                remote.capabilities = frozenset(str(c) for c in capabilities)
+            if isinstance(capabilities, list):  # bounded: a keep written before the bound
+                remote.capabilities = bounded_capabilities(capabilities, MAX_KEPT_CAPABILITIES)
             remote.next_session_id()
             restored.append(remote)
         return restored
@@ -121,6 +165,8 @@ class FileRoadKeep:
     def restore_remotes(self, stack: RoadStack) -> list[Remote]:
         """Add every kept remote to ``stack`` (same uids), saving the advanced session ids."""
         restored = []
+        for role in self.waiting_roles():  # pending_key_ttl counts from this start
+            stack._pending_keys.since.setdefault(role, stack.now)
         for remote in self.kept_remotes():
             if remote.uid == stack.local.uid or remote.uid in stack.remotes:
                 log.warning("%s: kept remote %r reuses uid %d; skipped",
@@ -128,6 +174,9 @@ class FileRoadKeep:
                 continue
             stack._add_remote(remote)  # the kept uid, not a new one
             self.save_remote(remote)
+            if remote.main or not stack.local.main:
+                # the main we joined before: our own choice of address, as join() is
+                stack._budget.validate(remote.host_address)
             restored.append(remote)
             log.info("%s: restored remote %r (uid %d, far uid %d, session %d)",
                      self.keep.stack_name, remote.name, remote.uid, remote.far_uid,

@@ -26,12 +26,13 @@ from typing import Any
 from raetlike.errors import BackpressureError, CryptoError, LocalProtocolError, PacketError
 from raetlike.wire.packet import Packet, parse_packet
 from road import _dispatch, _lifecycle, _outbox, _remotes, _timers, events
+from road._amplification import AddressBudget, JoinRate
 from road._fast import FastRoad
 from road._fast_wire import is_fast
 from road._message import Messenger, Partials
 from road._transaction import Transaction, tx_index
 from road.config import LocalEstate, RoadConfig
-from road.keeping import MemoryKeep, RoadKeep
+from road.keeping import MemoryKeep, PendingKeys, RoadKeep
 from road.remote import Address, Outgoing, Remote
 from road.stats import Drop, RoadStats
 
@@ -74,6 +75,15 @@ class RoadStack:
         self._timer_order = itertools.count()
         self._strangers: dict[int, None] = {}  # uids added by vacuous joins, not joined yet
         self._fast = FastRoad(self)
+        # join spam and reflection (road._amplification, docs/security.md)
+        self._budget = AddressBudget(self.config.max_unvalidated_addresses)
+        self._join_rate = JoinRate(self.config.join_rate_per_source,
+                                   self.config.join_burst_per_source,
+                                   self.config.max_unvalidated_addresses)
+        self._unallowed: dict[int, float] = {}  # uid -> when a stranger never allowed goes
+        self._retries: dict[int, int] = {}  # uid -> our unanswered attempts in a row (backoff)
+        self._key_sweep_at = 0.0  # when the keep's expired pending roles are next swept
+        self._pending_keys = PendingKeys()  # strangers' keys in the keep (road._remotes)
         self._partials = Partials()  # RAET-mode messages partly received
         # the last packet authenticated at the door, with its remote (see road._dispatch)
         self._authentic: tuple[Packet | None, Remote | None] = (None, None)
@@ -182,6 +192,8 @@ class RoadStack:
         self._tick(now)
         self.stats.datagrams_received += 1
         self.stats.bytes_received += len(data)
+        if source not in self._budget.validated:
+            self._budget.credit(source, len(data))  # its answers may be 3x this (RFC 9000 8.1)
         if is_fast(data):
             self._fast.receive(data, now)
             return
@@ -222,7 +234,11 @@ class RoadStack:
             self.now = now
 
     def _queue(self, data: bytes, address: Address) -> None:
-        self._out.append((data, address))
+        budget = self._budget
+        if address in budget.validated or budget.spend(address, len(data)):
+            self._out.append((data, address))
+        else:
+            self.stats.amplification_limited += 1  # unvalidated: 3x what it sent us, no more
 
     def _emit(self, event: events.Event) -> None:
         log.debug("%s: %s", self.name, event)

@@ -38,6 +38,8 @@ class Drop(enum.Enum):
     REASSEMBLY_FULL = "reassembly-full"  # max_reassembly_bytes held already
     REASSEMBLY_TIMEOUT = "reassembly-timeout"  # a partial message went quiet and was freed
     RESEND_LIMITED = "resend-limited"  # a resend request withheld by the per-remote rate
+    JOIN_RATE_LIMITED = "join-rate-limited"  # over join_rate_per_source for its IP address
+    PENDING_KEYS_FULL = "pending-keys-full"  # max_pending_keys keys wait for an operator already
 
 
 @dataclass(slots=True)
@@ -62,6 +64,12 @@ class RoadStats:
     transactions_failed: int = 0
     joins_evicted: int = 0
     """Open vacuous joins ended early because ``max_pending_joins`` were open."""
+    strangers_reaped: int = 0
+    """Estates added by vacuous joins removed after ``unallowed_reap_after`` with no allow."""
+    pending_keys_expired: int = 0
+    """Pending (or, under auto never, rejected) roles removed after ``pending_key_ttl``."""
+    amplification_limited: int = 0
+    """Datagrams withheld from unvalidated addresses (over 3x the bytes received from them)."""
     fast_datagrams_sent: int = 0
     fast_datagrams_lost: int = 0
     fast_fallbacks: int = 0
