@@ -32,6 +32,7 @@ from lane.pages import PageReader, PageWriter, fast_decode
 from lane.stats import Drop, LaneStats
 from lane.yard import LocalYard, Outgoing, RemoteYard, check_name, yard_path
 from raetlike.errors import BackpressureError, LocalProtocolError, PacketError
+from raetlike.names import safe_name
 from raetlike.wire.kinds import PageKind
 from raetlike.wire.page import Binder, PageHead, parse_page
 
@@ -199,7 +200,7 @@ class LaneStack:
             head, body = parse_page(data)
         except PacketError as exc:
             self.stats.drop(Drop.MALFORMED)
-            log.debug("%s: malformed page from %s: %s", self.name, source, exc)
+            log.debug("%s: malformed page from %s: %s", self.name, safe_name(source), exc)
             return
         if head.source == self.local.name:
             self.stats.drop(Drop.OWN_NAME)
@@ -207,7 +208,7 @@ class LaneStack:
         if head.destination != self.local.name:
             if not self.local.main:
                 self.stats.drop(Drop.WRONG_DESTINATION)
-                log.debug("%s: page for %s dropped", self.name, head.destination)
+                log.debug("%s: page for %s dropped", self.name, safe_name(head.destination))
                 return
             self._route(head, data, source)
             return
@@ -222,7 +223,8 @@ class LaneStack:
             message = self.binder.add_page(head, body)
         except PacketError as exc:
             self.stats.drop(Drop.BAD_BODY)
-            log.debug("%s: book from %s did not decode: %s", self.name, head.source, exc)
+            log.debug("%s: book from %s did not decode: %s", self.name, safe_name(head.source),
+                      exc)
             return
         if message is not None:
             self.stats.messages_received += 1
@@ -449,12 +451,12 @@ class LaneStack:
         if remote is not None:
             if source and source != remote.path and source not in self._main_paths():
                 self.stats.drop(Drop.ADDRESS_MISMATCH)
-                log.debug("%s: page of %s from %s dropped", self.name, name, source)
+                log.debug("%s: page of %s from %s dropped", self.name, name, safe_name(source))
                 return None
             return remote
         if not self._acceptable(name):
             self.stats.drop(Drop.REFUSED)
-            log.debug("%s: unaccepted yard %s dropped", self.name, name)
+            log.debug("%s: unaccepted yard %s dropped", self.name, safe_name(name))
             return None
         if not _yard_name(name):
             self.stats.drop(Drop.MALFORMED)  # the head parses, but names no possible yard

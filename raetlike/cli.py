@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from lane.yard import check_name as check_lane_name
 from raetlike import __version__
 from raetlike.errors import RaetError
 from raetlike.estate import EstateOptions, default_keep_dir, run_estate
 from raetlike.keycmd import run_keys
+from raetlike.names import InvalidNameError, name_problem, quoted_name
 from raetlike.ping import (
     DEFAULT_COUNT,
     DEFAULT_SIZE,
@@ -78,17 +80,25 @@ def _positive(kind: type[int] | type[float], least: float) -> Any:
     return parse
 
 
-def _lane_name(text: str) -> str:
-    if "." in text:
-        raise argparse.ArgumentTypeError(f"invalid lane name {text!r}: no dots allowed")
-    return _name(text)
-
-
 def _name(text: str) -> str:
-    if not text or text in {".", ".."} or any(c.isspace() or c in "/\\\0" for c in text):
-        raise argparse.ArgumentTypeError(
-            f"invalid name {text!r}: no whitespace, '/', '\\' or NUL allowed")
+    """An estate or role name (:mod:`raetlike.names`)."""
+    problem = name_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"invalid name {quoted_name(text)}: {problem}")
     return text
+
+
+def _lane_name(text: str) -> str:
+    """A lane name: a yard name (Latin-1) without dots."""
+    return _yard_name(text, what="lane", dots=False)
+
+
+def _yard_name(text: str, what: str = "yard", *, dots: bool = True) -> str:
+    """A yard name: a valid name in Latin-1 (RAET's page heads)."""
+    try:
+        return check_lane_name(what, text, dots=dots)
+    except InvalidNameError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 _AUTO = {mode.name.lower(): mode for mode in AutoMode}
@@ -231,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
         "yard", parents=[common], help="run a yard on a lane until interrupted",
         description="Run a yard on a UNIX-socket lane until SIGINT/SIGTERM, logging messages.",
         epilog=_YARD_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    yard.add_argument("name", metavar="NAME", type=_name, help="the yard's name")
+    yard.add_argument("name", metavar="NAME", type=_yard_name, help="the yard's name")
     yard.add_argument("--lane", type=_lane_name, required=True, metavar="LANE",
                       help="the lane's name")
     yard.add_argument("--dir", dest="lane_dir", type=Path, metavar="DIR",
@@ -366,7 +376,7 @@ def _add_ping_lane(pinger: argparse.ArgumentParser) -> None:
                         help="ping a yard on this lane instead of an estate")
     pinger.add_argument("--dir", dest="lane_dir", type=Path, metavar="DIR",
                         help="the lane's socket directory (with --lane)")
-    pinger.add_argument("--yard", type=_name, metavar="NAME",
+    pinger.add_argument("--yard", type=_yard_name, metavar="NAME",
                         help="the echoing yard to ping (with --lane)")
 
 

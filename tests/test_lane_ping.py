@@ -119,7 +119,7 @@ def test_a_yard_that_does_not_echo_makes_the_ping_time_out(lane_dir: Path) -> No
     (["ping", "--lane", "jobs"], "--lane needs --yard NAME"),
     (["ping", "127.0.0.1:7530", "--lane", "jobs", "--yard", "echo"], "not both"),
     (["ping", "127.0.0.1:7530", "--yard", "echo"], "--yard and --dir go with --lane"),
-    (["ping", "--lane", "a.b", "--yard", "echo"], "no dots allowed"),
+    (["ping", "--lane", "a.b", "--yard", "echo"], "must not hold dots"),
 ])
 def test_a_ping_target_given_wrongly_is_a_usage_error(
         args: list[str], complaint: str, capsys: pytest.CaptureFixture[str]) -> None:

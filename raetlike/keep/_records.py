@@ -9,7 +9,6 @@ and raises :class:`KeepError` naming the file and the field for anything else.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any, TypeVar
 
 from raetlike.crypto import PrivateKey, PublicKey, SigningKey, VerifyKey
 from raetlike.errors import CryptoError, KeepError
+from raetlike.names import name_problem, quoted_name
 from raetlike.wire.kinds import Acceptance
 
 __all__ = [
@@ -33,20 +33,19 @@ HostAddress = tuple[str, int]
 """A UDP host address: ``(host, port)``."""
 
 _MAX_PORT = 0xFFFF
-_UNSAFE_NAME = re.compile(r"[\s/\\\x00]")
 
 
 def check_name(name: str, what: str) -> str:
     """Return ``name`` if it can name a keep file, else raise :class:`KeepError`.
 
-    Names become part of file names (``estate.<name>.json``), so path
-    separators, whitespace (RAET refuses it), NUL, ``.`` and ``..`` are refused.
-    Dots inside a name are fine (RAET splits on the first dot only).
+    Names become part of file names (``estate.<name>.json``), so the rule of
+    :mod:`raetlike.names` applies: printable, no whitespace (RAET refuses it
+    too), no ``/`` or ``\\``, no leading dot, at most 200 bytes.  Dots inside
+    a name are fine (RAET splits on the first dot only).
     """
-    if not isinstance(name, str) or not name or name in {".", ".."}:
-        raise KeepError(f"invalid {what} {name!r}: must be a non-empty string")
-    if _UNSAFE_NAME.search(name):
-        raise KeepError(f"invalid {what} {name!r}: no whitespace, '/', '\\' or NUL allowed")
+    problem = name_problem(name)
+    if problem is not None:
+        raise KeepError(f"invalid {what} {quoted_name(name)}: {problem}")
     return name
 
 
