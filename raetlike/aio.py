@@ -2,11 +2,16 @@
 
 ::
 
-    async with aio.Estate("main", main=True) as main, aio.Estate("minion") as minion:
+    async with (aio.Estate("main", main=True, auto="once") as main,
+                aio.Estate("minion") as minion):
         await minion.join(main.address)              # joined and allowed
         await minion.send({"hello": 1}, to="main")   # acknowledged by main
         async for message in main.messages():        # road.events.MessageReceived
             print(message.remote, message.body)
+
+A main estate leaves keys it has never seen pending unless ``auto`` says
+otherwise (``"once"``: accept them the first time, ``"always"``); accept a
+pending joiner with :meth:`Estate.accept`.
 
 The socket is watched with ``loop.add_reader`` (so any asyncio loop works,
 uvloop included); time is ``loop.time()``; the stack's next timer is armed
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import logging
 import math
 from collections.abc import AsyncIterator, Mapping
@@ -29,8 +35,10 @@ from typing import Any, Generic, Protocol, TypeVar
 from lane import LaneConfig, LaneStack, LocalYard
 from lane import events as lane_events
 from raetlike.errors import RaetError
+from raetlike.names import check_name
 from raetlike.udp import Address, UdpDriver
 from raetlike.uxd import UxdDriver
+from raetlike.wire.kinds import AutoMode
 from road import events as road_events
 from road.keeping import MemoryKeep
 from road.stack import LocalEstate, RoadConfig, RoadStack
@@ -250,11 +258,24 @@ class Estate(_Pump[RoadStack]):
 
     def __init__(self, estate: str | RoadStack, *, main: bool = False,
                  host: str = "127.0.0.1", port: int = 0,
-                 config: RoadConfig | None = None) -> None:
-        """Wrap ``estate``, or make a stack of that name with an in-memory keep."""
+                 config: RoadConfig | None = None,
+                 auto: AutoMode | str | None = None) -> None:
+        """Wrap ``estate``, or make a stack of that name with an in-memory keep.
+
+        ``auto`` (an :class:`~raetlike.wire.kinds.AutoMode` or ``"never"``,
+        ``"once"``, ``"always"``) decides on keys never seen before, in place
+        of ``config.auto``; by default ``never`` for a main estate (a joiner
+        waits until :meth:`accept`), ``once`` otherwise.  A name that is not a
+        valid name (:mod:`raetlike.names`) raises
+        :class:`~raetlike.names.InvalidNameError`.
+        """
         if isinstance(estate, str):
-            config = config or RoadConfig()
-            estate = RoadStack(LocalEstate(estate, main=main), config, MemoryKeep(config.auto))
+            check_name(estate, "estate name")
+            mode = _auto_mode(auto, main)
+            config = dataclasses.replace(config or RoadConfig(), auto=mode)
+            estate = RoadStack(LocalEstate(estate, main=main), config, MemoryKeep(mode))
+        elif auto is not None:
+            raise RaetError("auto goes with an estate name: a RoadStack has its keep's own")
         super().__init__(estate)
         self._host, self._port = host, port
         self._sends: dict[int, asyncio.Future[int]] = {}
@@ -263,6 +284,22 @@ class Estate(_Pump[RoadStack]):
     async def __aenter__(self) -> Estate:
         await super().__aenter__()
         return self
+
+    def accept(self, role: str) -> None:
+        """Accept the pending keys of ``role`` (a JoinPending event names it).
+
+        The joiner, which retries while it waits, then gets in.  Only for an
+        estate made from a name (its keep is in memory); an estate on a keep
+        directory is accepted with ``raetlike keys accept``.
+        """
+        keep = self.stack.keep
+        if not isinstance(keep, MemoryKeep):
+            raise RaetError(f"estate {self.name} keeps keys on disk: use 'raetlike keys accept'")
+        try:
+            keep.accept(role)
+        except KeyError:
+            raise RaetError(f"estate {self.name} holds no keys of role {role!r}") from None
+        self._service()
 
     def _open(self) -> UdpDriver:
         return UdpDriver(self.stack, self._host, self._port)
@@ -354,6 +391,18 @@ class Estate(_Pump[RoadStack]):
         for send in self._sends.values():
             if not send.done():
                 send.set_exception(RaetError(f"estate {self.name} closed"))
+
+
+def _auto_mode(auto: AutoMode | str | None, main: bool) -> AutoMode:
+    """``auto`` as an AutoMode; by default never for a main estate, once for others."""
+    if auto is None:
+        return AutoMode.NEVER if main else AutoMode.ONCE
+    if isinstance(auto, str):
+        try:
+            return AutoMode[auto.upper()]
+        except KeyError:
+            raise RaetError(f"auto must be never, once or always, not {auto!r}") from None
+    return AutoMode(auto)
 
 
 class Yard(_Pump[LaneStack]):

@@ -106,7 +106,7 @@ _AUTO = {mode.name.lower(): mode for mode in AutoMode}
 _MAIN_EPILOG = """\
 examples:
   raetlike demo                                    # four manors, seven yards, a table
-  raetlike estate master --port 7530 --main --echo
+  raetlike estate master --port 7530 --main --auto once --echo
   raetlike estate minion1 --port 7531 --join 127.0.0.1:7530
   raetlike ping 127.0.0.1:7530 --count 10000 --json
   raetlike keys list
@@ -115,9 +115,13 @@ examples:
 
 _ESTATE_EPILOG = """\
 examples:
-  raetlike estate master --port 7530 --main --auto never
-  raetlike estate master --host 127.0.0.1 --port 0 --main --echo --keep /tmp/keep
+  raetlike estate master --port 7530 --main
+  raetlike estate master --host 127.0.0.1 --port 0 --main --auto once --echo --keep /tmp/keep
   raetlike estate minion1 --port 7531 --join 10.0.0.1:7530
+
+A main estate leaves a new joiner pending (--auto never) and logs the
+'raetlike keys accept' command that lets it in; --auto once accepts any
+keys the first time, --auto always every time.
 
 The first line on stdout is 'estate NAME listening on HOST:PORT'.
 Stop it with Ctrl-C or SIGTERM.
@@ -223,8 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     estate.add_argument("--main", action="store_true", help="be the road's main estate")
     estate.add_argument("--join", type=_host_port, metavar="HOST:PORT",
                         help="join the main estate at HOST:PORT")
-    estate.add_argument("--auto", choices=list(_AUTO), default="once",
-                        help="acceptance of new keys (default: once)")
+    estate.add_argument("--auto", choices=list(_AUTO), default=None,
+                        help="acceptance of keys never seen before (default: never for a "
+                             "--main estate, once otherwise)")
     estate.add_argument("--keep", type=Path, metavar="DIR",
                         help=f"keep directory (default: {default_keep_dir()})")
     estate.add_argument("--echo", action="store_true",
@@ -354,7 +359,8 @@ def _add_mode(parser: argparse.ArgumentParser, text: str, *, journal: bool = Fal
 def _estate(args: argparse.Namespace) -> int:
     options = EstateOptions(
         name=args.name, host=args.host, port=args.port, main=args.main, join=args.join,
-        auto=_AUTO[args.auto], keep_dir=args.keep, echo=args.echo, raet_mode=args.raet_mode,
+        auto=None if args.auto is None else _AUTO[args.auto], keep_dir=args.keep,
+        echo=args.echo, raet_mode=args.raet_mode,
         lane=args.lane, lane_dir=args.lane_dir, journal_dir=args.journal, bus=args.bus,
     )
     return run_estate(options, sys.stdout)

@@ -4,12 +4,19 @@ The estate's identity and keys come from its keep (created on first use),
 kept remotes are restored, and every join, allow, presence change and
 message is logged as one line naming the estate.  With ``echo`` every
 message received goes back to its sender unchanged.
+
+A main estate accepts keys it has never seen only when told to (``auto``
+defaults to never for a main estate, as RAET 0.6.8 and Salt do, and to once
+for the others).  A join left pending is logged once, at WARNING, with the
+command that accepts it.  Names from the network are escaped in log lines
+(:func:`raetlike.names.safe_name`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shlex
 import signal
 import time
 from collections.abc import Callable
@@ -23,6 +30,7 @@ from raetlike.bus._hosting import ECHO_PREFIX, EstateBus, echo, timer_task
 from raetlike.errors import BackpressureError, LocalProtocolError
 from raetlike.journal import JournalWriter
 from raetlike.manor import ManorHouse
+from raetlike.names import quoted_name, safe_name
 from raetlike.ping import format_address
 from raetlike.run import Loop
 from raetlike.udp import Address, UdpDriver
@@ -31,7 +39,7 @@ from road import events
 from road.persist import open_estate
 from road.stack import RoadConfig, RoadStack
 
-__all__ = ["EstateOptions", "default_keep_dir", "run_estate"]
+__all__ = ["EstateOptions", "default_auto", "default_keep_dir", "run_estate"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +50,16 @@ def default_keep_dir() -> Path:
     """The per-user keep directory: ``$XDG_DATA_HOME/raetlike/keep`` or ``~/.local/share/...``."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "raetlike" / "keep"
+
+
+def default_auto(main: bool) -> AutoMode:
+    """Acceptance of keys never seen before when none is asked for: never for a main estate.
+
+    A main estate admits joiners, so a stranger's keys wait for an operator
+    (RAET 0.6.8's and Salt's default); an estate that joins a main accepts the
+    main's keys the first time, as a Salt minion does.
+    """
+    return AutoMode.NEVER if main else AutoMode.ONCE
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +76,8 @@ class EstateOptions:
     """Whether this is the road's main estate (admits joiners)."""
     join: Address | None = None
     """A main estate to join at start."""
-    auto: AutoMode = AutoMode.ONCE
-    """Acceptance of keys never seen before."""
+    auto: AutoMode | None = None
+    """Acceptance of keys never seen before; None means :func:`default_auto`."""
     keep_dir: Path | None = None
     """Base directory of keeps; None means :func:`default_keep_dir`."""
     echo: bool = False
@@ -83,10 +101,11 @@ class _Estate:
         self.options = options
         self.clock = clock
         keep_dir = options.keep_dir or default_keep_dir()
+        auto = default_auto(options.main) if options.auto is None else options.auto
         local, self.keep = open_estate(keep_dir, options.name, main=options.main,
                                        host_address=(options.host, options.port),
-                                       auto=options.auto)
-        config = RoadConfig(auto=options.auto, fast=not options.raet_mode)
+                                       auto=auto)
+        config = RoadConfig(auto=auto, fast=not options.raet_mode)
         self.stack = RoadStack(local, config, keep=self.keep, now=clock())
         self.keep.restore_remotes(self.stack)
         self.loop = Loop(clock)
@@ -102,6 +121,7 @@ class _Estate:
         self.journal = (None if options.journal_dir is None
                         else JournalWriter(options.journal_dir, self.stack.name))
         self.resend_requests = 0  # stack.stats.resend_requests_sent at the last journal record
+        self.pending: dict[str, str] = {}  # remote name -> role of a pending join, logged once
         self.bus = None if not options.bus else EstateBus(
             BusNode(self.stack.name, now=clock()), self.stack,
             None if self.house is None else self.house.lane)
@@ -139,7 +159,7 @@ class _Estate:
             self.handle(event)
 
     def handle(self, event: events.Event) -> None:  # noqa: PLR0912 - one branch per event kind
-        name, remote = self.name, event.remote
+        name, remote = self.name, safe_name(event.remote)
         if self.bus is not None and self.bus.handle_road_event(event, self.clock()):
             return
         routed = self.house is not None and self.house.handle_road_event(event)
@@ -155,32 +175,56 @@ class _Estate:
         elif isinstance(event, events.MessageExpired):
             self.undelivered += 1
             log.warning("estate %s: message %d to %s undelivered: %s",
-                        name, event.message_id, remote, event.reason)
+                        name, event.message_id, remote, safe_name(event.reason))
         elif isinstance(event, events.Joined):
+            self.pending.pop(event.remote, None)
             log.info("estate %s: joined %s (uid %d%s, %s)", name, remote, event.uid,
                      ", main" if event.main else "",
                      "we asked" if event.initiator else "it asked")
         elif isinstance(event, events.JoinPending):
-            if event.local:
-                log.warning("estate %s: join of %s pending: accept it with "
-                            "'raetlike keys accept %s'", name, remote, event.role)
-            else:
-                log.warning("estate %s: our join to %s is pending its operator", name, remote)
+            self.log_pending(event)
         elif isinstance(event, events.JoinRejected):
-            log.warning("estate %s: join with %s rejected: %s", name, remote, event.reason)
+            self.pending.pop(event.remote, None)
+            log.warning("estate %s: join with %s rejected: %s", name, remote,
+                        safe_name(event.reason))
         elif isinstance(event, events.Allowed):
             log.info("estate %s: allowed %s (session %d)", name, remote, event.session_id)
         elif isinstance(event, events.Alive):
             log.info("estate %s: %s is alive", name, remote)
         elif isinstance(event, events.RemoteLost):
-            log.info("estate %s: %s lost: %s", name, remote, event.reason)
+            log.info("estate %s: %s lost: %s", name, remote, safe_name(event.reason))
         elif isinstance(event, events.RemoteReaped):
+            self.pending.pop(event.remote, None)
             log.info("estate %s: %s reaped", name, remote)
         elif isinstance(event, events.RemoteRemoved):
-            log.info("estate %s: %s removed: %s", name, remote, event.reason)
+            self.pending.pop(event.remote, None)
+            log.info("estate %s: %s removed: %s", name, remote, safe_name(event.reason))
         elif isinstance(event, events.JoinFailed | events.AllowFailed):
             log.debug("estate %s: %s with %s: %s", name, type(event).__name__, remote,
-                      event.reason)
+                      safe_name(event.reason))
+
+    def log_pending(self, event: events.JoinPending) -> None:
+        """One WARNING per pending join, with the command that accepts it; repeats at DEBUG.
+
+        The joiner retries while it waits, and each attempt is pending again:
+        the operator hears of it once (again only after the remote joined, was
+        rejected or removed, or its role changed).
+        """
+        name, remote = self.name, quoted_name(event.remote)
+        if not event.local:
+            log.warning("estate %s: our join to %s is pending its operator", name, remote)
+            return
+        if self.pending.get(event.remote) == event.role:
+            log.debug("estate %s: join from %s still pending", name, remote)
+            return
+        self.pending[event.remote] = event.role
+        known = self.stack.names.get(event.remote)
+        where = "" if known is None else f", {safe_name(format_address(known.host_address))}"
+        role = event.role
+        command = shlex.quote(role) if role.isprintable() else quoted_name(role)
+        log.warning("estate %s: join from %s (role %s%s) is pending; accept it with: "
+                    "raetlike keys accept %s --keep %s", name, remote, quoted_name(role), where,
+                    command, shlex.quote(str(self.keep.keep.directory)))
 
     def record(self, event: events.MessageReceived) -> None:
         """Journal a delivery, with the resend requests we sent since the last one."""

@@ -11,6 +11,7 @@ import pytest
 
 from raetlike import aio
 from raetlike.errors import BackpressureError, RaetError
+from raetlike.names import InvalidNameError
 from raetlike.wire.kinds import AutoMode
 from road import events
 from road.keeping import MemoryKeep
@@ -30,7 +31,7 @@ async def collect(estate: aio.Estate, count: int) -> list[events.MessageReceived
 
 @pytest.mark.asyncio
 async def test_two_estates_join_and_exchange_messages_each_send_awaiting_its_ack() -> None:
-    async with aio.Estate("main", main=True) as main, aio.Estate("minion") as minion:
+    async with aio.Estate("main", main=True, auto="once") as main, aio.Estate("minion") as minion:
         name = await minion.join(main.address, timeout=TIMEOUT)
         assert name == "main"
         assert minion.stack.remote("main").allowed is True
@@ -52,7 +53,7 @@ async def test_two_estates_join_and_exchange_messages_each_send_awaiting_its_ack
 
 @pytest.mark.asyncio
 async def test_concurrent_sends_all_complete_once_acknowledged() -> None:
-    async with aio.Estate("main", main=True) as main, aio.Estate("minion") as minion:
+    async with aio.Estate("main", main=True, auto="once") as main, aio.Estate("minion") as minion:
         await minion.join(main.address, timeout=TIMEOUT)
         ids = await asyncio.wait_for(
             asyncio.gather(*(minion.send({"n": n}, to="main") for n in range(50))), TIMEOUT)
@@ -116,6 +117,37 @@ async def test_join_raises_when_the_main_operator_rejects_us() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_main_estate_leaves_new_keys_pending_until_accepted_by_default() -> None:
+    async with aio.Estate("main", main=True) as main, aio.Estate("minion") as minion:
+        assert main.stack.keep.auto is AutoMode.NEVER
+        assert minion.stack.keep.auto is AutoMode.ONCE  # a joiner takes the main's keys once
+        joining = asyncio.ensure_future(minion.join(main.address, timeout=TIMEOUT))
+        pending = await asyncio.wait_for(first_pending(main), TIMEOUT)
+        assert (pending.remote, pending.role, pending.local) == ("minion", "minion", True)
+        assert not joining.done()
+        main.accept(pending.role)
+        assert await joining == "main"
+        with pytest.raises(RaetError, match="no keys of role 'stranger'"):
+            main.accept("stranger")
+
+
+@pytest.mark.parametrize(("auto", "mode"), [("once", AutoMode.ONCE), ("ALWAYS", AutoMode.ALWAYS),
+                                            (AutoMode.NEVER, AutoMode.NEVER)])
+def test_auto_chooses_the_acceptance_of_new_keys_over_the_configs(
+        auto: str | AutoMode, mode: AutoMode) -> None:
+    estate = aio.Estate("main", main=True, auto=auto, config=RoadConfig(auto=AutoMode.ONCE))
+    assert estate.stack.keep.auto is mode
+    assert estate.stack.config.auto is mode
+
+
+def test_a_bad_auto_or_estate_name_is_refused_at_once() -> None:
+    with pytest.raises(RaetError, match="never, once or always, not 'sometimes'"):
+        aio.Estate("main", main=True, auto="sometimes")
+    with pytest.raises(InvalidNameError, match=r"invalid estate name 'ma\\x1b\[31min'"):
+        aio.Estate("ma\x1b[31min")
+
+
+@pytest.mark.asyncio
 async def test_join_times_out_when_nobody_answers() -> None:
     async with aio.Estate("minion") as minion:
         with pytest.raises(aio.JoinTimeoutError) as caught:
@@ -156,7 +188,8 @@ def test_estates_work_on_uvloop_when_it_is_installed() -> None:
         pytest.skip("uvloop is not installed (optional)")
 
     async def exchange() -> None:
-        async with aio.Estate("main", main=True) as main, aio.Estate("minion") as minion:
+        async with (aio.Estate("main", main=True, auto="once") as main,
+                    aio.Estate("minion") as minion):
             await minion.join(main.address, timeout=TIMEOUT)
             receiving = asyncio.ensure_future(collect(main, 1))
             await minion.send({"on": "uvloop"}, to="main")

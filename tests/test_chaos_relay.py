@@ -89,7 +89,7 @@ def echo_main(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     base = tmp_path_factory.mktemp("chaos")
     estate = Process(base / "main.log", "estate main listening on ", "estate", "main",
                      "--host", "127.0.0.1", "--port", "0", "--main", "--echo",
-                     "--keep", str(base / "keep"))
+                     "--auto", "once", "--keep", str(base / "keep"))
     yield estate
     code, _ = estate.stop()
     assert code == 0, estate.log.read_text()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import selectors
+import shlex
 import signal
 import subprocess
 import sys
@@ -71,7 +73,8 @@ class Estate:
 
 @pytest.fixture
 def echo_main(tmp_path: Path) -> Iterator[Estate]:
-    estate = Estate(tmp_path, "main", "--main", "--echo", "--keep", str(tmp_path / "keep"))
+    estate = Estate(tmp_path, "main", "--main", "--echo", "--auto", "once",
+                    "--keep", str(tmp_path / "keep"))
     yield estate
     estate.stop()
 
@@ -113,7 +116,7 @@ def test_ping_to_a_silent_port_fails_with_one_line_within_its_timeout() -> None:
     assert elapsed < 1.5 + 5  # the interpreter's start-up on top of the timeout
 
 
-def test_a_pending_join_completes_after_keys_accept(
+def test_a_main_estate_leaves_a_join_pending_by_default_and_logs_the_command_that_accepts_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     keep = tmp_path / "keep"
@@ -122,18 +125,23 @@ def test_a_pending_join_completes_after_keys_accept(
         assert main(["keys", "list", "--keep", str(keep), "--json"]) == 0
         return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
 
-    estate = Estate(tmp_path, "main", "--main", "--echo", "--auto", "never", "--keep", str(keep))
+    estate = Estate(tmp_path, "main", "--main", "--echo", "--keep", str(keep))  # no --auto
     try:
         pinger = subprocess.Popen(
             _raetlike("ping", estate.address, "--count", "5", "--timeout", "25", "--json"),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
-        assert estate.wait_for_log("pending", 10), estate.log.read_text()
+        assert estate.wait_for_log("is pending; accept it with: ", 10), estate.log.read_text()
         before = listed()
         (role,) = before["pending"]
         assert role.startswith("ping-")
         assert before["accepted"] == []
+        (line,) = [line for line in estate.log.read_text().splitlines() if "pending" in line]
+        assert " WARNING estate main: join from " in line
+        told = line.partition(" is pending; accept it with: ")[2]
+        assert told == f"raetlike keys accept {role} --keep {keep / 'main'}"
+        assert re.search(rf"join from '{role}' \(role '{role}', 127\.0\.0\.1:\d+\) is", line)
         assert pinger.poll() is None  # still waiting on the operator
-        accepted = _run("keys", "accept", role, "--keep", str(keep))
+        accepted = _run(*shlex.split(told)[1:])  # exactly as the log says
         assert accepted.returncode == 0, accepted.stderr
         out, err = pinger.communicate(timeout=30)
         assert pinger.returncode == 0, err

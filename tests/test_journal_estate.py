@@ -14,7 +14,8 @@ from raetlike.udp import parse_host_port
 def test_an_echoing_estate_journals_each_ping_it_delivers(tmp_path: Path) -> None:
     journal = tmp_path / "journal"
     command = [sys.executable, "-m", "raetlike", "estate", "master", "--host", "127.0.0.1",
-               "--port", "0", "--main", "--echo", "--keep", str(tmp_path / "keep"),
+               "--port", "0", "--main", "--auto", "once", "--echo",
+               "--keep", str(tmp_path / "keep"),
                "--journal", str(journal)]
     with (tmp_path / "master.log").open("wb") as log:
         estate = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log)

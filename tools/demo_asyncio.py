@@ -9,11 +9,17 @@ import asyncio
 import tempfile
 
 from raetlike import aio
+from road.events import JoinPending
 
 
 async def estates() -> None:
     async with aio.Estate("main", main=True) as main, aio.Estate("minion") as minion:
-        await minion.join(main.address)  # joined and allowed
+        joining = asyncio.ensure_future(minion.join(main.address))
+        async for event in main.events():  # a main estate leaves keys it never saw pending
+            if isinstance(event, JoinPending):
+                main.accept(event.role)  # the operator's 'raetlike keys accept'
+                break
+        await joining  # joined and allowed
         await minion.send({"event": "started"}, to="main")  # acknowledged by main
         async for message in main.messages():
             print(f"main got {message.body} from {message.remote}")

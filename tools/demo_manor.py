@@ -39,8 +39,9 @@ def start(*args: str) -> tuple[subprocess.Popen[bytes], str]:
 with tempfile.TemporaryDirectory() as temp:
     children = []
     try:
-        main, main_at = start("estate", "main", "--main", "--host", "127.0.0.1", "--port", "0",
-                              "--keep", f"{temp}/keep", "--lane", "moon", "--dir", f"{temp}/moon")
+        main, main_at = start("estate", "main", "--main", "--auto", "once", "--host",
+                              "127.0.0.1", "--port", "0", "--keep", f"{temp}/keep",
+                              "--lane", "moon", "--dir", f"{temp}/moon")
         children.append(main)
         children.append(start("yard", "echo", "--lane", "moon", "--dir", f"{temp}/moon",
                               "--echo")[0])

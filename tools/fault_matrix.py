@@ -67,8 +67,8 @@ class Process:
 
 def estate(base: Path, name: str, port: int = 0, *extra: str) -> Process:
     return Process(base / f"{name}.log", f"estate {name} listening on ", "estate", name,
-                   "--host", "127.0.0.1", "--port", str(port), "--echo", "--keep",
-                   str(base / "keep"), *extra)
+                   "--host", "127.0.0.1", "--port", str(port), "--echo", "--auto", "once",
+                   "--keep", str(base / "keep"), *extra)
 
 
 def chaos(base: Path, forward: str, *impairments: str) -> Process:

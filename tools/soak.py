@@ -55,7 +55,8 @@ def rss_kib(pid: int) -> int:
 def start_main(keep: Path, mode: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     """Start the echoing main estate; return the process and its ``HOST:PORT``."""
     args = [sys.executable, "-m", "raetlike", "-q", "estate", "soakmain", "--host",
-            "127.0.0.1", "--port", "0", "--main", "--echo", "--keep", str(keep)]
+            "127.0.0.1", "--port", "0", "--main", "--auto", "once", "--echo",
+            "--keep", str(keep)]
     if mode == "raet":
         args.append("--raet-mode")
     with log.open("ab") as stderr:

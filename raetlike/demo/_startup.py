@@ -40,7 +40,7 @@ def start(children: Children, base: Path, say: Callable[[str], None], *,
             f"'main' and '{ECHO_YARD}' (pids {estate.process.pid}, {yard.process.pid})")
     keep = Keep(base / "keep", MAIN)
     for minion in MINIONS:
-        if not main.wait_for_log(f"join of {minion} pending", START_TIMEOUT):
+        if not main.wait_for_log(f"join from '{minion}' (role ", START_TIMEOUT):
             raise DemoError(f"{minion} never asked to join: {minions[minion].last_log_line()}")
     say("all three joins are pending in main's keep")
     for minion in MINIONS:

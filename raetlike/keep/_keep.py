@@ -269,7 +269,7 @@ class Keep:
             record = RemoteRole(role, decision, verify_key, public_key)
             if record != stored:
                 self.dump_role(record)
-        logger.info(
+        logger.debug(  # each attempt of a join asks again: the estate logs what matters once
             "%s: role %r keys %s (auto %s)",
             self._stack_name,
             role,
