@@ -35,6 +35,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from lane import LaneConfig, LaneStack, LocalYard
 from lane import events as lane_events
 from raetlike.errors import RaetError
+from raetlike.keep import default_auto
 from raetlike.names import check_name
 from raetlike.udp import Address, UdpDriver
 from raetlike.uxd import UxdDriver
@@ -396,7 +397,7 @@ class Estate(_Pump[RoadStack]):
 def _auto_mode(auto: AutoMode | str | None, main: bool) -> AutoMode:
     """``auto`` as an AutoMode; by default never for a main estate, once for others."""
     if auto is None:
-        return AutoMode.NEVER if main else AutoMode.ONCE
+        return default_auto(main)
     if isinstance(auto, str):
         try:
             return AutoMode[auto.upper()]

@@ -29,6 +29,7 @@ from raetlike.bus import BusNode
 from raetlike.bus._hosting import ECHO_PREFIX, EstateBus, echo, timer_task
 from raetlike.errors import BackpressureError, LocalProtocolError
 from raetlike.journal import JournalWriter
+from raetlike.keep import default_auto
 from raetlike.manor import ManorHouse
 from raetlike.names import quoted_name, safe_name
 from raetlike.ping import format_address
@@ -50,16 +51,6 @@ def default_keep_dir() -> Path:
     """The per-user keep directory: ``$XDG_DATA_HOME/raetlike/keep`` or ``~/.local/share/...``."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "raetlike" / "keep"
-
-
-def default_auto(main: bool) -> AutoMode:
-    """Acceptance of keys never seen before when none is asked for: never for a main estate.
-
-    A main estate admits joiners, so a stranger's keys wait for an operator
-    (RAET 0.6.8's and Salt's default); an estate that joins a main accepts the
-    main's keys the first time, as a Salt minion does.
-    """
-    return AutoMode.NEVER if main else AutoMode.ONCE
 
 
 @dataclass(frozen=True, slots=True)

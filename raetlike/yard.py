@@ -24,6 +24,7 @@ from raetlike.bus._hosting import ECHO_PREFIX, echo, timer_task
 from raetlike.channels import LaneChannel
 from raetlike.errors import RaetError
 from raetlike.manor import MANOR_YARD, RouteError, is_error, parse_route, with_route
+from raetlike.names import safe_name
 from raetlike.run import Loop
 from raetlike.uxd import UxdDriver
 
@@ -127,7 +128,8 @@ def run_yard(options: YardOptions, out: TextIO,
 def _received(stack: LaneStack, event: events.MessageReceived, main_yard: str | None, *,
               echo: bool, now: float) -> None:
     if is_error(event.body):
-        log.warning("yard %s: error from %s: %s", stack.name, event.yard, event.body["error"])
+        log.warning("yard %s: error from %s: %s", stack.name, event.yard,
+                    safe_name(event.body["error"]))
         return
     log.info("yard %s: message from %s (%d pages)", stack.name, event.yard, event.pages)
     if not echo:

@@ -20,9 +20,10 @@ given ``per inode "..."``)::
     ...     do raetlike road stack sender at enter with destination "master" text "hi"
     ...     do raetlike road stack printer
 
-``local`` fields: ``name`` (default: the house's name), ``host``
-(127.0.0.1), ``port`` (0: any free port), ``main`` (False), ``auto``
-("once", "always" or "never"), ``keep`` (a keep directory; "" keeps keys in
+``local`` fields: ``name`` (default: the house's name; a valid name of
+:mod:`raetlike.names`), ``host`` (127.0.0.1), ``port`` (0: any free port),
+``main`` (False), ``auto`` ("once", "always" or "never"; default never for a
+main estate, once otherwise), ``keep`` (a keep directory; "" keeps keys in
 memory only).  ``status`` counters: ``joined``, ``allowed``, ``received``,
 ``sent`` (acknowledged), ``expired``, ``lost``, ``failed`` (refused by the
 stack).  ``address`` has the bound ``host`` and ``port``.
@@ -34,6 +35,8 @@ import logging
 from typing import Any
 
 from raetlike.flo._deed import RaetlikeDeed, stack_ioinits
+from raetlike.keep import default_auto
+from raetlike.names import check_name
 from raetlike.udp import UdpDriver
 from raetlike.wire.kinds import AutoMode
 from road import events
@@ -55,7 +58,7 @@ log = logging.getLogger(__name__)
 ROAD_INODE = ".raetlike.road.stack."
 """Where the road deeds keep their shares unless the plan says otherwise."""
 
-_LOCAL = {"name": "", "host": "127.0.0.1", "port": 0, "main": False, "auto": "once", "keep": ""}
+_LOCAL = {"name": "", "host": "127.0.0.1", "port": 0, "main": False, "auto": "", "keep": ""}
 _STATUS = {"joined": 0, "allowed": 0, "received": 0, "sent": 0, "expired": 0, "lost": 0,
            "failed": 0}
 
@@ -87,11 +90,12 @@ class RaetlikeRoadStackSetup(_RoadDeed):
     """``do raetlike road stack setup at enter``: make the stack and bind its UDP socket."""
 
     def action(self) -> None:
-        name = str(self.setting("name", "") or self.house_name)
+        name = check_name(str(self.setting("name", "") or self.house_name), "estate name")
         host = str(self.setting("host", "127.0.0.1"))
         port = int(self.setting("port", 0))
         main = bool(self.setting("main", False))
-        auto = AutoMode[str(self.setting("auto", "once")).upper()]
+        chosen = str(self.setting("auto", ""))
+        auto = AutoMode[chosen.upper()] if chosen else default_auto(main)
         keep_dir = str(self.setting("keep", ""))
         config = RoadConfig(auto=auto)
         if keep_dir:

@@ -6,7 +6,7 @@ package writes.  See ``docs/keep.md``.
 
 from __future__ import annotations
 
-from raetlike.keep._keep import Keep
+from raetlike.keep._keep import Keep, default_auto
 from raetlike.keep._records import (
     HostAddress,
     LocalEstate,
@@ -19,6 +19,7 @@ from raetlike.wire.kinds import Acceptance, AutoMode
 
 __all__ = [
     "Keep",
+    "default_auto",
     "LocalEstate",
     "LocalRole",
     "RemoteEstate",

@@ -35,13 +35,23 @@ from raetlike.keep._records import (
 )
 from raetlike.wire.kinds import Acceptance, AutoMode
 
-__all__ = ["Keep"]
+__all__ = ["Keep", "default_auto"]
 
 logger = logging.getLogger(__name__)
 
 _EXTENSION = ".json"
 _ESTATE_PREFIX = "estate"
 _ROLE_PREFIX = "role"
+
+
+def default_auto(main: bool) -> AutoMode:
+    """Acceptance of keys never seen before when none is asked for: never for a main estate.
+
+    A main estate admits joiners, so a stranger's keys wait for an operator
+    (RAET 0.6.8's and Salt's default); an estate that joins a main accepts the
+    main's keys the first time, as a Salt minion does.
+    """
+    return AutoMode.NEVER if main else AutoMode.ONCE
 
 
 class Keep:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from lane import LaneConfig, LaneStack, LocalYard, events
 from raetlike.manor._manor import Delivered, Manor, Undelivered
 from raetlike.manor._route import is_error
+from raetlike.names import safe_name
 from raetlike.run import Loop
 from raetlike.uxd import UxdDriver
 from road import events as road_events
@@ -78,7 +79,7 @@ class ManorHouse:
                 self._delivered(manor_event, now)
             elif isinstance(manor_event, Undelivered):
                 log.warning("manor %s: undelivered (%s): %s", self.manor.estate,
-                            manor_event.problem, manor_event.detail)
+                            manor_event.problem, safe_name(manor_event.detail))
         self.driver.send(now)
 
     def _delivered(self, event: Delivered, now: float) -> None:
@@ -86,7 +87,7 @@ class ManorHouse:
                  event.source, event.via)
         if is_error(event.body):
             log.warning("manor %s: error from %s: %s", self.manor.estate, event.source,
-                        event.body.get("error"))
+                        safe_name(event.body.get("error")))
         elif self.echo:
             self.manor.reply(event, event.body, now=now)
 

@@ -43,6 +43,7 @@ from raetlike.manor._route import (
     parse_route,
     with_route,
 )
+from raetlike.names import safe_name
 from road import events as road_events
 from road.stack import RoadStack
 
@@ -315,7 +316,7 @@ class Manor:
               now: float) -> None:
         """Send an error naming ``problem`` back to ``source`` (never for an error)."""
         self.stats.problems[problem] += 1
-        log.info("manor %s: %s from %s: %s", self.estate, problem, source, detail)
+        log.info("manor %s: %s from %s: %s", self.estate, problem, source, safe_name(detail))
         if is_error(body):
             self._undelivered(body, problem, detail)
             return
@@ -327,5 +328,5 @@ class Manor:
 
     def _undelivered(self, body: Any, problem: Problem, detail: str) -> None:
         self.stats.undelivered += 1
-        log.warning("manor %s: undelivered (%s): %s", self.estate, problem, detail)
+        log.warning("manor %s: undelivered (%s): %s", self.estate, problem, safe_name(detail))
         self._events.append(Undelivered(body, problem, detail))
