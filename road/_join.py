@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from raetlike.crypto import PublicKey, VerifyKey
 from raetlike.errors import CryptoError
+from raetlike.names import is_valid_name, safe_name
 from raetlike.wire.kinds import Acceptance, BodyKind, PacketKind, TransactionKind
 from raetlike.wire.packet import Packet
 from road import events
@@ -72,13 +73,11 @@ def parse_credentials(body: Any, *, need_uid: bool) -> JoinCredentials | None:
         return None
     name, mode, kind = body.get("name"), body.get("mode"), body.get("kind")
     role, verhex, pubhex = body.get("role"), body.get("verhex"), body.get("pubhex")
-    if not isinstance(name, str) or not name:
-        return None
+    if not is_valid_name(name) or not is_valid_name(role):
+        return None  # control characters, separators or a leading dot (raetlike.names)
     if not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 255:
         return None
     if not isinstance(kind, int) or isinstance(kind, bool):
-        return None
-    if not isinstance(role, str) or not role:
         return None
     if not isinstance(verhex, str) or not isinstance(pubhex, str):
         return None
@@ -297,7 +296,7 @@ class Joiner(_Join):
         same_all = self.unchanged(cred, cred.uid, same_keys=same_keys)
         if not same_all and not stack.config.mutable:
             log.warning("%s: %s tried to change an immutable road; rejecting", stack.name,
-                        remote.name)
+                        safe_name(remote.name))
             self.nack(PacketKind.REJECT)
             return
         status = stack._acceptance(cred.role, cred.verify_key, cred.public_key)
@@ -495,7 +494,7 @@ class Joinent(_Join):
             return True
         if not stack.local.main:
             log.info("%s: vacuous join from %s but we are not main; rejecting",
-                     stack.name, cred.name)
+                     stack.name, safe_name(cred.name))
             self.nack(PacketKind.REJECT)
             return False
         known = stack.names.get(cred.name)
@@ -518,7 +517,7 @@ class Joinent(_Join):
         same_all = self.unchanged(cred, far_uid, same_keys=same_keys)
         if not same_all and not stack.config.mutable:
             log.warning("%s: %s tried to change an immutable road; rejecting", stack.name,
-                        cred.name)
+                        safe_name(cred.name))
             self.nack(PacketKind.REJECT)
             return None
         status = stack._acceptance(cred.role, cred.verify_key, cred.public_key)
@@ -527,8 +526,8 @@ class Joinent(_Join):
             self.end()
             return None
         if status is Acceptance.REJECTED:
-            log.warning("%s: keys of role %r rejected (estate %s)", stack.name, cred.role,
-                        cred.name)
+            log.warning("%s: keys of role %s rejected (estate %s)", stack.name,
+                        safe_name(cred.role), safe_name(cred.name))
             if same_keys and remote.uid in stack.remotes:
                 stack._remove_remote(remote, "keys rejected")
             else:
