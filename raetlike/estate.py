@@ -241,8 +241,6 @@ def run_estate(options: EstateOptions, out: TextIO,
     :class:`OSError` when the address cannot be bound.
     """
     estate = _Estate(options, clock)
-    out.write(f"estate {estate.name} listening on {format_address(estate.driver.address)}\n")
-    out.flush()
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         log.info("estate %s: %s, stopping", estate.name, signal.Signals(signum).name)
@@ -250,6 +248,9 @@ def run_estate(options: EstateOptions, out: TextIO,
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
+        # only now: a SIGTERM sent as soon as this line is read must stop us cleanly
+        out.write(f"estate {estate.name} listening on {format_address(estate.driver.address)}\n")
+        out.flush()
         estate.run()
     finally:
         for sig, handler in previous.items():

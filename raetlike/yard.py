@@ -91,8 +91,6 @@ def run_yard(options: YardOptions, out: TextIO,
         node.add_link(LaneChannel(stack, main_yard), upstream=True)
         bus = BusAttachment(node)
         loop.spawn(timer_task(node, clock), name="bus timers")
-    out.write(f"yard {stack.name} listening on {stack.path}\n")
-    out.flush()
     stopping = False
 
     def stop(signum: int, _frame: FrameType | None) -> None:
@@ -114,6 +112,9 @@ def run_yard(options: YardOptions, out: TextIO,
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
+        # only now: a SIGTERM sent as soon as this line is read must stop us cleanly
+        out.write(f"yard {stack.name} listening on {stack.path}\n")
+        out.flush()
         while not stopping:
             loop.run_until(handle, timeout=IDLE_STEP)
     finally:
