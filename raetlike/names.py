@@ -24,6 +24,7 @@ fails.  Log lines that may print a name nobody checked use :func:`safe_name`.
 from __future__ import annotations
 
 import unicodedata
+from typing import TypeGuard
 
 from raetlike.errors import LocalProtocolError
 
@@ -70,8 +71,11 @@ def name_problem(name: object) -> str | None:
     return None
 
 
-def is_valid_name(name: object) -> bool:
-    """True when ``name`` may name an estate, a role, a yard or a lane (see the module)."""
+def is_valid_name(name: object) -> TypeGuard[str]:
+    """True when ``name`` may name an estate, a role, a yard or a lane (see the module).
+
+    A type guard: where it returned True, type checkers know ``name`` is a ``str``.
+    """
     return name_problem(name) is None
 
 
