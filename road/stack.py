@@ -188,26 +188,37 @@ class RoadStack:
     # == sans-IO pump ======================================================
 
     def receive_datagram(self, data: bytes, source: Address, now: float) -> None:
-        """Take one datagram from ``source``; garbage is dropped and counted, never raised."""
+        """Take one datagram from ``source``; garbage is dropped and counted, never raised.
+
+        Not even a bug of ours that a datagram trips is raised: it is logged (with its
+        traceback, the first time and then every 1000th) and counted as
+        ``dropped[internal-error]``, and the stack goes on with the next datagram.
+        """
         self._tick(now)
         self.stats.datagrams_received += 1
         self.stats.bytes_received += len(data)
         if source not in self._budget.validated:
             self._budget.credit(source, len(data))  # its answers may be 3x this (RFC 9000 8.1)
-        if is_fast(data):
-            self._fast.receive(data, now)
-            return
         try:
-            packet = parse_packet(data)
-        except PacketError as exc:
-            self.stats.drop(Drop.MALFORMED)
-            log.debug("%s: malformed datagram from %s: %s", self.name, source, exc)
-            return
-        try:
+            if is_fast(data):
+                self._fast.receive(data, now)
+                return
+            try:
+                packet = parse_packet(data)
+            except PacketError as exc:
+                self.stats.drop(Drop.MALFORMED)
+                log.debug("%s: malformed datagram from %s: %s", self.name, source, exc)
+                return
             self._process(packet, source)
         except (PacketError, CryptoError) as exc:
             self.stats.drop(Drop.MALFORMED)
             log.debug("%s: bad packet from %s: %s", self.name, source, exc)
+        except Exception:  # a bug of ours must not let a datagram kill the estate
+            self.stats.drop(Drop.INTERNAL_ERROR)
+            if self.stats.dropped[Drop.INTERNAL_ERROR] % 1000 == 1:
+                log.exception("%s: datagram from %s tripped an internal error (%d so far); "
+                              "dropped", self.name, source,
+                              self.stats.dropped[Drop.INTERNAL_ERROR])
 
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, Address]]:
         """Everything queued for the wire, in order."""

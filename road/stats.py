@@ -32,6 +32,7 @@ class Drop(enum.Enum):
     DUPLICATE = "duplicate"
     REPLAYED = "replayed"  # fast mode: a packet number seen already or behind the replay window
     STALE_KEY = "stale-key"  # fast mode: sealed with keys of another (older) allow
+    INTERNAL_ERROR = "internal-error"  # our bug, tripped by this datagram (logged)
     UNVERIFIABLE = "unverifiable"  # signed, but we hold no verify key for the remote yet
     MESSAGE_TOO_LARGE = "message-too-large"  # announced more than max_message_size
     TOO_MANY_OPEN_MESSAGES = "too-many-open-messages"  # max_open_messages(_total) reached

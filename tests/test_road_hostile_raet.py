@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import tracemalloc
 
+import pytest
+
 from raetlike.crypto import SigningKey
 from raetlike.wire.kinds import Flag, PacketKind, TransactionKind
 from raetlike.wire.packet import pack_packet, parse_packet
@@ -263,3 +265,18 @@ def test_a_lossy_large_message_still_arrives_whole() -> None:
     assert len(dropped) > 100
     assert pair.main._partials.count == 0
     assert pair.main._partials.bytes == 0
+
+
+def test_a_bug_a_datagram_trips_is_counted_and_logged_never_raised(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    pair = allowed_pair()
+    [segment] = _one_message(pair, {"n": -1})
+
+    def broken(*_args: object) -> None:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(pair.main, "_process", broken)
+    for _ in range(3):
+        _feed(pair, segment.data)
+    assert pair.main.stats.dropped[Drop.INTERNAL_ERROR] == 3
+    assert [r.levelname for r in caplog.records if "internal error" in r.message] == ["ERROR"]
