@@ -15,15 +15,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from raetlike.crypto import AeadKey
-from raetlike.errors import PacketError
+from raetlike.crypto import AeadKey, counter_nonce
+from raetlike.errors import CryptoError, PacketError
 from road import events
 from road._fast_control import ReceivedRanges, ReplayWindow
 from road._fast_receive import ReceivingSide
 from road._fast_recovery import RecoverySide
 from road._fast_send import SendingSide
 from road._fast_timers import TimersSide
-from road._fast_wire import read_header
+from road._fast_wire import FAST_HEADER_SIZE, read_header
 from road.stats import Drop
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ class FastLink(SendingSide, RecoverySide, ReceivingSide, TimersSide):
         self.receive_key = AeadKey(box.derive(_CONTEXT + theirs + mine))
         self.key_id = box.derive(_CONTEXT + b"id" + min(mine, theirs) + max(mine, theirs))[0]
         self.keyed = True
+        self.stream_pinned = False  # the first datagram under the new keys names the stream
         self.sending_ok = False
         self.answered = False
         self.unanswered_since = None
@@ -94,6 +95,7 @@ class FastLink(SendingSide, RecoverySide, ReceivingSide, TimersSide):
         for _, size, _, _ in self.sent.values():
             self.control.on_forgotten(size)
         self.sent.clear()
+        self.release_partials()
         return taken
 
     def give_back(self, reason: str) -> None:
@@ -104,6 +106,7 @@ class FastLink(SendingSide, RecoverySide, ReceivingSide, TimersSide):
         self.queue.clear()
         self.again.clear()
         self.sent.clear()
+        self.release_partials()
 
 
 class FastRoad:
@@ -193,7 +196,19 @@ class FastRoad:
         if key_id != link.key_id:
             stack.stats.drop(Drop.STALE_KEY)
             return
-        link.receive(data, stream, number, now)
+        # authenticate at the door: nothing of the datagram reaches the link's state before
+        # its packet number is fresh and its AEAD tag (over the header too) has verified
+        if not link.replay.fresh(number):
+            stack.stats.drop(Drop.REPLAYED)
+            return
+        assert link.receive_key is not None  # noqa: S101 - keyed links have keys
+        try:
+            plain = link.receive_key.open(data[FAST_HEADER_SIZE:], counter_nonce(0, number),
+                                          data[:FAST_HEADER_SIZE])
+        except CryptoError:
+            stack.stats.drop(Drop.BAD_COAT)
+            return
+        link.receive(plain, stream, number, len(data), now)
 
     def datagrams(self, now: float) -> list[tuple[bytes, Address]]:
         """Datagrams from every link, one per link per round (fair sharing)."""

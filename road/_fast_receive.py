@@ -1,8 +1,14 @@
-"""Fast mode, receiving: datagrams opened, messages reassembled and delivered, acks owed.
+"""Fast mode, receiving: authenticated datagrams in, messages reassembled and delivered once.
 
-:class:`ReceivingSide` checks the replay window, opens the AEAD, delivers
-one-chunk messages inline (their events in one batch), reassembles long ones,
-hands ack frames to road/_fast_recovery.py and decides when our ack is due.
+road/_fast.py's :meth:`~road._fast.FastRoad.receive` authenticates every
+datagram at the door (key id, replay window, AEAD tag) and hands
+:class:`ReceivingSide` only opened plaintext, so nothing here can act on a
+forged field.  It delivers one-chunk messages inline (their events in one
+batch), reassembles long ones within the bounds of :class:`road.config.RoadConfig`
+(``max_message_size``, ``max_open_messages``, ``max_open_messages_total``,
+``max_reassembly_bytes``, ``reassembly_timeout``: memory follows the bytes
+received, never a declared size), hands ack frames to road/_fast_recovery.py
+and decides when our ack is due.
 """
 
 from __future__ import annotations
@@ -10,70 +16,74 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from raetlike.crypto import counter_nonce
-from raetlike.errors import CryptoError, PacketError
+from raetlike.errors import PacketError
 from raetlike.wire.body import parse_body
 from raetlike.wire.kinds import BodyKind
 from road import events
 from road._fast_events import message_received
-from road._fast_state import LinkState
-from road._fast_wire import FAST_HEADER_SIZE, MessageFields, read_frames
+from road._fast_state import NEVER, LinkState
+from road._fast_wire import MessageFields, read_frames
 from road.stats import Drop
 
-__all__ = ["Partial", "ReceivingSide"]
+__all__ = ["MIN_CHUNK", "Partial", "ReceivingSide"]
 
 log = logging.getLogger(__name__)
 
 _BODY_KINDS = {int(kind): kind for kind in BodyKind}
 _RAW = int(BodyKind.RAW)
 _SHORT_ACK_SPACING = 0.001  # at most one early ack for short datagrams per millisecond
+MIN_CHUNK = 64
+"""The smallest chunk but a message's last (senders cut at least this; LinkState checks)."""
+_SWEEP_SPACING = 1.0  # partials are swept for quiet ones at most once a second
 
 
 class Partial:
-    """Chunks of one message still arriving."""
+    """Chunks of one message still arriving: only what came, never slots for what was declared."""
 
-    __slots__ = ("chunks", "pieces", "total")
+    __slots__ = ("chunk_size", "chunks", "held", "last", "pieces", "total")
 
-    def __init__(self, total: int, chunks: int) -> None:
+    def __init__(self, total: int, chunks: int, now: float) -> None:
         self.total = total
         self.chunks = chunks
+        self.chunk_size = 0  # the size of every chunk but the last, once one of them came
+        self.held = 0  # bytes of the pieces held (never more than total)
+        self.last = now  # when the last new piece came (reassembly_timeout counts from it)
         self.pieces: dict[int, bytes | memoryview] = {}
 
 
 class ReceivingSide(LinkState):
     """The link's datagrams in: the peer's stream, delivered in any order, each message once."""
 
-    def receive(self, data: bytes, header_stream: int, number: int, now: float) -> None:
-        """An authenticated-to-be datagram for this link (header already parsed)."""
+    def receive(self, plain: bytes, stream: int, number: int, size: int, now: float) -> None:
+        """An authenticated datagram: ``plain`` opened under our keys, ``size`` bytes sealed.
+
+        FastRoad.receive checked the packet number against the replay window
+        and the AEAD tag over the header (stream id and number included)
+        before calling this.
+        """
         stack = self.stack
-        if not self.replay.fresh(number):
-            stack.stats.drop(Drop.REPLAYED)
-            return
-        assert self.receive_key is not None  # noqa: S101 - keyed links have keys
-        try:
-            plain = self.receive_key.open(data[FAST_HEADER_SIZE:], counter_nonce(0, number),
-                                          data[:FAST_HEADER_SIZE])
-        except CryptoError:
-            stack.stats.drop(Drop.BAD_COAT)
-            return
+        self.replay.mark(number)
         try:
             messages, ranges, abandons = read_frames(plain)
         except PacketError:
             stack.stats.drop(Drop.MALFORMED)
             return
-        self.replay.mark(number)
-        self.received.add(number)
+        if stream != self.peer_stream:
+            if self.stream_pinned:  # a second stream under the same keys: no honest peer
+                stack.stats.drop(Drop.STALE_PACKET)
+                return
+            self._new_peer_stream(stream)
+        self.stream_pinned = True
         self.sending_ok = True
-        if self.peer_stream != header_stream:
-            self._new_peer_stream(header_stream)
-        if messages:
-            self._take(messages)
+        refused = self._take(messages, now, len(plain)) if messages else False
         if ranges:
             self._on_ack(ranges, now)
         for abandoned in abandons:
             self._abandoned(abandoned)
+        if not refused:  # a datagram with a chunk refused for want of room goes unacked
+            self.received.add(number)
         if messages or abandons:
-            self._ack_later(len(data) < self.short_datagram, now)
+            self._ack_later(size < self.short_datagram, now)
         self._heard(now)
 
     def _ack_later(self, short: bool, now: float) -> None:
@@ -104,55 +114,84 @@ class ReceivingSide(LinkState):
         remote.reap_due = now + config.reap_interval
 
     def _new_peer_stream(self, stream: int) -> None:
+        """The first datagram under new keys names a new stream: the peer restarted."""
         if self.peer_stream is not None:
             log.debug("%s: %s restarted its fast stream", self.stack.name, self.remote.name)
         self.peer_stream = stream
         self.floor = 1
         self.delivered.clear()
-        self.partials.clear()
+        self.release_partials()
 
+    # -- each message once ----------------------------------------------------------
     def _done(self, number: int) -> bool:
         return number < self.floor or number in self.delivered
 
     def _mark_done(self, number: int) -> None:
-        self.partials.pop(number, None)
+        """Message ``number`` (not done yet) is delivered or abandoned."""
         if number != self.floor:
-            self.delivered.add(number)
+            self._done_above(number)
             return
-        self.floor += 1
-        delivered = self.delivered
-        while self.floor in delivered:
-            delivered.discard(self.floor)
-            self.floor += 1
+        floor, delivered = number + 1, self.delivered
+        while floor in delivered:
+            delivered.discard(floor)
+            floor += 1
+        self.floor = floor
 
-    def _take(self, messages: list[MessageFields]) -> None:
-        """A datagram's message frames: one-chunk messages inline, their events in one batch."""
+    def _done_above(self, number: int) -> None:
+        """Message ``number``, above the floor, is done: remembered within the dedup window.
+
+        A number a window or more above the floor moves the floor up to a
+        window below it (what lies under is done from then on: an honest
+        peer never has so many messages open), and the set is cleaned of
+        numbers under the floor once it holds two windows' worth, so it never
+        holds more, at an amortized O(1) per message.
+        """
+        delivered, window = self.delivered, self.dedup_window
+        if number - self.floor >= window:
+            floor = number - window + 1
+            while floor in delivered:
+                delivered.discard(floor)
+                floor += 1
+            self.floor = floor
+        delivered.add(number)
+        if len(delivered) > 2 * window:
+            floor = self.floor
+            delivered.difference_update([done for done in delivered if done < floor])
+
+    def _take(self, messages: list[MessageFields], now: float, plain_size: int) -> bool:
+        """A datagram's message frames: one-chunk messages inline, their events in one batch.
+
+        True when a chunk was refused for want of room (open messages or
+        reassembly bytes): the datagram then goes unacknowledged, so its
+        sender sends the chunk again later; what the datagram delivered stays
+        delivered, once.
+        """
         stack = self.stack
         made: list[events.Event] = []
         delivered, partials = self.delivered, self.partials
         name, session = self.remote.name, self.remote.remote_session_id
         received = message_received
+        refused = False
         for fields in messages:
             number, total, _, chunks, body_kind, data = fields
             if chunks != 1:
-                event = self._chunk(fields)
-                if event is not None:
-                    made.append(event)
+                refused = self._chunk(fields, now, plain_size, made) or refused
                 continue
-            if number < self.floor or number in delivered or len(data) != total:
+            floor = self.floor
+            if number < floor or number in delivered or len(data) != total:
                 stack.stats.drop(Drop.MALFORMED if len(data) != total and not self._done(number)
                                  else Drop.DUPLICATE)
                 continue
-            if partials:
-                partials.pop(number, None)
-            if number == self.floor:  # done: the floor rises past every number done already
-                floor = number + 1
+            if partials and number in partials:  # chunks of it came before: a confused peer
+                self._drop_partial(number)
+            if number == floor:  # done: the floor rises past every number done already
+                floor += 1
                 while floor in delivered:
                     delivered.discard(floor)
                     floor += 1
                 self.floor = floor
             else:
-                delivered.add(number)
+                self._done_above(number)
             if body_kind == _RAW:
                 body: Any = data if type(data) is bytes else bytes(data)
             else:
@@ -163,36 +202,131 @@ class ReceivingSide(LinkState):
         if made:
             stack.stats.messages_received += len(made)
             stack._emit_all(made)
+        return refused
 
-    def _chunk(self, fields: MessageFields) -> events.MessageReceived | None:
-        """One chunk of a long message; its event when it completes the message."""
+    # -- reassembly within bounds ---------------------------------------------------
+    def _chunk(self, fields: MessageFields, now: float, plain_size: int,
+               made: list[events.Event]) -> bool:
+        """One chunk of a long message (its event into ``made`` when it completes one).
+
+        True when refused for want of room; every other refusal is dropped
+        and counted (the datagram is still acknowledged).
+        """
         number, total, index, chunks, body_kind, data = fields
+        stack = self.stack
         if number < self.floor or number in self.delivered:
-            self.stack.stats.drop(Drop.DUPLICATE)
-            return None
+            stack.stats.drop(Drop.DUPLICATE)
+            return False
+        size = len(data)
+        last = chunks - 1
+        # every chunk but the last has one size, at least MIN_CHUNK, and they add up to total
+        if ((index < last and not (size >= MIN_CHUNK and last * size < total <= chunks * size))
+                or size == 0):
+            stack.stats.drop(Drop.MALFORMED)
+            return False
         partial = self.partials.get(number)
         if partial is None:
-            partial = self.partials[number] = Partial(total, chunks)
-        if partial.chunks != chunks or partial.total != total:
-            self.stack.stats.drop(Drop.MALFORMED)
-            return None
-        if index in partial.pieces:
-            self.stack.stats.drop(Drop.DUPLICATE)
-            return None
-        partial.pieces[index] = data
-        if len(partial.pieces) < partial.chunks:
-            return None
+            opened = self._open_partial(number, total, chunks, size, now)
+            if not isinstance(opened, Partial):
+                return opened
+            partial = opened
+        elif partial.chunks != chunks or partial.total != total:
+            stack.stats.drop(Drop.MALFORMED)
+            return False
         pieces = partial.pieces
-        whole = b"".join(pieces[i] for i in range(partial.chunks))
+        if index in pieces:
+            stack.stats.drop(Drop.DUPLICATE)
+            return False
+        if index < last and size != partial.chunk_size:
+            if partial.chunk_size:
+                stack.stats.drop(Drop.MALFORMED)
+                return False
+            partial.chunk_size = size
+        if partial.held + size > total:
+            stack.stats.drop(Drop.MALFORMED)
+            return False
+        shared = stack._partials
+        if shared.bytes + size > stack.config.max_reassembly_bytes:
+            stack.stats.drop(Drop.REASSEMBLY_FULL)
+            return True
+        # a view into the datagram when the chunk is most of it (no copy), else its own bytes,
+        # so what is held is at most twice what is counted
+        pieces[index] = data if 2 * size >= plain_size else bytes(data)
+        partial.held += size
+        shared.bytes += size
+        partial.last = now
+        if len(pieces) == partial.chunks:
+            self._complete(number, partial, body_kind, made)
+        return False
+
+    def _complete(self, number: int, partial: Partial, body_kind: int,
+                  made: list[events.Event]) -> None:
+        """Every chunk of message ``number`` is in: deliver it (its event into ``made``)."""
+        pieces = partial.pieces
+        whole = b"".join([pieces[i] for i in range(partial.chunks)])
+        self._drop_partial(number)
         self._mark_done(number)
         if len(whole) != partial.total:
             self.stack.stats.drop(Drop.MALFORMED)
-            return None
+            return
         body = self._body(body_kind, whole)
-        if body is None:
-            return None
-        return events.MessageReceived(self.remote.name, body, self.remote.remote_session_id,
-                                      number & 0xFFFFFFFF, partial.chunks)
+        if body is not None:
+            made.append(events.MessageReceived(self.remote.name, body,
+                                               self.remote.remote_session_id,
+                                               number & 0xFFFFFFFF, partial.chunks))
+
+    def _open_partial(self, number: int, total: int, chunks: int, size: int,
+                      now: float) -> Partial | bool:
+        """A new partial message, or why not: True when refused for want of room (the
+        datagram goes unacked, its sender retries), False when refused for good."""
+        stack = self.stack
+        if total > stack.config.max_message_size:
+            stack.stats.drop(Drop.MESSAGE_TOO_LARGE)
+            return False
+        if stack._partials.bytes + size > stack.config.max_reassembly_bytes:
+            stack.stats.drop(Drop.REASSEMBLY_FULL)
+            return True
+        if not stack._partials.open(stack, self.remote, total):  # counts its refusal
+            return True
+        partial = self.partials[number] = Partial(total, chunks, now)
+        if self.partials_check == NEVER:
+            self.partials_check = now + stack.config.reassembly_timeout
+        return partial
+
+    def _drop_partial(self, number: int) -> None:
+        """Forget the partial message ``number`` and what it held."""
+        partial = self.partials.pop(number, None)
+        if partial is not None:
+            self.stack._partials.close(self.remote, partial.held)
+
+    def release_partials(self) -> None:
+        """Forget every partial message (a new peer stream, the link gone)."""
+        shared, remote = self.stack._partials, self.remote
+        for partial in self.partials.values():
+            shared.close(remote, partial.held)
+        self.partials.clear()
+        self.partials_check = NEVER
+
+    def sweep_partials(self, now: float) -> None:
+        """Free every partial message without a new piece for ``reassembly_timeout``.
+
+        Whatever its state: an honest sender that stays away that long lets
+        the message expire (``MessageExpired`` on its side) and abandons it.
+        Sweeps come at most once per second, so a partial goes at most a
+        second after its timeout; each costs one pass over the open partials.
+        """
+        stack = self.stack
+        timeout = stack.config.reassembly_timeout
+        soonest = NEVER
+        for number, partial in list(self.partials.items()):
+            due = partial.last + timeout
+            if due <= now:
+                self._drop_partial(number)
+                stack.stats.drop(Drop.REASSEMBLY_TIMEOUT)
+            elif due < soonest:
+                soonest = due
+        self.partials_check = (max(soonest, now + min(_SWEEP_SPACING, timeout))
+                               if soonest != NEVER else NEVER)
 
     def _body(self, body_kind: int, payload: bytes) -> Any:
         """The message a payload carries; None (dropped, counted) when it does not parse."""
@@ -206,5 +340,7 @@ class ReceivingSide(LinkState):
             return None
 
     def _abandoned(self, number: int) -> None:
-        if not self._done(number) and number < self.floor + (1 << 32):
+        """The peer gave message ``number`` up: its chunks go, and it counts as done."""
+        if not self._done(number):
+            self._drop_partial(number)
             self._mark_done(number)

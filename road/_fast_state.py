@@ -75,11 +75,15 @@ class LinkState:
         # fallback: has the peer acknowledged any fast datagram under the current keys?
         self.answered = False
         self.unanswered_since: float | None = None
-        # receiving
+        # receiving (everything below changes only after a datagram's AEAD tag verified)
         self.peer_stream: int | None = None
-        self.floor = 1
-        self.delivered: set[int] = set()
+        self.stream_pinned = False  # the peer's stream is fixed for the current keys
+        self.floor = 1  # every message number below it is done (delivered or abandoned)
+        self.delivered: set[int] = set()  # numbers done above the floor (may hold stale ones)
+        # how far above the floor a message may be before the floor moves up to it
+        self.dedup_window = max(config.dedup_window, 2 * config.fast_messages_in_flight)
         self.partials: dict[int, Partial] = {}
+        self.partials_check = NEVER  # when partials may next have gone quiet too long
         self.replay = ReplayWindow()
         self.received = ReceivedRanges()
         self.ack_pending = 0
@@ -110,3 +114,9 @@ class LinkState:
 
         def take_back(self) -> list[Outgoing]:
             """road/_fast.py"""
+
+        def release_partials(self) -> None:
+            """road/_fast_receive.py"""
+
+        def sweep_partials(self, now: float) -> None:
+            """road/_fast_receive.py"""

@@ -45,6 +45,8 @@ class TimersSide(LinkState):
                     earliest = fallback
         if self.messages and (earliest is None or self.expiry_check < earliest):
             earliest = self.expiry_check
+        if self.partials and (earliest is None or self.partials_check < earliest):
+            earliest = self.partials_check
         if self.remote.outbox and (earliest is None or self.outbox_expiry < earliest):
             earliest = self.outbox_expiry
         # The same conditions as can_send_data, or the loop spins at one instant.
@@ -82,6 +84,8 @@ class TimersSide(LinkState):
             self._expire_in_flight(now)
         if self.outbox_expiry <= now:
             self._expire_queued(now)
+        if self.partials and self.partials_check <= now:
+            self.sweep_partials(now)
 
     def _probe_timeout(self, now: float) -> None:
         self.probe_count += 1

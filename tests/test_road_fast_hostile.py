@@ -1,0 +1,150 @@
+"""Fast mode against hostile input: the AEAD tag verifies before anything changes, a message
+is delivered once per keys, and reassembly costs what was received (issue 13)."""
+
+from __future__ import annotations
+
+import tracemalloc
+from typing import Any
+
+from raetlike.crypto import counter_nonce
+from raetlike.wire.kinds import BodyKind
+from road import events
+from road._fast import FastLink
+from road._fast_wire import pack_header, pack_message_frame
+from road.config import RoadConfig
+from road.stats import Drop
+from tests.roadkit import MAIN, MINION, Pair, allowed_pair
+from tests.test_road_fast import capture, fast_pair
+
+RAW = int(BodyKind.RAW)
+
+
+def _links(pair: Pair) -> tuple[FastLink, FastLink]:
+    """(the minion's link to main, main's link to the minion)."""
+    return (pair.minion._fast.links[pair.minion.remote("main").uid],
+            pair.main._fast.links[pair.main.remote("minion").uid])
+
+
+def _sealed(pair: Pair, plain: bytes) -> bytes:
+    """A datagram the minion's keys really seal (a joined peer turned hostile)."""
+    link, _ = _links(pair)
+    number = link.next_packet
+    link.next_packet += 1
+    assert link.send_key is not None
+    header = pack_header(link.key_id, pair.minion.remote("main").far_uid, link.stream_id, number)
+    return header + link.send_key.seal(plain, counter_nonce(0, number), header)
+
+
+def _feed(pair: Pair, data: bytes) -> None:
+    pair.main.receive_datagram(data, MINION, pair.net.now)
+
+
+def _state(link: FastLink) -> dict[str, Any]:
+    return {"floor": link.floor, "delivered": set(link.delivered), "stream": link.peer_stream,
+            "highest": link.replay.highest, "bits": link.replay.bits,
+            "ranges": [list(r) for r in link.received.ranges], "partials": dict(link.partials),
+            "acks": link.ack_pending, "heard": link.remote.reap_due}
+
+
+def _flows(pair: Pair, count: int = 50) -> None:
+    start = len(pair.events(MAIN, events.MessageReceived))
+    for n in range(count):
+        pair.minion.transmit({"n": n}, to="main")
+    pair.run_until(lambda: len(pair.events(MAIN, events.MessageReceived)) == start + count)
+
+
+def test_forged_fast_datagrams_change_nothing_before_their_tag_verifies() -> None:
+    pair = fast_pair()
+    _flows(pair, 5)
+    minion_link, main_link = _links(pair)
+    before = _state(main_link)
+    real = _sealed(pair, pack_message_frame(10**6, 3, 0, 1, body_kind=RAW, data=b"abc"))
+    forged = [
+        real[:-1] + bytes([real[-1] ^ 1]),  # a flipped tag
+        real[:8] + (minion_link.stream_id ^ 1).to_bytes(4, "big") + real[12:],  # another stream
+        real[:12] + (10**9).to_bytes(8, "big") + real[20:],  # a packet number far ahead
+        real[:20] + bytes(len(real) - 20),  # garbage sealed text
+    ]
+    for datagram in forged:
+        _feed(pair, datagram)
+    assert _state(main_link) == before
+    assert pair.main.stats.dropped[Drop.BAD_COAT] == len(forged)
+    assert not [e for e in pair.events(MAIN, events.MessageReceived) if e.body == b"abc"]
+    _flows(pair)
+
+
+def test_a_replayed_fast_datagram_is_never_delivered_twice() -> None:
+    pair = fast_pair()
+    seen = capture(pair)
+    pair.minion.transmit(b"once only", to="main")
+    pair.run_until(lambda: bool(pair.events(MINION, events.MessageSent)))
+    carrying = [d for d, source, _ in seen if source == MINION]
+    for datagram in carrying:  # at once: the replay window
+        _feed(pair, datagram)
+    for n in range(6000):  # far behind the window (4096 packet numbers) now
+        pair.minion.transmit({"n": n}, to="main")
+    pair.run_until(lambda: len(pair.events(MAIN, events.MessageReceived)) == 6001,
+                   timeout=120.0)
+    for datagram in carrying:
+        _feed(pair, datagram)
+    pair.net.run_for(1.0)
+    bodies = [e.body for e in pair.events(MAIN, events.MessageReceived)]
+    assert bodies.count(b"once only") == 1
+    assert pair.main.stats.dropped[Drop.REPLAYED] >= 2 * len(carrying)
+
+
+def test_chunks_of_huge_announced_messages_cost_what_they_carry_and_are_freed() -> None:
+    config = RoadConfig(fast=True, max_open_messages=1000, max_open_messages_total=1000)
+    pair = allowed_pair(main_config=config, minion_config=RoadConfig(fast=True))
+    _flows(pair, 5)
+    sent = 0
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(1500):  # message numbers far above anything real, 16,000 chunks each
+            frame = pack_message_frame(10**6 + n, 16_000_000, 7, 16_000, body_kind=RAW,
+                                       data=b"x" * 1000)
+            datagram = _sealed(pair, frame)
+            sent += len(datagram)
+            _feed(pair, datagram)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    _, main_link = _links(pair)
+    assert len(main_link.partials) == 1000
+    assert pair.main.stats.dropped[Drop.TOO_MANY_OPEN_MESSAGES] == 500
+    assert grown < 3 * sent, (grown, sent)
+    pair.net.run_for(config.reassembly_timeout + 2.0)
+    assert not main_link.partials
+    assert pair.main._partials.count == 0
+    assert pair.main._partials.bytes == 0
+    assert pair.main.stats.dropped[Drop.REASSEMBLY_TIMEOUT] == 1000
+    _flows(pair)
+
+
+def test_chunks_announcing_more_than_max_message_size_or_impossible_shapes_are_refused() -> None:
+    pair = fast_pair()
+    _flows(pair, 5)
+    too_large = pack_message_frame(10**6, 20_000_000, 0, 22_223, body_kind=RAW, data=b"y" * 900)
+    impossible = pack_message_frame(10**6 + 1, 1_000_000, 0, 2**32 - 1, body_kind=RAW,
+                                    data=b"y" * 900)
+    _feed(pair, _sealed(pair, too_large))
+    _feed(pair, _sealed(pair, impossible))
+    assert pair.main.stats.dropped[Drop.MESSAGE_TOO_LARGE] == 1
+    assert pair.main.stats.dropped[Drop.MALFORMED] == 1
+    assert not _links(pair)[1].partials
+    _flows(pair)
+
+
+def test_a_10_mb_message_and_5000_small_ones_still_arrive_once_in_fast_mode() -> None:
+    pair = fast_pair()
+    big = b"B" * 10_000_000
+    pair.minion.transmit(big, to="main")
+    for n in range(5000):
+        pair.minion.transmit({"n": n}, to="main")
+    pair.run_until(lambda: len(pair.events(MAIN, events.MessageReceived)) == 5001,
+                   timeout=120.0)
+    bodies = [e.body for e in pair.events(MAIN, events.MessageReceived)]
+    assert bodies.count(big) == 1
+    assert sorted(b["n"] for b in bodies if isinstance(b, dict)) == list(range(5000))
+    assert pair.main._partials.count == 0
