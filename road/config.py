@@ -42,7 +42,9 @@ class RoadConfig:
     mutable: bool = False
     """Whether joins may change a known remote's credentials."""
     auto: AutoMode = AutoMode.ONCE
-    """Acceptance of new keys when no keep is given."""
+    """Acceptance of new keys when no keep is given (a bare sans-IO stack, as in tests).
+    The programs default a main estate to ``never`` (``raetlike estate``, ``aio.Estate``,
+    flo houses: ``raetlike.keep.default_auto``); give a main its keep or ``never`` here."""
     keepalive: bool = True
     """Check presence of every remote periodically (and join/allow as needed)."""
     period: float = 1.0
