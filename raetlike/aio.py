@@ -315,10 +315,17 @@ class Estate(_Pump[RoadStack]):
     async def join(self, address: Address, *, timeout: float = JOIN_TIMEOUT) -> str:
         """Join the estate at ``address`` and complete an allow; returns its name.
 
-        Raises :class:`JoinError` when it is rejected and :class:`JoinTimeoutError`
-        when both have not completed within ``timeout`` seconds (a pending
+        ``address`` may name a host (``("localhost", 7530)``): it is looked up once
+        with getaddrinfo, and :class:`~raetlike.errors.AddressError` says why when
+        it does not resolve.  Raises :class:`JoinError` when it is rejected and
+        :class:`JoinTimeoutError` when both have not completed within ``timeout`` seconds (a pending
         acceptance by the far operator waits, up to the timeout).
         """
+        driver = self._driver
+        if not isinstance(driver, UdpDriver):
+            raise RaetError(f"estate {self.name} is not open: use 'async with'")
+        # getaddrinfo may block on DNS: off the loop (AddressError if it does not resolve)
+        address = await self.loop.run_in_executor(None, driver.resolve, address)
         placeholder = self.stack.join(address, now=self.loop.time())
         remote = self.stack.remote(placeholder)
         future: asyncio.Future[str] = self.loop.create_future()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any, NoReturn
 
 from lane.yard import check_name as check_lane_name
 from raetlike import __version__
-from raetlike.errors import RaetError
+from raetlike.errors import AddressError, RaetError
 from raetlike.estate import EstateOptions, default_keep_dir, run_estate
 from raetlike.keycmd import run_keys
 from raetlike.names import InvalidNameError, name_problem, quoted_name
@@ -29,7 +30,7 @@ from raetlike.ping import (
     ping,
     ping_yard,
 )
-from raetlike.udp import Address, parse_host_port
+from raetlike.udp import Address, family_of, parse_host_port, resolve
 from raetlike.wire.kinds import AutoMode
 
 __all__ = ["main", "build_parser"]
@@ -310,28 +311,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        if args.command == "estate":
-            return _estate(args)
-        if args.command == "ping":
-            _check_ping_target(parser, args)
-            return _ping(args)
-        if args.command == "bench":
-            from raetlike.bench import main as bench_main  # noqa: PLC0415 - only when asked
-
-            return bench_main(args.quick, args.json, args.repeat, args.estates, args.pin)
-        if args.command == "yard":
-            return _yard(args)
-        if args.command == "keys":
-            return run_keys(args, parser)
-        if args.command == "chaos":
-            return _chaos(args)
-        if args.command == "flo":
-            return _flo(args)
-        if args.command == "pipeline":
-            return _pipeline(args)
-        return _demo(args)
+        return _run(parser, args)
+    except AddressError as exc:
+        return _fail(args, str(exc), status=EXIT_USAGE)
     except (RaetError, OSError) as exc:
-        return _fail(str(exc))
+        return _fail(args, _describe(exc))
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.command == "estate":
+        return _estate(args)
+    if args.command == "ping":
+        _check_ping_target(parser, args)
+        return _ping(args)
+    if args.command == "bench":
+        from raetlike.bench import main as bench_main  # noqa: PLC0415 - only when asked
+
+        return bench_main(args.quick, args.json, args.repeat, args.estates, args.pin)
+    if args.command == "yard":
+        return _yard(args)
+    if args.command == "keys":
+        return run_keys(args, parser)
+    if args.command == "chaos":
+        return _chaos(args)
+    if args.command == "flo":
+        return _flo(args)
+    if args.command == "pipeline":
+        return _pipeline(args)
+    return _demo(args)
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for an error: an OSError names its file (``[Errno 2] ...`` does not)."""
+    if isinstance(exc, OSError) and not isinstance(exc, RaetError) and exc.strerror:
+        where = exc.filename if exc.filename is not None else None
+        return f"{where}: {exc.strerror}" if where else exc.strerror
+    return str(exc)
 
 
 def _add_bus_options(estate: argparse.ArgumentParser, yard: argparse.ArgumentParser) -> None:
@@ -344,9 +359,14 @@ def _add_bus_options(estate: argparse.ArgumentParser, yard: argparse.ArgumentPar
                            "(docs/bus.md)")
 
 
-def _fail(reason: str) -> int:
-    print(f"raetlike: error: {reason}", file=sys.stderr)
-    return EXIT_FAILURE
+def _fail(args: argparse.Namespace, reason: str, *, status: int = EXIT_FAILURE,
+          printed_json: bool = False) -> int:
+    """``raetlike CMD: error: REASON`` on stderr (and, with ``--json``, one JSON object)."""
+    if getattr(args, "json", False) and not printed_json:
+        print(json.dumps({"ok": False, "error": reason}))
+    command = f"raetlike {args.command}" if args.command else "raetlike"
+    print(f"{command}: error: {reason}", file=sys.stderr)
+    return status
 
 
 def _add_mode(parser: argparse.ArgumentParser, text: str, *, journal: bool = False) -> None:
@@ -356,9 +376,18 @@ def _add_mode(parser: argparse.ArgumentParser, text: str, *, journal: bool = Fal
                             help="journal every delivered message under DIR (docs/journal.md)")
 
 
+def _resolved(option: str, address: Address, family: int = socket.AF_UNSPEC) -> Address:
+    """``address`` looked up once (getaddrinfo); AddressError names the option."""
+    try:
+        return resolve(address, family)
+    except AddressError as exc:
+        raise AddressError(f"{option} {address[0]}:{address[1]}: {exc}") from None
+
+
 def _estate(args: argparse.Namespace) -> int:
+    join = None if args.join is None else _resolved("--join", args.join, family_of(args.host))
     options = EstateOptions(
-        name=args.name, host=args.host, port=args.port, main=args.main, join=args.join,
+        name=args.name, host=args.host, port=args.port, main=args.main, join=join,
         auto=None if args.auto is None else _AUTO[args.auto], keep_dir=args.keep,
         echo=args.echo, raet_mode=args.raet_mode,
         lane=args.lane, lane_dir=args.lane_dir, journal_dir=args.journal, bus=args.bus,
@@ -413,14 +442,13 @@ def _ping(args: argparse.Namespace) -> int:
                                directory=None if args.lane_dir is None else str(args.lane_dir),
                                timeout=args.timeout, window=args.window, progress=progress)
         else:
-            result = ping(args.target, count=args.count, size=args.size, timeout=args.timeout,
+            target = _resolved("HOST:PORT", args.target)
+            result = ping(target, count=args.count, size=args.size, timeout=args.timeout,
                           window=args.window, progress=progress, raet_mode=args.raet_mode)
     except PingError as exc:
         if show:
             sys.stdout.write("\n")
-        if args.json:
-            print(json.dumps({"ok": False, "error": str(exc)}))
-        return _fail(str(exc))
+        return _fail(args, str(exc))
     if show:
         sys.stdout.write("\r")
     if args.json:
@@ -526,7 +554,7 @@ def _pipeline(args: argparse.Namespace) -> int:
     try:
         from raetlike.pipeline.cli import run_command  # noqa: PLC0415 - PySpark is optional
     except ImportError as exc:
-        return _fail(f"the pipeline needs PySpark (pip install 'raetlike[spark]'): {exc}")
+        return _fail(args, f"the pipeline needs PySpark (pip install 'raetlike[spark]'): {exc}")
     return run_command(args, sys.stdout, sys.stderr)
 
 
@@ -609,5 +637,5 @@ def _flo(args: argparse.Namespace) -> int:
         print(f"plan {args.plan}: {', '.join(houses)} ran {outcome.ticks} ticks "
               f"in {outcome.seconds:.2f} s{stopped}")
     for house, reason in outcome.failures.items():
-        _fail(f"house {house}: {reason}")
+        _fail(args, f"house {house}: {reason}", printed_json=True)
     return EXIT_OK if outcome.ok else EXIT_FAILURE

@@ -19,6 +19,7 @@ __all__ = [
     "UnsafePathError",
     "UnsafeKeepError",
     "BackpressureError",
+    "AddressError",
 ]
 
 
@@ -78,3 +79,7 @@ class UnsafeKeepError(UnsafePathError, KeepError):
 
 class BackpressureError(RaetError):
     """An outbox is full: the caller must slow down or drop the message itself."""
+
+
+class AddressError(RaetError, ValueError):
+    """A ``HOST:PORT`` that cannot be used: the name does not resolve, or not for this socket."""

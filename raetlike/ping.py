@@ -22,7 +22,7 @@ from lane import LaneConfig, LaneStack, LocalYard
 from lane import events as lane_events
 from raetlike.errors import BackpressureError, RaetError
 from raetlike.run import Loop
-from raetlike.udp import Address, UdpDriver
+from raetlike.udp import Address, UdpDriver, resolve
 from raetlike.uxd import UxdDriver, socket_is_live
 from raetlike.wire.kinds import AutoMode
 from road import events
@@ -258,6 +258,7 @@ def ping(
     """
     if count < 1 or size < 0 or window < 1 or timeout <= 0:
         raise ValueError("count and window must be at least 1, size at least 0, timeout > 0")
+    target = resolve(target)  # a name is looked up once (AddressError if it does not resolve)
     started = clock()
     deadline = started + timeout
     pinger = _Pinger(target, count, size, window, clock, raet_mode=raet_mode)

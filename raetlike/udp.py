@@ -14,7 +14,9 @@ import time
 from collections import deque
 from typing import Protocol
 
-__all__ = ["Address", "DatagramStack", "UdpDriver", "parse_host_port"]
+from raetlike.errors import AddressError
+
+__all__ = ["Address", "DatagramStack", "UdpDriver", "parse_host_port", "resolve", "family_of"]
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +54,47 @@ def parse_host_port(text: str, default_host: str = "127.0.0.1") -> Address:
     return host, port
 
 
-def _family(host: str) -> socket.AddressFamily:
+def family_of(host: str) -> socket.AddressFamily:
+    """The family of a socket bound to ``host`` (a numeric address or ``0.0.0.0``/``::``)."""
     return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+_family = family_of
+
+
+def resolve(address: Address, family: int = socket.AF_UNSPEC) -> Address:
+    """``(HOST, PORT)`` as a numeric address a socket of ``family`` can send to.
+
+    The name is looked up once, with ``getaddrinfo`` (IPv4 and IPv6), so what
+    comes back from the peer matches the address the stack knows it by.  For
+    an IPv4 socket only IPv4 answers count; for an IPv6 one, IPv6 answers come
+    first and an IPv4 answer is used in its mapped form (``::ffff:a.b.c.d``),
+    which is how an IPv6 socket reports such a peer.  :class:`AddressError`
+    says in one line why a name cannot be used.
+    """
+    host, port = address
+    try:
+        answers = socket.getaddrinfo(host, port, socket.AF_UNSPEC, socket.SOCK_DGRAM,
+                                     socket.IPPROTO_UDP)
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
+        raise AddressError(f"cannot resolve host {host!r}: {reason}") from None
+    v4 = [str(sockaddr[0]) for fam, _, _, _, sockaddr in answers if fam == socket.AF_INET]
+    v6 = [str(sockaddr[0]) for fam, _, _, _, sockaddr in answers if fam == socket.AF_INET6]
+    if family == socket.AF_INET:
+        if not v4:
+            raise AddressError(f"host {host!r} has only IPv6 addresses, and this socket is "
+                               "IPv4: bind an IPv6 host (e.g. --host ::)")
+        return v4[0], port
+    if family == socket.AF_INET6:
+        if v6:
+            return v6[0], port
+        return f"::ffff:{v4[0]}", port
+    if v4:
+        return v4[0], port
+    if v6:
+        return v6[0], port
+    raise AddressError(f"host {host!r} has no IPv4 or IPv6 address")  # pragma: no cover
 
 
 def _set_buffer(sock: socket.socket, option: int, size: int) -> None:
@@ -87,6 +128,10 @@ class UdpDriver:
         """The bound (host, port)."""
         host, port = self.sock.getsockname()[:2]
         return str(host), int(port)
+
+    def resolve(self, address: Address) -> Address:
+        """``address`` resolved for this socket's family (see :func:`resolve`)."""
+        return resolve(address, self.sock.family)
 
     def fileno(self) -> int:
         return self.sock.fileno()

@@ -1,6 +1,6 @@
 """``raetlike estate``, ``yard`` and ``keys`` refuse unsafe lane and keep directories.
 
-Each refusal is one line on stderr (``raetlike: error: ...``) naming the path
+Each refusal is one line on stderr (``raetlike None: error: ...``) naming the path
 and the fix, and exit status 1; the same commands work on a safe directory.
 Ownership by another user needs root (to chown); without it those cases skip.
 """
@@ -76,7 +76,7 @@ def estate(keep: Path, *args: str) -> tuple[str, ...]:
 def test_an_estate_refuses_a_keep_directory_others_may_write(tmp_path: Path, mode: int) -> None:
     keep = a_directory(tmp_path / "keep", mode)
     assert refused(*estate(keep)) == (
-        f"raetlike: error: keep directory {keep} is mode {mode:04o}, writable by group or "
+        f"raetlike estate: error: keep directory {keep} is mode {mode:04o}, writable by group or "
         f"others: fix: chmod 700 {keep}")
     assert list(keep.iterdir()) == []  # no keys were written there
 
@@ -99,7 +99,7 @@ def test_an_estate_run_as_root_refuses_a_keep_planted_by_another_user(tmp_path: 
     planted = a_directory(base / "main", 0o700)  # made first by someone else
     os.chown(planted, OTHER_UID, OTHER_UID)
     assert refused(*estate(base)) == (
-        f"raetlike: error: keep directory {planted} is owned by uid {OTHER_UID}, not by uid 0 "
+        f"raetlike estate: error: keep directory {planted} is owned by uid {OTHER_UID}, not by uid 0 "
         f"(the running user): fix: chown 0 {planted} (or use a directory of your own)")
     assert list(planted.iterdir()) == []
 
@@ -117,7 +117,7 @@ def test_keys_refuses_a_keep_others_may_write(tmp_path: Path) -> None:
 def test_a_yard_refuses_a_lane_directory_others_may_write(tmp_path: Path, mode: int) -> None:
     lanes = a_directory(tmp_path / "lanes", mode)
     assert refused("yard", "worker", "--lane", "jobs", "--dir", str(lanes)) == (
-        f"raetlike: error: lane directory {lanes} is mode {mode:04o}, writable by group or "
+        f"raetlike yard: error: lane directory {lanes} is mode {mode:04o}, writable by group or "
         f"others: fix: chmod 700 {lanes}")
     assert list(lanes.iterdir()) == []  # no socket bound where others could replace it
 
@@ -125,7 +125,7 @@ def test_a_yard_refuses_a_lane_directory_others_may_write(tmp_path: Path, mode: 
 def test_a_manor_refuses_a_lane_directory_others_may_write(tmp_path: Path) -> None:
     lanes = a_directory(tmp_path / "lanes", 0o777)
     line = refused(*estate(tmp_path / "keep", "--lane", "jobs", "--dir", str(lanes)))
-    assert line == (f"raetlike: error: lane directory {lanes} is mode 0777, writable by group "
+    assert line == (f"raetlike estate: error: lane directory {lanes} is mode 0777, writable by group "
                     f"or others: fix: chmod 700 {lanes}")
 
 
@@ -134,7 +134,7 @@ def test_a_yard_refuses_a_lane_directory_another_user_made_first(tmp_path: Path)
     lanes = a_directory(tmp_path / "lanes", 0o700)
     os.chown(lanes, OTHER_UID, OTHER_UID)
     assert refused("yard", "worker", "--lane", "jobs", "--dir", str(lanes)) == (
-        f"raetlike: error: lane directory {lanes} is owned by uid {OTHER_UID}, not by uid 0 "
+        f"raetlike yard: error: lane directory {lanes} is owned by uid {OTHER_UID}, not by uid 0 "
         f"(the running user): fix: chown 0 {lanes} (or use a directory of your own)")
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from raetlike.errors import AddressError
 from raetlike.flo._deed import RaetlikeDeed, stack_ioinits
 from raetlike.keep import default_auto
 from raetlike.names import check_name
@@ -147,9 +148,15 @@ class RaetlikeRoadStackJoiner(_RoadDeed):
 
     def action(self, host: str = "127.0.0.1", port: int = 7530) -> None:
         stack = self.road()
-        if stack is not None:
-            stack.join((str(host), int(port)), now=self.now)
-            log.info("house %s: joining %s:%d", self.house_name, host, int(port))
+        driver = self.driver.value
+        if stack is not None and isinstance(driver, UdpDriver):
+            try:
+                address = driver.resolve((str(host), int(port)))
+            except AddressError as exc:  # the plan named a host that does not resolve
+                where = f"house {self.house_name}: joiner {host}:{port}"
+                raise AddressError(f"{where}: {exc}") from None
+            stack.join(address, now=self.now)
+            log.info("house %s: joining %s:%d", self.house_name, *address)
 
 
 class RaetlikeRoadStackAllower(_RoadDeed):

@@ -49,7 +49,7 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_USAGE
     missing = [str(path) for path in args.journals if not Path(path).is_dir()]
     if missing:
-        err.write(f"raetlike: error: no such journal directory: {', '.join(missing)}\n")
+        err.write(f"raetlike pipeline: error: no such journal directory: {', '.join(missing)}\n")
         return EXIT_FAILURE
     logging.getLogger("py4j").setLevel(max(logging.WARNING, logging.getLogger().level))
     options = PipelineOptions(journals=tuple(Path(p) for p in args.journals), out=args.out,
