@@ -20,6 +20,7 @@ from raetlike import __version__
 from raetlike.errors import AddressError, RaetError
 from raetlike.estate import EstateOptions, default_keep_dir, run_estate
 from raetlike.keycmd import run_keys
+from raetlike.logs import FORMATS, setup_logging
 from raetlike.names import InvalidNameError, name_problem, quoted_name
 from raetlike.ping import (
     DEFAULT_COUNT,
@@ -180,6 +181,10 @@ def _verbosity(parser: argparse.ArgumentParser, default: Any) -> None:
                         help="more log output")
     parser.add_argument("-q", "--quiet", action="count", default=default,
                         help="less log output")
+    parser.add_argument("--log-format", choices=FORMATS,
+                        default="text" if default == 0 else default,
+                        help="log lines as text (time, level, logger: message) or one JSON "
+                             "object per line (default: text)")
 
 
 def _add_bench(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -305,8 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.INFO - 10 * args.verbose + 10 * args.quiet
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(message)s",
-                        stream=sys.stderr)
+    setup_logging(level, args.log_format)
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE

@@ -155,7 +155,7 @@ class _Estate:
             return
         routed = self.house is not None and self.house.handle_road_event(event)
         if isinstance(event, events.MessageReceived):
-            log.info("estate %s: message from %s (transaction %d, %d segments)",
+            log.debug("estate %s: message from %s (transaction %d, %d segments)",
                      name, remote, event.transaction_id, event.segments)
             if self.journal is not None:
                 self.record(event)

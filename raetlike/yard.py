@@ -132,7 +132,7 @@ def _received(stack: LaneStack, event: events.MessageReceived, main_yard: str | 
         log.warning("yard %s: error from %s: %s", stack.name, event.yard,
                     safe_name(event.body["error"]))
         return
-    log.info("yard %s: message from %s (%d pages)", stack.name, event.yard, event.pages)
+    log.debug("yard %s: message from %s (%d pages)", stack.name, event.yard, event.pages)
     if not echo:
         return
     body, to = echo_of(event.body, event.yard, main_yard)

@@ -29,6 +29,8 @@ __all__ = ["Index", "Transaction", "tx_index", "rx_index"]
 
 log = logging.getLogger(__name__)
 
+_HANDSHAKES = frozenset({TransactionKind.JOIN, TransactionKind.ALLOW})
+
 Index = tuple[bool, int, "int | Address", int, int, bool]
 
 
@@ -152,9 +154,17 @@ class Transaction:
 
     def fail(self, reason: str) -> None:
         """End as a failure: counted, logged, and subclasses may emit an event."""
-        self.stack.stats.transactions_failed += 1
-        log.debug("%s: %s with %s failed: %s", self.stack.name, type(self).__name__,
-                  self.remote.name, reason)
+        stats = self.stack.stats
+        stats.transactions_failed += 1
+        level = logging.DEBUG
+        if self.kind in _HANDSHAKES:
+            # an operator must see a failed join or allow, with its reason; one a peer
+            # started it may repeat at will, so of those the first and every 100th
+            stats.handshakes_failed += 1
+            if not self.correspondent or stats.handshakes_failed % 100 == 1:
+                level = logging.WARNING
+        log.log(level, "%s: %s with %s failed: %s", self.stack.name,
+                self.kind.name.lower(), self.remote.name, reason)
         self.end()
 
     # -- packets out --------------------------------------------------------

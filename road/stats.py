@@ -63,6 +63,8 @@ class RoadStats:
     joins_completed: int = 0
     allows_completed: int = 0
     transactions_failed: int = 0
+    handshakes_failed: int = 0
+    """Joins and allows that failed, whichever side started them (logged at WARNING)."""
     joins_evicted: int = 0
     """Open vacuous joins ended early because ``max_pending_joins`` were open."""
     strangers_reaped: int = 0

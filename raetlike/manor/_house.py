@@ -83,7 +83,7 @@ class ManorHouse:
         self.driver.send(now)
 
     def _delivered(self, event: Delivered, now: float) -> None:
-        log.info("manor %s: message for the manor from %s (by %s)", self.manor.estate,
+        log.debug("manor %s: message for the manor from %s (by %s)", self.manor.estate,
                  event.source, event.via)
         if is_error(event.body):
             log.warning("manor %s: error from %s: %s", self.manor.estate, event.source,

@@ -316,7 +316,11 @@ class Manor:
               now: float) -> None:
         """Send an error naming ``problem`` back to ``source`` (never for an error)."""
         self.stats.problems[problem] += 1
-        log.info("manor %s: %s from %s: %s", self.estate, problem, source, safe_name(detail))
+        # a failed lookup (no such yard or estate, no route) is what an operator must see;
+        # a sender can repeat it at will, so the first and every 100th are warnings
+        level = logging.WARNING if self.stats.problems[problem] % 100 == 1 else logging.DEBUG
+        log.log(level, "manor %s: %s from %s: %s (%d so far)", self.estate, problem, source,
+                safe_name(detail), self.stats.problems[problem])
         if is_error(body):
             self._undelivered(body, problem, detail)
             return
