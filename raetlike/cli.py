@@ -261,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     yard.add_argument("--echo", action="store_true",
                       help="send every message back (routed ones with the route reversed)")
     _add_bus_options(estate, yard)
+    _add_watch(estate)
+    _add_watch(yard)
 
     pinger = commands.add_parser(
         "ping", parents=[common], help="time echoes from an --echo estate",
@@ -353,6 +355,16 @@ def _describe(exc: BaseException) -> str:
     return str(exc)
 
 
+def _add_watch(parser: argparse.ArgumentParser) -> None:
+    """``--metrics HOST:PORT`` and ``--stats-every S`` (docs/operations.md)."""
+    parser.add_argument("--metrics", type=_listen_address, metavar="HOST:PORT",
+                        help="serve Prometheus metrics at http://HOST:PORT/metrics (port 0: "
+                             "any free port; the second stdout line says which)")
+    parser.add_argument("--stats-every", type=_positive(float, 0.01), metavar="S",
+                        help="write one JSON stats line to stderr every S seconds "
+                             "(SIGUSR1 writes one at once, with or without this)")
+
+
 def _add_bus_options(estate: argparse.ArgumentParser, yard: argparse.ArgumentParser) -> None:
     """The ``--bus`` flag of ``estate`` and ``yard``."""
     estate.add_argument("--bus", action="store_true",
@@ -395,6 +407,7 @@ def _estate(args: argparse.Namespace) -> int:
         auto=None if args.auto is None else _AUTO[args.auto], keep_dir=args.keep,
         echo=args.echo, raet_mode=args.raet_mode,
         lane=args.lane, lane_dir=args.lane_dir, journal_dir=args.journal, bus=args.bus,
+        metrics=args.metrics, stats_every=args.stats_every,
     )
     return run_estate(options, sys.stdout)
 
@@ -403,7 +416,7 @@ def _yard(args: argparse.Namespace) -> int:
     from raetlike.yard import YardOptions, run_yard  # noqa: PLC0415 - only this command
 
     options = YardOptions(name=args.name, lane=args.lane, main=args.main, echo=args.echo,
-                          bus=args.bus,
+                          bus=args.bus, metrics=args.metrics, stats_every=args.stats_every,
                           directory=None if args.lane_dir is None else str(args.lane_dir))
     return run_yard(options, sys.stdout)
 

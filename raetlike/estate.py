@@ -18,12 +18,14 @@ import logging
 import os
 import shlex
 import signal
+import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import TextIO
+from typing import Any, TextIO
 
 from raetlike.bus import BusNode
 from raetlike.bus._hosting import ECHO_PREFIX, EstateBus, echo, timer_task
@@ -31,10 +33,11 @@ from raetlike.errors import BackpressureError, LocalProtocolError
 from raetlike.journal import JournalWriter
 from raetlike.keep import default_auto
 from raetlike.manor import ManorHouse
+from raetlike.metrics import StatsLines, Watch, serve_metrics
 from raetlike.names import quoted_name, safe_name
 from raetlike.ping import format_address
 from raetlike.run import Loop
-from raetlike.udp import Address, UdpDriver
+from raetlike.udp import Address, UdpDriver, bind_udp
 from raetlike.wire.kinds import AutoMode
 from road import events
 from road.persist import open_estate
@@ -83,6 +86,10 @@ class EstateOptions:
     """Journal every delivered message under this directory (docs/journal.md)."""
     bus: bool = False
     """Run a bus node serving ``echo.`` (docs/bus.md): remotes and yards become its links."""
+    metrics: Address | None = None
+    """Serve Prometheus metrics at ``http://HOST:PORT/metrics`` (docs/operations.md)."""
+    stats_every: float | None = None
+    """Write a JSON stats line to stderr every so many seconds (and on SIGUSR1 anyway)."""
 
 
 class _Estate:
@@ -91,6 +98,23 @@ class _Estate:
     def __init__(self, options: EstateOptions, clock: Callable[[], float]) -> None:
         self.options = options
         self.clock = clock
+        # every address first: nothing (keys, keep) is made for an estate that cannot run
+        sock = bind_udp(options.host, options.port)
+        self.metrics_server: Any = None
+        self.metrics_address: Address | None = None
+        self.watch = Watch()
+        try:
+            if options.metrics is not None:
+                self.metrics_server, self.metrics_address = serve_metrics(options.metrics,
+                                                                          self.watch)
+            self._start(options, clock, sock)
+        except BaseException:
+            sock.close()
+            self._stop_metrics()
+            raise
+
+    def _start(self, options: EstateOptions, clock: Callable[[], float],
+               sock: socket.socket) -> None:
         keep_dir = options.keep_dir or default_keep_dir()
         auto = default_auto(options.main) if options.auto is None else options.auto
         local, self.keep = open_estate(keep_dir, options.name, main=options.main,
@@ -100,7 +124,7 @@ class _Estate:
         self.stack = RoadStack(local, config, keep=self.keep, now=clock())
         self.keep.restore_remotes(self.stack)
         self.loop = Loop(clock)
-        self.driver = UdpDriver(self.stack, options.host, options.port)
+        self.driver = UdpDriver(self.stack, sock=sock)
         self.loop.add(self.driver)
         self.keep.record_address(self.driver.address)
         self.house = None if options.lane is None else ManorHouse(
@@ -119,6 +143,10 @@ class _Estate:
         if self.bus is not None:
             self.bus.node.serve(ECHO_PREFIX, echo)
             self.loop.spawn(timer_task(self.bus.node, clock), name="bus timers")
+        self.watch.watch(road=self.stack,
+                         lane=None if self.house is None else self.house.lane,
+                         manor=None if self.house is None else self.house.manor)
+        self.stats_lines = StatsLines(self.watch, sys.stderr, options.stats_every, clock)
 
     @property
     def name(self) -> str:
@@ -128,7 +156,9 @@ class _Estate:
         if self.options.join is not None:
             self.stack.join(self.options.join, now=self.clock())
         while not self.stopping:
-            self.loop.run_once(max_wait=IDLE_STEP)
+            wait = self.stats_lines.timeout()
+            self.loop.run_once(max_wait=IDLE_STEP if wait is None else min(wait, IDLE_STEP))
+            self.stats_lines.tick()
             self.handle_events()
             if self.house is not None:
                 if self.bus is not None:
@@ -138,7 +168,14 @@ class _Estate:
             if self.journal is not None:
                 self.journal.tick(time.time())
 
+    def _stop_metrics(self) -> None:
+        if self.metrics_server is not None:
+            self.metrics_server.shutdown()
+            self.metrics_server.server_close()
+            self.metrics_server = None
+
     def close(self) -> None:
+        self._stop_metrics()
         self.stack.close(now=self.clock())
         self.handle_events()
         self.loop.close()
@@ -247,9 +284,12 @@ def run_estate(options: EstateOptions, out: TextIO,
         estate.stopping = True
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, estate.stats_lines.request)
     try:
         # only now: a SIGTERM sent as soon as this line is read must stop us cleanly
         out.write(f"estate {estate.name} listening on {format_address(estate.driver.address)}\n")
+        if estate.metrics_address is not None:
+            out.write(f"metrics on http://{format_address(estate.metrics_address)}/metrics\n")
         out.flush()
         estate.run()
     finally:

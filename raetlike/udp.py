@@ -16,7 +16,8 @@ from typing import Protocol
 
 from raetlike.errors import AddressError
 
-__all__ = ["Address", "DatagramStack", "UdpDriver", "parse_host_port", "resolve", "family_of"]
+__all__ = ["Address", "DatagramStack", "UdpDriver", "bind_udp", "parse_host_port", "resolve",
+           "family_of"]
 
 log = logging.getLogger(__name__)
 
@@ -104,22 +105,32 @@ def _set_buffer(sock: socket.socket, option: int, size: int) -> None:
         log.debug("could not set socket buffer option %s to %d", option, size)
 
 
+def bind_udp(host: str, port: int) -> socket.socket:
+    """A non-blocking UDP socket bound to ``(host, port)``; OSError names the address."""
+    sock = socket.socket(_family(host), socket.SOCK_DGRAM)
+    sock.setblocking(False)
+    _set_buffer(sock, socket.SO_RCVBUF, RECEIVE_BUFFER)
+    _set_buffer(sock, socket.SO_SNDBUF, SEND_BUFFER)
+    try:
+        sock.bind((host, port))
+    except (OSError, OverflowError) as exc:
+        sock.close()
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise OSError(getattr(exc, "errno", None),
+                      f"cannot bind UDP {host}:{port}: {reason}") from None
+    return sock
+
+
 class UdpDriver:
     """One bound UDP socket serving one stack."""
 
     def __init__(self, stack: DatagramStack, host: str = "127.0.0.1", port: int = 0,
-                 flush_after: float = FLUSH_AFTER) -> None:
+                 flush_after: float = FLUSH_AFTER, *, sock: socket.socket | None = None) -> None:
+        """Bind ``(host, port)``, or take ``sock`` from :func:`bind_udp` (bound before the
+        stack was made, so that nothing is created for an address that cannot be bound)."""
         self.stack = stack
         self.flush_after = flush_after
-        self.sock = socket.socket(_family(host), socket.SOCK_DGRAM)
-        self.sock.setblocking(False)
-        _set_buffer(self.sock, socket.SO_RCVBUF, RECEIVE_BUFFER)
-        _set_buffer(self.sock, socket.SO_SNDBUF, SEND_BUFFER)
-        try:
-            self.sock.bind((host, port))
-        except OSError as exc:
-            self.sock.close()
-            raise OSError(exc.errno, f"cannot bind UDP {host}:{port}: {exc.strerror}") from None
+        self.sock = bind_udp(host, port) if sock is None else sock
         self._pending: deque[tuple[bytes, Address]] = deque()
         self.send_errors = 0
 

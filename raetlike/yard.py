@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +25,9 @@ from raetlike.bus._hosting import ECHO_PREFIX, echo, timer_task
 from raetlike.channels import LaneChannel
 from raetlike.errors import RaetError
 from raetlike.manor import MANOR_YARD, RouteError, is_error, parse_route, with_route
+from raetlike.metrics import StatsLines, Watch, serve_metrics
 from raetlike.names import safe_name
+from raetlike.ping import format_address
 from raetlike.run import Loop
 from raetlike.uxd import UxdDriver
 
@@ -53,6 +56,10 @@ class YardOptions:
     """Send every message back to where it came from."""
     bus: bool = False
     """Run a bus node serving ``echo.``, its upstream the main yard (docs/bus.md)."""
+    metrics: tuple[str, int] | None = None
+    """Serve Prometheus metrics at ``http://HOST:PORT/metrics`` (docs/operations.md)."""
+    stats_every: float | None = None
+    """Write a JSON stats line to stderr every so many seconds (and on SIGUSR1 anyway)."""
 
 
 def echo_of(body: dict[str, Any], sender: str, main_yard: str | None) -> tuple[dict[str, Any], str]:
@@ -82,15 +89,19 @@ def run_yard(options: YardOptions, out: TextIO,
              else LocalYard(options.name, options.lane, options.directory, main=options.main))
     main_yard = None if options.main or options.main_yard == options.name else options.main_yard
     stack = LaneStack(local, LaneConfig(main_yard=main_yard), now=clock())
-    loop = Loop(clock)
-    loop.add(UxdDriver(stack))
-    bus: BusAttachment | None = None
-    if options.bus and main_yard is not None:
-        node = BusNode(stack.name, now=clock())
-        node.serve(ECHO_PREFIX, echo)
-        node.add_link(LaneChannel(stack, main_yard), upstream=True)
-        bus = BusAttachment(node)
-        loop.spawn(timer_task(node, clock), name="bus timers")
+    watch = Watch(lane=stack)
+    server, bound = (None, None) if options.metrics is None else serve_metrics(options.metrics,
+                                                                               watch)
+    try:
+        loop = Loop(clock)
+        loop.add(UxdDriver(stack))
+    except BaseException:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        raise
+    lines = StatsLines(watch, sys.stderr, options.stats_every, clock)
+    bus = _bus(stack, loop, main_yard, clock) if options.bus else None
     stopping = False
 
     def stop(signum: int, _frame: FrameType | None) -> None:
@@ -100,6 +111,7 @@ def run_yard(options: YardOptions, out: TextIO,
         loop.stop()
 
     def handle() -> bool:
+        lines.tick()
         while (event := stack.next_event()) is not None:
             if bus is not None and bus.handle_event(event, clock()):
                 continue
@@ -111,19 +123,38 @@ def run_yard(options: YardOptions, out: TextIO,
         return stopping
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, lines.request)
     try:
         # only now: a SIGTERM sent as soon as this line is read must stop us cleanly
         out.write(f"yard {stack.name} listening on {stack.path}\n")
+        if bound is not None:
+            out.write(f"metrics on http://{format_address(bound)}/metrics\n")
         out.flush()
         while not stopping:
-            loop.run_until(handle, timeout=IDLE_STEP)
+            wait = lines.timeout()
+            loop.run_until(handle, timeout=IDLE_STEP if wait is None else min(wait, IDLE_STEP))
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if server is not None:
+            server.shutdown()
+            server.server_close()
         stack.close(now=clock())
         loop.close()
     log.info("yard %s: stopped", stack.name)
     return 0
+
+
+def _bus(stack: LaneStack, loop: Loop, main_yard: str | None,
+         clock: Callable[[], float]) -> BusAttachment | None:
+    """A bus node serving ``echo.`` with the main yard upstream (none for a main yard)."""
+    if main_yard is None:
+        return None
+    node = BusNode(stack.name, now=clock())
+    node.serve(ECHO_PREFIX, echo)
+    node.add_link(LaneChannel(stack, main_yard), upstream=True)
+    loop.spawn(timer_task(node, clock), name="bus timers")
+    return BusAttachment(node)
 
 
 def _received(stack: LaneStack, event: events.MessageReceived, main_yard: str | None, *,

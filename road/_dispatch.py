@@ -133,6 +133,7 @@ def authenticated_remote(stack: RoadStack, packet: Packet) -> Remote | None:
     if not verify(stack, remote, packet, signed=True):
         return None
     stack._authentic = (packet, remote)  # handlers' verify() finds it checked already
+    stack._heard_from(remote, len(packet.raw_head) + len(packet.coat) + len(packet.foot))
     return remote
 
 

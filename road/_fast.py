@@ -208,6 +208,7 @@ class FastRoad:
         except CryptoError:
             stack.stats.drop(Drop.BAD_COAT)
             return
+        stack._heard_from(link.remote, len(data))
         link.receive(plain, stream, number, len(data), now)
 
     def datagrams(self, now: float) -> list[tuple[bytes, Address]]:
@@ -215,8 +216,11 @@ class FastRoad:
         out: list[tuple[bytes, Address]] = []
         if len(self.links) == 1:
             link = next(iter(self.links.values()))
+            traffic = link.remote.traffic
             while (datagram := link.build(now)) is not None:
                 out.append((datagram, link.remote.host_address))
+                traffic.datagrams_out += 1
+                traffic.bytes_out += len(datagram)
             return out
         links = list(self.links.values())
         if not links:
@@ -230,6 +234,9 @@ class FastRoad:
                 if datagram is not None:
                     out.append((datagram, link.remote.host_address))
                     still.append(link)
+                    traffic = link.remote.traffic
+                    traffic.datagrams_out += 1
+                    traffic.bytes_out += len(datagram)
             active = still
         return out
 

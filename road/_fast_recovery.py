@@ -136,3 +136,4 @@ class RecoverySide(LinkState):
             control.on_lost(size, sent_at, now)
             self._requeue(chunks, abandons)
             self.stack.stats.fast_datagrams_lost += 1
+            self.remote.traffic.resends += 1

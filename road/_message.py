@@ -134,9 +134,14 @@ class Messenger(Transaction):
         last = numbers[-1]
         queue, address = self.stack._queue, self.address
         data = b""
+        size = 0
         for number in numbers:
             data = self._packet(number, base | _WAIT if number == last else base)
             queue(data, address)
+            size += len(data)
+        traffic = self.remote.traffic
+        traffic.datagrams_out += len(numbers)
+        traffic.bytes_out += size
         self.last_sent = data
         count = len(numbers)
         self.bursts.append(count)
@@ -146,6 +151,7 @@ class Messenger(Transaction):
         self.stack.stats.segments_sent += count
         if again:
             self.stack.stats.segments_resent += count
+            self.remote.traffic.resends += count
         self.redo_at = self.stack.now + self.redo_interval
 
     def budget(self) -> int:

@@ -233,6 +233,9 @@ class Transaction:
         """Pack, queue for the wire, and (by default) remember it for redo."""
         data = self.pack(packet_kind, body, secure=secure, **fields)
         self.stack._queue(data, self.address)
+        traffic = self.remote.traffic
+        traffic.datagrams_out += 1
+        traffic.bytes_out += len(data)
         if remember:
             self.last_sent = data
             self.last_kind = packet_kind
@@ -243,6 +246,10 @@ class Transaction:
         """Put the remembered packet on the wire again."""
         if self.last_sent is not None:
             self.stack._queue(self.last_sent, self.address)
+            traffic = self.remote.traffic
+            traffic.datagrams_out += 1
+            traffic.bytes_out += len(self.last_sent)
+            traffic.resends += 1
 
     # -- packets in ---------------------------------------------------------
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from raetlike.crypto import PrivateKey, PublicKey, SessionBox, VerifyKey
 from raetlike.dedup import BitWindow
 from raetlike.wire.kinds import SID_ROLLOVER, TID_ROLLOVER, Acceptance
+from road.stats import RemoteTraffic
 
 if TYPE_CHECKING:
     from road._transaction import Index, Transaction
@@ -125,6 +126,7 @@ class Remote:
     ``resend_requests_per_second``)."""
     resend_tokens_at: float = 0.0
     capabilities: frozenset[str] = frozenset()
+    traffic: RemoteTraffic = field(default_factory=RemoteTraffic)
 
     def next_transaction_id(self) -> int:
         """The next transaction id, rolling from 0xffffffff to 1."""

@@ -34,7 +34,7 @@ from road._transaction import Transaction, tx_index
 from road.config import LocalEstate, RoadConfig
 from road.keeping import MemoryKeep, PendingKeys, RoadKeep
 from road.remote import Address, Outgoing, Remote
-from road.stats import Drop, RoadStats
+from road.stats import Drop, RemoteStats, RoadStats
 
 __all__ = ["LocalEstate", "RoadConfig", "RoadStack"]
 
@@ -75,6 +75,7 @@ class RoadStack:
         self._timer_order = itertools.count()
         self._strangers: dict[int, None] = {}  # uids added by vacuous joins, not joined yet
         self._fast = FastRoad(self)
+        self._heard: Remote | None = None  # who the datagram being handled proved to be from
         # join spam and reflection (road._amplification, docs/security.md)
         self._budget = AddressBudget(self.config.max_unvalidated_addresses)
         self._join_rate = JoinRate(self.config.join_rate_per_source,
@@ -195,8 +196,11 @@ class RoadStack:
         ``dropped[internal-error]``, and the stack goes on with the next datagram.
         """
         self._tick(now)
-        self.stats.datagrams_received += 1
-        self.stats.bytes_received += len(data)
+        stats = self.stats
+        stats.datagrams_received += 1
+        stats.bytes_received += len(data)
+        drops = stats.drops
+        self._heard = None
         if source not in self._budget.validated:
             self._budget.credit(source, len(data))  # its answers may be 3x this (RFC 9000 8.1)
         try:
@@ -219,6 +223,50 @@ class RoadStack:
                 log.exception("%s: datagram from %s tripped an internal error (%d so far); "
                               "dropped", self.name, source,
                               self.stats.dropped[Drop.INTERNAL_ERROR])
+        finally:
+            heard = self._heard
+            if heard is not None and stats.drops != drops and stats.last_drop is not None:
+                heard.traffic.dropped[stats.last_drop] += stats.drops - drops
+
+    def _heard_from(self, remote: Remote, size: int) -> None:
+        """An authenticated datagram of ``size`` bytes came from ``remote``."""
+        self._heard = remote
+        traffic = remote.traffic
+        traffic.datagrams_in += 1
+        traffic.bytes_in += size
+        traffic.last_heard = self.now
+
+    def remote_stats(self) -> list[RemoteStats]:
+        """A snapshot of every remote's counters (for metrics; off the hot path).
+
+        Derived figures (mode, round trip, queue depth, seconds since heard) are
+        computed here, when read, from state the stack keeps anyway.
+        """
+        snapshot = []
+        for remote in list(self.remotes.values()):
+            link = self._fast.links.get(remote.uid)
+            fast = link is not None and link.keyed
+            if link is not None and fast and link.control.min_rtt > 0:
+                rtt: float | None = link.control.smoothed_rtt
+            else:
+                rtt = remote.round_trip.smoothed
+            traffic = remote.traffic
+            queued = (len(remote.outbox) + len(self._in_flight.get(remote.uid, ()))
+                      + len(self._stalled.get(remote.uid, ())))
+            if link is not None:
+                queued += len(link.messages)
+            heard = traffic.last_heard
+            snapshot.append(RemoteStats(
+                name=remote.name, address=remote.host_address,
+                mode="fast" if fast else "raet", joined=bool(remote.joined),
+                allowed=bool(remote.allowed), alive=remote.alive, rtt=rtt,
+                resends=traffic.resends, datagrams_in=traffic.datagrams_in,
+                bytes_in=traffic.bytes_in, datagrams_out=traffic.datagrams_out,
+                bytes_out=traffic.bytes_out, queued=queued,
+                last_heard=None if heard is None else max(0.0, self.now - heard),
+                dropped={reason.value: n for reason, n in dict(traffic.dropped).items()},
+            ))
+        return snapshot
 
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, Address]]:
         """Everything queued for the wire, in order."""

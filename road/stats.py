@@ -6,7 +6,7 @@ import enum
 from collections import Counter
 from dataclasses import dataclass, field
 
-__all__ = ["Drop", "RoadStats"]
+__all__ = ["Drop", "RoadStats", "RemoteTraffic", "RemoteStats"]
 
 
 class Drop(enum.Enum):
@@ -78,10 +78,15 @@ class RoadStats:
     fast_fallbacks: int = 0
     """Fast links given up because the remote never acknowledged a fast datagram."""
     dropped: Counter[Drop] = field(default_factory=Counter)
+    drops: int = 0
+    """All drops so far (``dropped_total``, kept as it happens)."""
+    last_drop: Drop | None = None
 
     def drop(self, reason: Drop) -> None:
         """Count one dropped datagram."""
         self.dropped[reason] += 1
+        self.drops += 1
+        self.last_drop = reason
 
     @property
     def dropped_total(self) -> int:
@@ -95,3 +100,54 @@ class RoadStats:
         }
         out["dropped"] = {reason.value: count for reason, count in self.dropped.items()}
         return out
+
+
+@dataclass(slots=True)
+class RemoteTraffic:
+    """What one remote sent us and we sent it: plain counters the stack bumps as it goes.
+
+    Only datagrams proven to come from the remote count here: RAET packets whose
+    signature verified with its key, fast datagrams whose AEAD tag verified.
+    Anything before that (unsigned, forged, from an unknown address) is counted
+    stack-wide only, in :class:`RoadStats`, since it could come from anyone.
+    """
+
+    datagrams_in: int = 0
+    bytes_in: int = 0
+    datagrams_out: int = 0
+    bytes_out: int = 0
+    resends: int = 0
+    """Packets and segments sent again (RAET mode), datagrams declared lost (fast mode)."""
+    last_heard: float | None = None
+    """The stack's clock when the last authenticated datagram from it came."""
+    dropped: Counter[Drop] = field(default_factory=Counter)
+    """Authenticated datagrams of its that were dropped anyway (stale, duplicate, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteStats:
+    """A snapshot of one remote, read off the stack (:meth:`RoadStack.remote_stats`)."""
+
+    name: str
+    address: tuple[str, int]
+    mode: str
+    """``"fast"`` once a fast link is keyed with it, else ``"raet"``."""
+    joined: bool
+    allowed: bool
+    alive: bool | None
+    rtt: float | None
+    """The smoothed round trip in seconds, or None before the first sample."""
+    resends: int
+    datagrams_in: int
+    bytes_in: int
+    datagrams_out: int
+    bytes_out: int
+    queued: int
+    """Messages waiting in its outbox or in flight to it."""
+    last_heard: float | None
+    """Seconds since the last authenticated datagram from it, or None if never."""
+    dropped: dict[str, int]
+
+    def as_dict(self) -> dict[str, object]:
+        """A JSON-ready dict."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}

@@ -1,0 +1,292 @@
+"""What a running estate, yard or manor exposes while it runs: Prometheus
+metrics and JSON stats lines.
+
+Nothing here is on the hot path.  The stacks keep plain integer counters as
+they go (:class:`road.stats.RoadStats`, each remote's
+:class:`road.stats.RemoteTraffic`, :class:`lane.stats.LaneStats`, the manor's
+:class:`~raetlike.manor.ManorStats`); a :class:`Watch` reads them only when
+asked: when Prometheus scrapes (``--metrics HOST:PORT``), every ``--stats-every
+S`` seconds, or on SIGUSR1.
+
+The metrics are served by prometheus_client's own HTTP server, in its thread.
+A scrape reads the stacks' counters while the loop may be changing them: it
+copies each table in one C-level call (``list(d.values())``, ``dict(c)``), which
+CPython runs under the GIL without giving way to the loop, and reads plain
+ints, so a scrape sees each counter whole (not every counter at one instant).
+
+Metric names (docs/operations.md has the table): ``raetlike_road_*`` for a
+road stack, ``raetlike_remote_*`` per remote estate, ``raetlike_lane_*`` and
+``raetlike_lane_yard_queued`` for a lane stack, ``raetlike_manor_*`` for a
+manor.  Counters end in ``_total``.  Every series has an ``estate`` (road,
+manor) or ``yard`` (lane) label; how many series there are follows from the
+stacks' own bounds on remotes and yards.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any, TextIO
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from raetlike import __version__
+
+if TYPE_CHECKING:
+    from lane.stack import LaneStack
+    from raetlike.manor import Manor
+    from road.stack import RoadStack
+
+__all__ = ["Watch", "StatsLines", "serve_metrics"]
+
+
+def _counters(stats: object) -> Iterator[tuple[str, int]]:
+    """The plain integer counters of a stats dataclass, by field name."""
+    for field in fields(stats):  # type: ignore[arg-type]
+        value = getattr(stats, field.name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            yield field.name, value
+
+
+class Watch:
+    """Reads one process's stacks when asked: a Prometheus collector and stats lines.
+
+    Give it the stacks the process runs: a road stack (an estate), a lane
+    stack (a yard), or both and the manor between them.  Until it has any, a
+    scrape is empty.
+    """
+
+    def __init__(self, *, road: RoadStack | None = None, lane: LaneStack | None = None,
+                 manor: Manor | None = None, clock: Any = time.time) -> None:
+        self.road = road
+        self.lane = lane
+        self.manor = manor
+        self.clock = clock
+
+    def watch(self, *, road: RoadStack | None = None, lane: LaneStack | None = None,
+              manor: Manor | None = None) -> None:
+        """Read these stacks from now on (a server may be up before they are made)."""
+        self.road, self.lane, self.manor = road, lane, manor
+
+    # -- Prometheus ----------------------------------------------------------
+
+    def collect(self) -> Iterator[Metric]:
+        """Every metric family, read now (prometheus_client's Collector protocol)."""
+        if self.road is not None:
+            yield from self._road(self.road)
+        if self.lane is not None:
+            yield from self._lane(self.lane)
+        if self.manor is not None and self.road is not None:
+            yield from self._manor(self.manor, self.road.name)
+
+    def _road(self, stack: RoadStack) -> Iterator[Metric]:
+        estate = stack.name
+        stats = stack.stats
+        for name, value in _counters(stats):
+            if name in ("drops",):
+                continue
+            family = CounterMetricFamily(f"raetlike_road_{name}", f"road stack: {name}",
+                                         labels=["estate"])
+            family.add_metric([estate], value)
+            yield family
+        dropped = CounterMetricFamily(
+            "raetlike_road_dropped", "datagrams (or parts) dropped, by reason",
+            labels=["estate", "reason"])
+        for drop, times in dict(stats.dropped).items():
+            dropped.add_metric([estate, drop.value], times)
+        yield dropped
+        remotes = stack.remote_stats()
+        known = GaugeMetricFamily("raetlike_road_remotes", "remote estates known",
+                                  labels=["estate"])
+        known.add_metric([estate], len(remotes))
+        yield known
+        labels = ["estate", "remote"]
+        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+            "mode": GaugeMetricFamily("raetlike_remote_mode",
+                                      "1 for the mode spoken with the remote (fast or raet)",
+                                      labels=[*labels, "mode"]),
+            "allowed": GaugeMetricFamily("raetlike_remote_allowed",
+                                         "1 once an allow completed with the remote",
+                                         labels=labels),
+            "alive": GaugeMetricFamily("raetlike_remote_alive",
+                                       "1 alive, 0 lost, absent before presence is known",
+                                       labels=labels),
+            "rtt": GaugeMetricFamily("raetlike_remote_rtt_seconds",
+                                     "smoothed round-trip time", labels=labels),
+            "queued": GaugeMetricFamily("raetlike_remote_queued",
+                                        "messages in the outbox or in flight to the remote",
+                                        labels=labels),
+            "last_heard": GaugeMetricFamily(
+                "raetlike_remote_last_heard_seconds",
+                "seconds since the last authenticated datagram from the remote",
+                labels=labels),
+            "resends": CounterMetricFamily("raetlike_remote_resends",
+                                           "packets, segments or datagrams sent again",
+                                           labels=labels),
+            "bytes_in": CounterMetricFamily("raetlike_remote_bytes_received",
+                                            "authenticated bytes received from the remote",
+                                            labels=labels),
+            "bytes_out": CounterMetricFamily("raetlike_remote_bytes_sent",
+                                             "bytes sent to the remote", labels=labels),
+            "datagrams_in": CounterMetricFamily(
+                "raetlike_remote_datagrams_received",
+                "authenticated datagrams received from the remote", labels=labels),
+            "datagrams_out": CounterMetricFamily("raetlike_remote_datagrams_sent",
+                                                 "datagrams sent to the remote",
+                                                 labels=labels),
+            "dropped": CounterMetricFamily(
+                "raetlike_remote_dropped",
+                "authenticated datagrams from the remote dropped anyway, by reason",
+                labels=[*labels, "reason"]),
+        }
+        for remote in remotes:
+            key = [estate, remote.name]
+            families["mode"].add_metric([*key, remote.mode], 1)
+            families["allowed"].add_metric(key, int(remote.allowed))
+            if remote.alive is not None:
+                families["alive"].add_metric(key, int(remote.alive))
+            if remote.rtt is not None:
+                families["rtt"].add_metric(key, remote.rtt)
+            families["queued"].add_metric(key, remote.queued)
+            if remote.last_heard is not None:
+                families["last_heard"].add_metric(key, remote.last_heard)
+            for name in ("resends", "bytes_in", "bytes_out", "datagrams_in", "datagrams_out"):
+                families[name].add_metric(key, getattr(remote, name))
+            for reason, n in remote.dropped.items():
+                families["dropped"].add_metric([*key, reason], n)
+        yield from families.values()
+
+    def _lane(self, stack: LaneStack) -> Iterator[Metric]:
+        yard = stack.name
+        stats = stack.stats
+        for name, value in _counters(stats):
+            family = CounterMetricFamily(f"raetlike_lane_{name}", f"lane stack: {name}",
+                                         labels=["yard"])
+            family.add_metric([yard], value)
+            yield family
+        dropped = CounterMetricFamily("raetlike_lane_dropped",
+                                      "pages or books dropped, by reason",
+                                      labels=["yard", "reason"])
+        for lane_drop, times in dict(stats.dropped).items():
+            dropped.add_metric([yard, lane_drop.value], times)
+        yield dropped
+        queued = GaugeMetricFamily("raetlike_lane_yard_queued",
+                                   "messages waiting in the outbox to a yard",
+                                   labels=["yard", "remote"])
+        for remote in list(stack.yards.values()):
+            queued.add_metric([yard, remote.name], len(remote.outbox))
+        yield queued
+
+    def _manor(self, manor: Manor, estate: str) -> Iterator[Metric]:
+        stats = manor.stats
+        for name, value in _counters(stats):
+            family = CounterMetricFamily(f"raetlike_manor_{name}", f"manor: {name}",
+                                         labels=["estate"])
+            family.add_metric([estate], value)
+            yield family
+        problems = CounterMetricFamily("raetlike_manor_problems",
+                                       "unroutable messages, by problem",
+                                       labels=["estate", "problem"])
+        for problem, count in dict(stats.problems).items():
+            problems.add_metric([estate, str(problem)], count)
+        yield problems
+
+    # -- stats lines ---------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything as one JSON-ready dict (the stats line)."""
+        line: dict[str, Any] = {"ts": round(self.clock(), 3), "version": __version__}
+        if self.road is not None:
+            line["estate"] = self.road.name
+            line["road"] = self.road.stats.as_dict()
+            line["remotes"] = [remote.as_dict() for remote in self.road.remote_stats()]
+        if self.lane is not None:
+            line["yard"] = self.lane.name
+            line["lane"] = self.lane.stats.as_dict()
+            line["yards"] = {remote.name: {"queued": len(remote.outbox)}
+                             for remote in list(self.lane.yards.values())}
+        if self.manor is not None:
+            stats = self.manor.stats
+            manor: dict[str, Any] = dict(_counters(stats))
+            manor["problems"] = {str(p): n for p, n in dict(stats.problems).items()}
+            line["manor"] = manor
+        return line
+
+
+class _Collector(Collector):
+    def __init__(self, watch: Watch) -> None:
+        self.watch = watch
+
+    def collect(self) -> Iterator[Metric]:
+        return self.watch.collect()
+
+
+def serve_metrics(address: tuple[str, int], watch: Watch) -> tuple[Any, tuple[str, int]]:
+    """Serve ``watch`` at ``http://HOST:PORT/metrics`` in a thread; returns (server, bound).
+
+    The server is prometheus_client's; stop it with ``server.shutdown()``.
+    Raises OSError (naming the address) when it cannot bind.
+    """
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(watch))
+    host, port = address
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise OSError(exc.errno, f"--metrics {host}:{port}: cannot bind: {exc.strerror}") from None
+    bound = server.server_address
+    return server, (str(bound[0]), int(bound[1]))
+
+
+class StatsLines:
+    """One JSON stats line to ``stream``: every ``every`` seconds, and when requested.
+
+    :meth:`request` is safe to call from a signal handler (it sets a flag);
+    the loop calls :meth:`tick` each round and the line is written there.
+    """
+
+    def __init__(self, watch: Watch, stream: TextIO, every: float | None,
+                 clock: Any = time.monotonic) -> None:
+        self.watch = watch
+        self.stream = stream
+        self.every = every
+        self.clock = clock
+        self.requested = False
+        self.due = None if every is None else clock() + every
+
+    def request(self, *_args: object) -> None:
+        """Write a line at the next round (SIGUSR1's handler)."""
+        self.requested = True
+
+    def tick(self) -> None:
+        """Write the line if it is due or was requested."""
+        now = self.clock()
+        if self.due is not None and now >= self.due:
+            assert self.every is not None  # noqa: S101 - due is set only with every
+            self.due = max(self.due + self.every, now)
+            self.requested = True
+        if self.requested:
+            self.requested = False
+            self.write()
+
+    def timeout(self) -> float | None:
+        """Seconds until the next line is due (for the loop's wait), or None."""
+        if self.requested:
+            return 0.0
+        return None if self.due is None else max(0.0, self.due - self.clock())
+
+    def write(self) -> None:
+        self.stream.write(json.dumps(self.watch.snapshot(), default=_plain) + "\n")
+        self.stream.flush()
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, (tuple, set, frozenset)):
+        return list(value)
+    return str(value)
