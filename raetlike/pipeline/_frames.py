@@ -12,7 +12,8 @@ from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 __all__ = ["ALL_GLOB", "CORRUPT_COLUMN", "JOURNAL_SCHEMA", "SEALED_GLOB",
-           "hour_directories", "normalise", "read_json_journal", "stream_json_journal"]
+           "NoJournalError", "find_journals", "hour_directories", "normalise",
+           "read_json_journal", "stream_json_journal"]
 
 CORRUPT_COLUMN = "_corrupt_record"
 SEALED_GLOB = "*.jsonl"
@@ -33,6 +34,42 @@ JOURNAL_SCHEMA = StructType(
 """What Spark reads from journal segments (docs/journal.md); torn lines land in the last."""
 
 _HOUR_DIRECTORY = re.compile(r"^date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})$")
+
+
+class NoJournalError(ValueError):
+    """A path given as a journal holds no journal segments, itself or one level down."""
+
+
+def _has_segments(directory: Path) -> bool:
+    return any(directory.glob("date=*/hour=*/*.jsonl")) or any(
+        directory.glob("date=*/hour=*/*.jsonl.open"))
+
+
+def find_journals(paths: Iterable[Path]) -> list[Path]:
+    """The journal directories meant by ``paths``, in order.
+
+    A directory holding ``date=YYYY-MM-DD/hour=HH/*.jsonl`` segments is a
+    journal.  A directory that is not, but whose immediate subdirectories
+    are (the demo's ``OUT/journal`` with one journal per estate), stands for
+    those subdirectories, sorted.  Anything else raises
+    :class:`NoJournalError` naming the path.
+    """
+    found: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        if not path.is_dir():
+            raise NoJournalError(f"no such journal directory: {path}")
+        if _has_segments(path):
+            found.append(path)
+            continue
+        inner = [child for child in sorted(path.iterdir())
+                 if child.is_dir() and _has_segments(child)]
+        if not inner:
+            raise NoJournalError(
+                f"{path}: no journal segments (no date=YYYY-MM-DD/hour=HH/*.jsonl in it "
+                "or in its subdirectories)")
+        found.extend(inner)
+    return found
 
 
 def hour_directories(journals: Iterable[Path], since: float | None = None,

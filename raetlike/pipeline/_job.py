@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -23,6 +24,7 @@ from raetlike.pipeline._frames import (
     read_json_journal,
     stream_json_journal,
 )
+from raetlike.pipeline._progress import Progress
 from raetlike.pipeline._report import ReportData, write_report
 from raetlike.pipeline._session import spark_session
 
@@ -53,6 +55,8 @@ class PipelineOptions:
     """Only records received before this wall time (epoch seconds)."""
     window_seconds: float = DEFAULT_WINDOW
     """Width of the time windows of the traffic and rate tables."""
+    quiet: bool = False
+    """Silence Spark's own banner and warnings (errors only), and show no progress."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +80,8 @@ def _rows(frame: DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
     return [row.asDict(recursive=True) for row in selected.collect()]
 
 
-def _analyse(normalised: DataFrame, options: PipelineOptions, started: float) -> PipelineResult:
+def _analyse(normalised: DataFrame, options: PipelineOptions, started: float,
+             progress: Progress | None = None) -> PipelineResult:
     """Compute, write and report from normalised journal lines (valid and not)."""
     valid = F.col("valid")
     if options.since is not None:
@@ -96,6 +101,8 @@ def _analyse(normalised: DataFrame, options: PipelineOptions, started: float) ->
             quantiles[1].alias("p90_ms"), quantiles[2].alias("p99_ms"),
             F.max(timed).alias("max_ms")).collect()[0].asDict()
         total, skipped = int(figures.pop("records")), int(figures.pop("skipped"))
+        if progress is not None:
+            progress.records = total
         overall = figures
 
         def keep(frame: DataFrame) -> DataFrame:
@@ -143,12 +150,28 @@ def _analyse(normalised: DataFrame, options: PipelineOptions, started: float) ->
     return PipelineResult(report, total, skipped, paths, seconds)
 
 
-def run_pipeline(options: PipelineOptions, spark: SparkSession | None = None) -> PipelineResult:
-    """Read every journal once (sealed and open segments) and write tables and report."""
-    session = spark or spark_session(options.master)
+def run_pipeline(options: PipelineOptions, spark: SparkSession | None = None, *,
+                 progress: TextIO | None = None) -> PipelineResult:
+    """Read every journal once (sealed and open segments) and write tables and report.
+
+    ``progress`` (stderr by default) gets a one-line progress display when it
+    is a terminal and ``options.quiet`` is not set.
+    """
+    session = spark or spark_session(options.master, quiet=options.quiet)
     started = time.monotonic()
     directories = hour_directories(options.journals, options.since, options.until)
-    return _analyse(normalise(read_json_journal(session, directories)), options, started)
+    stream = sys.stderr if progress is None else progress
+    shown = None
+    if not options.quiet and stream.isatty():
+        size = sum(f.stat().st_size for d in directories for f in Path(d).iterdir()
+                   if f.is_file())
+        shown = Progress(session.sparkContext, stream, input_bytes=size)
+    try:
+        return _analyse(normalise(read_json_journal(session, directories)), options, started,
+                        shown)
+    finally:
+        if shown is not None:
+            shown.close()
 
 
 def _ingest(session: SparkSession, options: PipelineOptions) -> None:
@@ -176,7 +199,7 @@ def follow_journals(options: PipelineOptions, spark: SparkSession | None = None,
     read, so a later run (or round) reads only new ones.  ``rounds`` None
     means until interrupted.
     """
-    session = spark or spark_session(options.master)
+    session = spark or spark_session(options.master, quiet=options.quiet)
     done = 0
     result: PipelineResult | None = None
     while rounds is None or done < rounds:

@@ -108,9 +108,12 @@ def write_report(data: ReportData, out: Path) -> Path:
     (out / "rate.svg").write_text(rate_svg)
     missing = sum(int(r["missing"]) for r in data.audit)
     duplicates = sum(int(r["duplicates"]) for r in data.audit)
-    verdict = ("<p class=good>Every sequenced message arrived exactly once.</p>"
-               if missing == 0 and duplicates == 0 else
-               f"<p class=bad>{missing} missing and {duplicates} duplicate message(s).</p>")
+    if data.records == 0:
+        verdict = "<p class=bad>No records: nothing was audited.</p>"
+    elif missing == 0 and duplicates == 0:
+        verdict = "<p class=good>Every sequenced message arrived exactly once.</p>"
+    else:
+        verdict = f"<p class=bad>{missing} missing and {duplicates} duplicate message(s).</p>"
     lat = data.latency
     html = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>raetlike delivery report</title>

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MASTER = "local[*]"
 
 _LOG4J2 = """\
-rootLogger.level = warn
+rootLogger.level = {level}
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
@@ -50,17 +50,37 @@ _LOCAL_ONLY = {
 }
 
 
-def _log4j2_file() -> Path:
-    path = Path(tempfile.gettempdir()) / f"raetlike-log4j2-{os.getuid()}.properties"
-    if not path.exists() or path.read_text() != _LOG4J2:
-        path.write_text(_LOG4J2)
+def _log4j2_file(level: str) -> Path:
+    text = _LOG4J2.replace("{level}", level)
+    path = Path(tempfile.gettempdir()) / f"raetlike-log4j2-{level}-{os.getuid()}.properties"
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
     return path
 
 
+def _without_stderr(builder: SparkSession.Builder) -> SparkSession:
+    """Start the session with the JVM's stderr on /dev/null (its banner, the JVM's own
+    warnings); ours is back as soon as the JVM has started.  Spark's failures still
+    reach the caller, as the exceptions py4j raises."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        return builder.getOrCreate()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def spark_session(master: str | None = None, app_name: str = "raetlike-pipeline", *,
-                  short_jobs: bool = False) -> SparkSession:
+                  short_jobs: bool = False, quiet: bool = False) -> SparkSession:
     """The active session if any, else a new one (``local[*]`` unless a master is configured).
 
+    The driver runs here whatever the master (client mode), and logs through
+    our log4j2 settings: warnings and errors, no banner; ``quiet`` leaves only
+    errors, and the JVM's own stderr (banner, warnings) is discarded.
     ``short_jobs`` (tests) limits the local driver JVM to its first JIT tier:
     faster for many tiny jobs, slower for big ones.
     """
@@ -77,15 +97,17 @@ def spark_session(master: str | None = None, app_name: str = "raetlike-pipeline"
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name).master(chosen)
     settings = dict(_DEFAULTS)
+    level = "error" if quiet else "warn"
+    settings["spark.driver.extraJavaOptions"] = (
+        f"-Dlog4j2.configurationFile=file:{_log4j2_file(level)}"
+        + (" -XX:+UseSerialGC" if local else "")
+        + (" -XX:TieredStopAtLevel=1" if short_jobs and local else ""))
     if local:
         settings.update(_LOCAL_ONLY)
-        settings["spark.driver.extraJavaOptions"] = (
-            f"-Dlog4j2.configurationFile=file:{_log4j2_file()} -XX:+UseSerialGC"
-            + (" -XX:TieredStopAtLevel=1" if short_jobs else ""))
     for key, value in settings.items():
         if not conf.contains(key):
             builder = builder.config(key, value)
     log.info("pipeline: starting Spark (master %s)", chosen)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
+    session = _without_stderr(builder) if quiet else builder.getOrCreate()
+    session.sparkContext.setLogLevel(level.upper())
     return session

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from raetlike.pipeline._frames import NoJournalError, find_journals
 from raetlike.pipeline._job import PipelineOptions, PipelineResult, follow_journals, run_pipeline
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "parse_time", "run_command"]
@@ -47,16 +48,23 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         err.write(f"raetlike pipeline: error: {exc} (see --help)\n")
         return EXIT_USAGE
-    missing = [str(path) for path in args.journals if not Path(path).is_dir()]
-    if missing:
-        err.write(f"raetlike pipeline: error: no such journal directory: {', '.join(missing)}\n")
+    try:
+        journals = find_journals(Path(p) for p in args.journals)
+    except NoJournalError as exc:
+        err.write(f"raetlike pipeline: error: {exc}\n")
         return EXIT_FAILURE
     logging.getLogger("py4j").setLevel(max(logging.WARNING, logging.getLogger().level))
-    options = PipelineOptions(journals=tuple(Path(p) for p in args.journals), out=args.out,
+    options = PipelineOptions(journals=tuple(journals), out=args.out,
                               master=args.master, since=since, until=until,
-                              window_seconds=args.window)
+                              window_seconds=args.window, quiet=args.quiet > 0)
     if not args.follow:
-        _say(run_pipeline(options), out)
+        result = run_pipeline(options)
+        _say(result, out)
+        if result.records == 0:
+            window = " between --since and --until" if since or until else ""
+            err.write(f"raetlike pipeline: error: no records{window} in "
+                      f"{', '.join(str(j) for j in journals)}: nothing to audit\n")
+            return EXIT_FAILURE
         return EXIT_OK
     try:
         follow_journals(options, rounds=args.rounds, interval=args.interval,
