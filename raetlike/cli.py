@@ -557,8 +557,9 @@ def _add_pipeline(commands: Any, common: argparse.ArgumentParser) -> None:
                           help="Spark master (default: spark-submit's, else local[*])")
     pipeline.add_argument("--since", metavar="T", help="only records received at or after T")
     pipeline.add_argument("--until", metavar="T", help="only records received before T")
-    pipeline.add_argument("--window", type=_positive(float, 0.001), default=60.0, metavar="S",
-                          help="time window of the traffic tables (default: 60)")
+    pipeline.add_argument("--window", type=_positive(float, 0.01), default=None, metavar="S",
+                          help="time window of the rate plot and traffic table (default: "
+                               "fitted to the run, at most 60 windows of a round width)")
     pipeline.add_argument("--follow", action="store_true",
                           help="keep going: pick up new sealed segments (Structured Streaming)")
     pipeline.add_argument("--interval", type=_positive(float, 0.0), default=10.0, metavar="S",

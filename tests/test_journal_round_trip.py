@@ -100,3 +100,22 @@ def test_a_raw_or_plain_delivery_gets_defaults_and_its_byte_size(tmp_path: Path)
         RecordKind.MESSAGE, 1234, None, None)
     assert (second.kind, second.sequence, second.sent) == (RecordKind.MESSAGE, None, None)
     assert read_journal([tmp_path]).records == [first, second]
+
+
+@pytest.mark.parametrize(("body", "kind", "topic"), [
+    ({"bus": {"ty": "event", "to": "demo.tick", "pl": {}}}, RecordKind.EVENT, "demo.tick"),
+    ({"bus": {"ty": "request", "to": "demo.add"}, "route": {}}, RecordKind.REQUEST, "demo.add"),
+    ({"bus": {"ty": "response", "to": "demo.add"}}, RecordKind.RESPONSE, "demo.add"),
+    ({"bus": {"ty": "keepalive"}}, RecordKind.MESSAGE, None),
+    ({"sp": [1, 2], "body": {"_kind": "survey", "q": 1}}, RecordKind.SURVEY, None),
+    ({"sp": [3], "body": {"_kind": "survey_response"}}, RecordKind.SURVEY_RESPONSE, None),
+    ({"sp": [3], "body": "plain"}, RecordKind.MESSAGE, None),
+    ({"_kind": "event", "bus": {"ty": "request"}}, RecordKind.EVENT, None),  # _kind wins
+    ({"bus": {"ty": ["odd"]}, "sp": "x"}, RecordKind.MESSAGE, None),  # ill-typed: ignored
+])
+def test_a_bus_or_sp_message_says_its_own_kind(body: dict[str, object], kind: RecordKind,
+                                               topic: str | None) -> None:
+    event = MessageReceived(remote="minion", body=body, session_id=1, transaction_id=1,
+                            segments=1)
+    mapped = record_from_delivery("main", event, HOUR_START)
+    assert (mapped.kind, mapped.topic) == (kind, topic)

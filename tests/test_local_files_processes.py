@@ -99,8 +99,9 @@ def test_an_estate_run_as_root_refuses_a_keep_planted_by_another_user(tmp_path: 
     planted = a_directory(base / "main", 0o700)  # made first by someone else
     os.chown(planted, OTHER_UID, OTHER_UID)
     assert refused(*estate(base)) == (
-        f"raetlike estate: error: keep directory {planted} is owned by uid {OTHER_UID}, not by uid 0 "
-        f"(the running user): fix: chown 0 {planted} (or use a directory of your own)")
+        f"raetlike estate: error: keep directory {planted} is owned by uid {OTHER_UID}, "
+        f"not by uid 0 (the running user): fix: chown 0 {planted} (or use a directory of "
+        "your own)")
     assert list(planted.iterdir()) == []
 
 
@@ -125,8 +126,8 @@ def test_a_yard_refuses_a_lane_directory_others_may_write(tmp_path: Path, mode: 
 def test_a_manor_refuses_a_lane_directory_others_may_write(tmp_path: Path) -> None:
     lanes = a_directory(tmp_path / "lanes", 0o777)
     line = refused(*estate(tmp_path / "keep", "--lane", "jobs", "--dir", str(lanes)))
-    assert line == (f"raetlike estate: error: lane directory {lanes} is mode 0777, writable by group "
-                    f"or others: fix: chmod 700 {lanes}")
+    assert line == (f"raetlike estate: error: lane directory {lanes} is mode 0777, writable "
+                    f"by group or others: fix: chmod 700 {lanes}")
 
 
 @as_root

@@ -158,10 +158,11 @@ class _Tags(HTMLParser):
 
 def test_the_report_is_an_html_page_with_valid_svg_plots(run: dict[str, Any]) -> None:
     out = run["out"]
-    for name in ("latency.svg", "rate.svg"):
+    for name, drawn in (("latency.svg", "latency-bar-"), ("rate.svg", "rate-point-")):
         root = ET.parse(out / name).getroot()  # noqa: S314 - our own output
         assert root.tag == SVG
-        assert len(list(root)) > 5
+        ids = [e.get("id", "") for e in root.iter()]
+        assert sum(i.startswith(drawn) for i in ids) > 1, name  # more than one point drawn
     html = (out / "report.html").read_text()
     parser = _Tags()
     parser.feed(html)
@@ -204,3 +205,40 @@ def test_a_message_a_manor_relays_is_not_counted_as_a_duplicate(
     rows = [r.asDict() for r in spark.read.parquet(str(out / "tables" / "audit_summary")).collect()]
     assert [(r["records"], r["duplicates"], r["missing"], r["complete"]) for r in rows] == [
         (10, 0, 0, True)]
+
+
+def test_latency_and_resends_per_pair_and_kind_match_the_journal(run: dict[str, Any]) -> None:
+    road = run["road"]["records"]
+    latencies = [(r.received - r.sent) * 1000 for r in road]
+    summary = _summary(run)
+    [pair] = [p for p in summary["pairs"] if p["source_estate"] == "minion"]
+    assert pair["messages"] == len(road)
+    assert pair["resends"] == sum(r.resends for r in road)
+    for name, fraction in (("p50_ms", 0.5), ("p90_ms", 0.9), ("p99_ms", 0.99)):
+        assert pair[name] == pytest.approx(_nearest_rank(latencies, fraction), abs=1e-3)
+    kinds = {k["kind"]: k for k in summary["kinds"]}
+    assert sum(k["messages"] for k in kinds.values()) == summary["records"]
+    assert kinds["message"]["p50_ms"] <= kinds["message"]["p90_ms"] <= kinds["message"]["p99_ms"]
+    assert summary["resends"]["resends"] == sum(p["resends"] for p in summary["pairs"])
+
+
+def test_the_summary_holds_the_rate_series_its_bucket_edges_and_the_header(
+        run: dict[str, Any]) -> None:
+    from raetlike import __version__  # noqa: PLC0415
+    from raetlike.pipeline._tables import choose_window  # noqa: PLC0415
+
+    summary = _summary(run)
+    rate = summary["rate"]
+    width = rate["window_seconds"]
+    assert width == choose_window(summary["last_received"] - summary["first_received"])
+    assert sum(rate["messages"]) == summary["records"]
+    assert len(rate["edges"]) == len(rate["messages"]) == len(rate["messages_per_second"]) > 1
+    steps = {round(b - a, 6) for a, b in zip(rate["edges"], rate["edges"][1:], strict=False)}
+    assert steps == {width}
+    assert rate["edges"][0] <= summary["first_received"] < rate["edges"][0] + width
+    assert summary["version"] == __version__
+    assert summary["generated"].endswith("+00:00")
+    html = (run["out"] / "report.html").read_text()
+    assert "True" not in html
+    assert "(first 0)" not in html
+    assert f"raetlike {__version__}" in html

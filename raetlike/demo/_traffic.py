@@ -145,7 +145,7 @@ def _survey(hub: DemoYard, kind: Kind) -> None:
     surveyor = hub.endpoint
     assert isinstance(surveyor, Surveyor)  # noqa: S101 - the hub is the surveyor
     now = hub.now()
-    body = {"question": "load?"}
+    body = {"question": "load?", "_kind": "survey"}  # _kind: the journal's record kind
     survey_id = surveyor.survey(body, now)
     kind.sent_bytes += body_size(body) * len(MINIONS)
     hub.surveys_started[survey_id] = now

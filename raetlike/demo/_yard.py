@@ -76,7 +76,8 @@ class DemoYard:
         endpoint = self.endpoint
         if isinstance(endpoint, Respondent):
             while (survey := endpoint.next_event()) is not None:
-                endpoint.respond(survey, {"yard": self.node.name, "load": len(self.waiting)})
+                endpoint.respond(survey, {"yard": self.node.name, "load": len(self.waiting),
+                                          "_kind": "survey_response"})
         elif isinstance(endpoint, Surveyor):
             self.take_survey_events()
         if endpoint is not None:

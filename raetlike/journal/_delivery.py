@@ -71,6 +71,31 @@ def _route_end(route: object, key: str) -> Endpoint | None:
     return Endpoint(triple[0], _text(triple[1]), _text(triple[2]))
 
 
+_BUS_KINDS = {"event": RecordKind.EVENT, "request": RecordKind.REQUEST,
+              "response": RecordKind.RESPONSE}
+
+
+def _kind_and_topic(fields: Mapping[str, Any]) -> tuple[RecordKind, str | None]:
+    """The record's kind and topic: the body's ``_kind``/``_topic`` keys when it has them,
+    else what a bus message says of itself (``{"bus": {"ty": ..., "to": ...}}``), else the
+    ``_kind`` inside an SP message's body (``{"sp": [...], "body": {...}}``), else a message."""
+    topic = _text(fields.get("_topic"))
+    kind = _KINDS.get(_text(fields.get("_kind")) or "")
+    if kind is not None:
+        return kind, topic
+    bus = fields.get("bus")
+    if isinstance(bus, Mapping):
+        kind = _BUS_KINDS.get(_text(bus.get("ty")) or "")
+        if kind is not None:
+            return kind, topic or _text(bus.get("to"))
+    inner = fields.get("body")
+    if isinstance(fields.get("sp"), list) and isinstance(inner, Mapping):
+        kind = _KINDS.get(_text(inner.get("_kind")) or "")
+        if kind is not None:
+            return kind, topic or _text(inner.get("_topic"))
+    return RecordKind.MESSAGE, topic
+
+
 def record_from_delivery(node: str, delivery: Delivery, received: float, *,
                          resends: int = 0) -> JournalRecord:
     """The journal record for ``delivery`` as journaled by ``node`` at wall time ``received``.
@@ -82,12 +107,13 @@ def record_from_delivery(node: str, delivery: Delivery, received: float, *,
     body = delivery.body
     fields: Mapping[str, Any] = body if isinstance(body, Mapping) else {}
     route = fields.get("route")
+    kind, topic = _kind_and_topic(fields)
     return JournalRecord(
         node=node,
         source=_route_end(route, "src") or Endpoint(delivery.remote),
         destination=_route_end(route, "dst") or Endpoint(node),
-        kind=_KINDS.get(_text(fields.get("_kind")) or "", RecordKind.MESSAGE),
-        topic=_text(fields.get("_topic")),
+        kind=kind,
+        topic=topic,
         transaction_id=delivery.transaction_id,
         request_id=_integer(fields.get("_id")),
         sequence=_integer(fields.get("_seq")),

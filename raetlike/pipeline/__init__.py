@@ -6,7 +6,6 @@ extra); nothing else in raetlike does.
 
 from raetlike.pipeline._job import (
     DEFAULT_INTERVAL,
-    DEFAULT_WINDOW,
     PipelineOptions,
     PipelineResult,
     follow_journals,
@@ -18,7 +17,6 @@ from raetlike.pipeline._tables import TABLES
 __all__ = [
     "DEFAULT_INTERVAL",
     "DEFAULT_MASTER",
-    "DEFAULT_WINDOW",
     "TABLES",
     "PipelineOptions",
     "PipelineResult",

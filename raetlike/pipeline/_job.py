@@ -25,17 +25,15 @@ from raetlike.pipeline._frames import (
     stream_json_journal,
 )
 from raetlike.pipeline._progress import Progress
-from raetlike.pipeline._report import ReportData, write_report
+from raetlike.pipeline._report import REPORT_ROWS, ReportData, write_report
 from raetlike.pipeline._session import spark_session
 
-__all__ = ["DEFAULT_INTERVAL", "DEFAULT_WINDOW", "PipelineOptions", "PipelineResult",
+__all__ = ["DEFAULT_INTERVAL", "PipelineOptions", "PipelineResult",
            "follow_journals", "run_pipeline"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_WINDOW = 60.0
 DEFAULT_INTERVAL = 10.0
-REPORT_ROWS = 50
 WRITERS = 4  # tables written at once
 
 
@@ -53,8 +51,9 @@ class PipelineOptions:
     """Only records received at or after this wall time (epoch seconds)."""
     until: float | None = None
     """Only records received before this wall time (epoch seconds)."""
-    window_seconds: float = DEFAULT_WINDOW
-    """Width of the time windows of the traffic and rate tables."""
+    window_seconds: float | None = None
+    """Width of the time windows of the traffic and rate tables; None fits it to the run
+    (:func:`~raetlike.pipeline._tables.choose_window`)."""
     quiet: bool = False
     """Silence Spark's own banner and warnings (errors only), and show no progress."""
 
@@ -94,13 +93,22 @@ def _analyse(normalised: DataFrame, options: PipelineOptions, started: float,
     try:
         timed = F.when(valid, F.col("latency_ms"))
         quantiles = F.percentile_approx(timed, [0.5, 0.9, 0.99], tables.PERCENTILE_ACCURACY)
+        received = F.when(valid, F.col("received"))
+        resends = F.when(valid, F.col("resends"))
         figures = normalised.agg(
             F.count(F.when(valid, 1)).alias("records"),
             F.count(F.when(~F.col("valid"), 1)).alias("skipped"),
             F.count(timed).alias("messages"), quantiles[0].alias("p50_ms"),
             quantiles[1].alias("p90_ms"), quantiles[2].alias("p99_ms"),
-            F.max(timed).alias("max_ms")).collect()[0].asDict()
+            F.max(timed).alias("max_ms"), F.min(received).alias("first"),
+            F.max(received).alias("last"), F.sum(resends).alias("resends"),
+            F.count(F.when(resends > 0, 1)).alias("with_resends")).collect()[0].asDict()
         total, skipped = int(figures.pop("records")), int(figures.pop("skipped"))
+        first, last = figures.pop("first"), figures.pop("last")
+        resent = {"resends": int(figures.pop("resends") or 0),
+                  "messages_with_resends": int(figures.pop("with_resends") or 0)}
+        span = 0.0 if first is None or last is None else float(last) - float(first)
+        window = options.window_seconds or tables.choose_window(span)
         if progress is not None:
             progress.records = total
         overall = figures
@@ -113,12 +121,14 @@ def _analyse(normalised: DataFrame, options: PipelineOptions, started: float,
         duplicates = keep(tables.audit_duplicates(records))
         out_of_order = keep(tables.audit_out_of_order(records))
         frames = {
-            "traffic": tables.traffic(records, options.window_seconds),
-            "rate": keep(tables.rate_over_time(records, options.window_seconds)),
+            "traffic": tables.traffic(records, window),
+            "rate": keep(tables.rate_over_time(records, window)),
             "latency": tables.latency(records),
             "latency_histogram": keep(tables.latency_histogram(records)),
             "remotes": tables.remotes(records),
             "estates": keep(tables.estates(records)),
+            "kinds": keep(tables.kinds(records)),
+            "pairs": keep(tables.pairs(records)),
             "audit_missing": missing,
             "audit_duplicates": duplicates,
             "audit_out_of_order": out_of_order,
@@ -139,7 +149,13 @@ def _analyse(normalised: DataFrame, options: PipelineOptions, started: float,
             audit=sorted(_rows(frames["audit_summary"]), key=lambda r: r["source"]),
             missing=_rows(missing.orderBy("source", "first_missing"), REPORT_ROWS),
             duplicates=_rows(duplicates.orderBy("source", "sequence"), REPORT_ROWS),
-            window_seconds=options.window_seconds)
+            window_seconds=window,
+            kinds=sorted(_rows(frames["kinds"]), key=lambda r: -int(r["messages"])),
+            pairs=sorted(_rows(frames["pairs"]),
+                         key=lambda r: (str(r["source_estate"]), str(r["destination_estate"]))),
+            first_received=None if first is None else float(first),
+            last_received=None if last is None else float(last),
+            resends=resent)
     finally:
         for frame in cached:
             frame.unpersist()

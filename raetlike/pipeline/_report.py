@@ -1,21 +1,36 @@
-"""The human report: an HTML page with inline SVG plots, the plots as files, a JSON summary."""
+"""The human report: one self-contained HTML page with inline SVG plots, the
+plots as files, and ``summary.json`` with every figure the page shows.
+
+The page reads top to bottom: a header (raetlike's version, when it was
+made, the journals and the time range they cover), the delivery audit's
+verdict, the figures by kind and by estate pair (latency p50/p90/p99,
+resends), the latency and rate plots, and the per-source audit with its
+gaps and duplicates.  Numbers are shown in human units (``1.2 MiB``,
+``850 µs``, ``12.5k/s``); the JSON keeps the raw values.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 from typing import Any
 
-from raetlike.pipeline._svg import bar_chart, line_chart
+from raetlike import __version__
+from raetlike.pipeline import _units as units
+from raetlike.pipeline._plots import latency_plot, rate_plot
 from raetlike.pipeline._tables import LATENCY_EDGES_MS
 
-__all__ = ["ReportData", "write_report"]
+__all__ = ["ReportData", "rate_series", "write_report"]
 
 Row = dict[str, Any]
+
+REPORT_ROWS = 50
+"""At most this many gaps and duplicates are listed (the tables hold them all)."""
+Cell = Callable[[Any], str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,106 +59,219 @@ class ReportData:
     """The first duplicates (source, sequence, copies, nodes)."""
     window_seconds: float = 60.0
     """The rate window."""
+    kinds: list[Row] = field(default_factory=list)
+    """Per kind: messages, bytes, timed, p50/p90/p99/max_ms, segments, resends."""
+    pairs: list[Row] = field(default_factory=list)
+    """Per (source_estate, destination_estate): as ``kinds``."""
+    first_received: float | None = None
+    """The earliest receive time analysed (epoch seconds)."""
+    last_received: float | None = None
+    """The latest receive time analysed (epoch seconds)."""
+    resends: Row = field(default_factory=dict)
+    """``resends`` (resend requests in all) and ``messages_with_resends``."""
+
+
+def rate_series(data: ReportData) -> tuple[list[float], list[int], list[float]]:
+    """Window starts (epoch s) from the first window to the last, with empty windows as 0.
+
+    Returns ``(edges, messages, messages_per_second)``; window ``i`` is
+    ``[edges[i], edges[i] + window_seconds)``.
+    """
+    width = data.window_seconds
+    counts: dict[int, int] = {}
+    for row in data.rate:
+        start = row["window_start"]
+        epoch = (start.replace(tzinfo=UTC).timestamp() if isinstance(start, datetime)
+                 else float(start))
+        counts[round(epoch / width)] = counts.get(round(epoch / width), 0) + int(row["messages"])
+    if not counts:
+        return [], [], []
+    slots = range(min(counts), max(counts) + 1)
+    edges = [slot * width for slot in slots]
+    messages = [counts.get(slot, 0) for slot in slots]
+    return edges, messages, [n / width for n in messages]
 
 
 def _bucket_label(bucket: int) -> str:
     if bucket < 0:
-        return "<0"
+        return "< 0 (clocks)"
     low = LATENCY_EDGES_MS[bucket]
-    return f"≥{low:g}"
+    if bucket + 1 < len(LATENCY_EDGES_MS):
+        high = units.duration_ms(LATENCY_EDGES_MS[bucket + 1])
+        return f"{units.duration_ms(low) if low else '0'}\u2013{high}"
+    return f"≥ {units.duration_ms(low)}"
 
 
-def _cell(value: object) -> str:
+def _plots(data: ReportData) -> tuple[str, str]:
+    counts = {int(r["bucket"]): int(r["messages"]) for r in data.histogram}
+    buckets = range(min(counts), max(counts) + 1) if counts else range(0)  # gaps shown as 0
+    latency_svg = latency_plot([_bucket_label(b) for b in buckets],
+                               [counts.get(b, 0) for b in buckets])
+    edges, _, per_second = rate_series(data)
+    return latency_svg, rate_plot(edges, per_second, data.window_seconds)
+
+
+def _table(rows: Sequence[Row], columns: Sequence[tuple[str, str, Cell]]) -> str:
+    """An HTML table of ``rows``; ``columns`` are (key, heading, formatter)."""
+    head = "".join(f"<th>{escape(title)}</th>" for _, title, _ in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{escape(show(row.get(key)))}</td>" for key, _, show in columns)
+        + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _text(value: Any) -> str:
     if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    if isinstance(value, datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S")
+        return units.NONE
     if isinstance(value, list):
         return ", ".join(str(v) for v in value)
     return str(value)
 
 
-def _table(rows: Sequence[Row], columns: Sequence[str]) -> str:
-    if not rows:
-        return "<p>(none)</p>"
-    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{escape(_cell(row.get(c)))}</td>" for c in columns)
-                   + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+_LATENCY_COLUMNS: list[tuple[str, str, Cell]] = [
+    ("messages", "messages", units.count), ("bytes", "bytes", units.size),
+    ("p50_ms", "p50", units.duration_ms), ("p90_ms", "p90", units.duration_ms),
+    ("p99_ms", "p99", units.duration_ms), ("max_ms", "max", units.duration_ms),
+    ("resends", "resends", units.count),
+    ("messages_with_resends", "resent messages", units.count),
+]
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:64em;color:#222;padding:0 1em}
+header{border-bottom:1px solid #ddd;margin-bottom:1em}
+header p{margin:.2em 0;color:#555}
+.cards{display:flex;flex-wrap:wrap;gap:.8em;margin:1em 0}
+.card{border:1px solid #ddd;border-radius:6px;padding:.6em 1em;min-width:9em}
+.card b{display:block;font-size:1.4em}
+table{border-collapse:collapse;margin:.5em 0 1.2em}
+td,th{border-bottom:1px solid #e4e4e4;padding:.25em .7em;text-align:right;white-space:nowrap}
+th{background:#f6f6f6}
+td:first-child,th:first-child{text-align:left}
+.verdict{font-size:1.15em;font-weight:600;padding:.5em .8em;border-radius:6px}
+.good{background:#e7f6e7;color:#136313}.bad{background:#fbe9e9;color:#9b1111}
+figure{margin:1em 0}svg{max-width:100%;height:auto}
+.note{color:#666;font-size:.9em}
+"""
 
 
-def _time_label(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%H:%M:%S")
-
-
-def _charts(data: ReportData) -> tuple[str, str]:
-    counts = {int(r["bucket"]): float(r["messages"]) for r in data.histogram}
-    buckets = range(min(counts), max(counts) + 1) if counts else range(0)  # gaps shown as 0
-    latency_svg = bar_chart(
-        [_bucket_label(bucket) for bucket in buckets],
-        [counts.get(bucket, 0.0) for bucket in buckets],
-        title="Latency distribution (received - sent)", x_label="latency bucket (ms)",
-        y_label="messages")
-    points = [(r["window_start"].replace(tzinfo=UTC).timestamp()
-               if isinstance(r["window_start"], datetime) else float(r["window_start"]),
-               float(r["messages_per_second"])) for r in data.rate]
-    rate_svg = line_chart(points, title=f"Delivered messages/s ({data.window_seconds:g} s windows)",
-                          x_label="time (UTC)", y_label="messages/s", x_format=_time_label)
-    return latency_svg, rate_svg
-
-
-_STYLE = ("body{font-family:sans-serif;margin:2em;max-width:60em}"
-          "table{border-collapse:collapse;margin:.5em 0}"
-          "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:right}"
-          ".bad{color:#b00}.good{color:#070}")
-
-
-def write_report(data: ReportData, out: Path) -> Path:
-    """Write ``report.html``, ``latency.svg``, ``rate.svg`` and ``summary.json`` into ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    latency_svg, rate_svg = _charts(data)
-    (out / "latency.svg").write_text(latency_svg)
-    (out / "rate.svg").write_text(rate_svg)
+def _verdict(data: ReportData) -> str:
+    if data.records == 0:
+        return "<p class='verdict bad'>No records: nothing was audited.</p>"
     missing = sum(int(r["missing"]) for r in data.audit)
     duplicates = sum(int(r["duplicates"]) for r in data.audit)
-    if data.records == 0:
-        verdict = "<p class=bad>No records: nothing was audited.</p>"
-    elif missing == 0 and duplicates == 0:
-        verdict = "<p class=good>Every sequenced message arrived exactly once.</p>"
-    else:
-        verdict = f"<p class=bad>{missing} missing and {duplicates} duplicate message(s).</p>"
+    if not data.audit:
+        return ("<p class='verdict bad'>No sequenced messages: there was nothing to check for "
+                "losses or duplicates.</p>")
+    if missing == 0 and duplicates == 0:
+        return "<p class='verdict good'>Every sequenced message arrived exactly once.</p>"
+    return (f"<p class='verdict bad'>{missing} missing and {duplicates} duplicate "
+            f"message(s).</p>")
+
+
+def _listing(title: str, rows: list[Row], messages: int,
+             columns: list[tuple[str, str, Cell]], nothing: str) -> str:
+    """A heading with how many messages the rows cover, then the rows (capped)."""
+    if not rows:
+        return f"<h3>{escape(title)}</h3><p>{escape(nothing)}</p>"
+    shown = f"; the first {len(rows)} shown" if len(rows) >= REPORT_ROWS else ""
+    heading = f"{title} ({units.count(messages)} message{'s' if messages != 1 else ''}{shown})"
+    return f"<h3>{escape(heading)}</h3>{_table(rows, columns)}"
+
+
+def _figure(name: str, svg: str, points: int) -> str:
+    return f"<figure class='plot' id='{name}' data-points='{points}'>{svg}</figure>"
+
+
+def write_report(data: ReportData, out: Path, *, now: datetime | None = None) -> Path:
+    """Write ``report.html``, ``latency.svg``, ``rate.svg`` and ``summary.json`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    generated = now or datetime.now(UTC)
+    latency_svg, rate_svg = _plots(data)
+    (out / "latency.svg").write_text(latency_svg)
+    (out / "rate.svg").write_text(rate_svg)
+    edges, messages, per_second = rate_series(data)
+    span = (None if data.first_received is None or data.last_received is None
+            else data.last_received - data.first_received)
     lat = data.latency
+    duplicates_total = sum(int(r["duplicates"]) for r in data.audit)
+    missing_total = sum(int(r["missing"]) for r in data.audit)
+    audit_rows = [{**r, "complete": units.flag(r.get("complete"))} for r in data.audit]
+    pairs = [{**r, "pair": f"{r['source_estate']} → {r['destination_estate']}"}
+             for r in data.pairs]
+    cards = [
+        ("records", units.count(data.records)),
+        ("time range", units.NONE if span is None else units.seconds(span)),
+        ("latency p50", units.duration_ms(lat.get("p50_ms"))),
+        ("latency p99", units.duration_ms(lat.get("p99_ms"))),
+        ("resends", units.count(data.resends.get("resends", 0))),
+        ("duplicate deliveries", units.count(duplicates_total)),
+    ]
     html = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>raetlike delivery report</title>
-<style>{_STYLE}</style></head><body>
-<h1>raetlike delivery report</h1>
-<p>{data.records} records from {len(data.journals)} journal(s): {escape(", ".join(data.journals))}.
-{data.skipped_lines} line(s) skipped (torn or damaged records).</p>
-<h2>Delivery audit</h2>
-{verdict}
-{_table(data.audit, ["source", "records", "distinct", "first", "last", "missing", "duplicates",
-                     "out_of_order", "complete"])}
-<h3>Missing (first {len(data.missing)})</h3>
-{_table(data.missing, ["source", "first_missing", "last_missing", "missing"])}
-<h3>Duplicates (first {len(data.duplicates)})</h3>
-{_table(data.duplicates, ["source", "sequence", "copies", "nodes"])}
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>raetlike delivery report</title><style>{_STYLE}</style></head><body>
+<header><h1>raetlike delivery report</h1>
+<p>Generated {escape(units.moment(generated.timestamp()))} by raetlike {escape(__version__)}.</p>
+<p>{units.count(data.records)} records from {len(data.journals)} journal(s):
+{escape(", ".join(data.journals))}; {units.count(data.skipped_lines)} line(s) skipped (torn or
+damaged records).</p>
+<p>Received from {escape(units.moment(data.first_received))} to
+{escape(units.moment(data.last_received))}.</p></header>
+{_verdict(data)}
+<div class="cards">{"".join(f"<div class=card>{escape(k)}<b>{escape(v)}</b></div>"
+                            for k, v in cards)}</div>
+<h2>By kind</h2>
+{_table(data.kinds, [("kind", "kind", _text), *_LATENCY_COLUMNS])}
+<h2>By estate pair</h2>
+{_table(pairs, [("pair", "source → destination", _text), *_LATENCY_COLUMNS])}
+<p class="note">Latency is the receiver's clock minus the sender's, for messages that carry
+their send time; clocks on different hosts may differ. Resends are the resend requests a
+receiver made for a message's missing segments; a duplicate delivery is a message the
+journals hold twice (a retry that arrived again).</p>
 <h2>Latency</h2>
-<p>{lat.get("messages", 0)} timed messages: p50 {_cell(lat.get("p50_ms"))} ms,
-p90 {_cell(lat.get("p90_ms"))} ms, p99 {_cell(lat.get("p99_ms"))} ms,
-max {_cell(lat.get("max_ms"))} ms (sender and receiver clocks may differ).</p>
-{latency_svg}
+<p>{units.count(lat.get("messages", 0))} timed messages: p50 {units.duration_ms(lat.get("p50_ms"))},
+p90 {units.duration_ms(lat.get("p90_ms"))}, p99 {units.duration_ms(lat.get("p99_ms"))},
+max {units.duration_ms(lat.get("max_ms"))}.</p>
+{_figure("latency", latency_svg, len(data.histogram))}
 <h2>Rate over time</h2>
-{rate_svg}
+<p>{units.count(sum(messages))} messages in {len(edges)} windows of
+{units.seconds(data.window_seconds)}; the busiest window
+{units.rate(max(per_second, default=0))}.</p>
+{_figure("rate", rate_svg, len(edges))}
+<h2>Delivery audit, per source</h2>
+{_table(audit_rows, [("source", "source", _text), ("records", "records", units.count),
+                     ("distinct", "distinct", units.count), ("first", "first", _text),
+                     ("last", "last", _text), ("missing", "missing", units.count),
+                     ("duplicates", "duplicates", units.count),
+                     ("out_of_order", "out of order", units.count),
+                     ("complete", "complete", _text)]) if data.audit else
+  "<p>No sequenced messages.</p>"}
+{_listing("Missing", data.missing, missing_total,
+          [("source", "source", _text), ("first_missing", "first", _text),
+           ("last_missing", "last", _text), ("missing", "missing", units.count)],
+          "None missing.")}
+{_listing("Duplicates", data.duplicates, duplicates_total,
+          [("source", "source", _text), ("sequence", "sequence", _text),
+           ("copies", "copies", units.count), ("nodes", "journaled at", _text)],
+          "No duplicates.")}
 <h2>Estates</h2>
-{_table(data.estates, ["estate", "messages_sent", "bytes_sent", "messages_received",
-                       "bytes_received", "received_p50_ms", "received_p99_ms"])}
-<p>Tables (Parquet) are under <code>tables/</code> beside this page.</p>
+{_table(data.estates, [("estate", "estate", _text), ("messages_sent", "sent", units.count),
+                       ("bytes_sent", "bytes sent", units.size),
+                       ("messages_received", "received", units.count),
+                       ("bytes_received", "bytes received", units.size),
+                       ("received_p50_ms", "received p50", units.duration_ms),
+                       ("received_p99_ms", "received p99", units.duration_ms)])}
+<p class="note">The tables (Parquet) are under <code>tables/</code> beside this page, and every
+figure above is in <code>summary.json</code>.</p>
 </body></html>
 """
     path = out / "report.html"
     path.write_text(html)
-    summary = {key: value for key, value in asdict(data).items() if key not in {"rate"}}
+    summary = {key: value for key, value in asdict(data).items() if key != "rate"}
+    summary.update(
+        version=__version__, generated=generated.isoformat(), time_range_seconds=span,
+        rate={"window_seconds": data.window_seconds, "edges": edges, "messages": messages,
+              "messages_per_second": per_second},
+    )
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     return path

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
-__all__ = ["LATENCY_EDGES_MS", "TABLES", "audit_duplicates", "audit_missing",
-           "audit_out_of_order", "audit_summary", "estates", "latency", "latency_histogram",
-           "rate_over_time", "remotes", "traffic"]
+__all__ = ["LATENCY_EDGES_MS", "TABLES", "WINDOW_STEPS", "audit_duplicates", "audit_missing",
+           "audit_out_of_order", "audit_summary", "choose_window", "estates", "kinds", "latency",
+           "latency_histogram", "pairs", "rate_over_time", "remotes", "traffic"]
 
 PERCENTILE_ACCURACY = 100_000
 
@@ -20,6 +20,28 @@ LATENCY_EDGES_MS = (0.0, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 
 """Lower edges of the latency histogram's buckets (ms); bucket -1 holds negative latencies."""
 
 _STREAM = ("source", "destination", "kind", "topic")
+
+WINDOW_STEPS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0,
+                300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0, 21600.0, 43200.0, 86400.0)
+"""Round window widths (seconds) the rate plot picks from."""
+
+MOST_WINDOWS = 60
+
+
+def choose_window(span_seconds: float, most: int = MOST_WINDOWS) -> float:
+    """The smallest round width that cuts ``span_seconds`` into at most ``most`` windows.
+
+    A 20 s run gets 0.5 s windows (40 of them), an hour 60 s ones, a week 3 h ones.
+    """
+    for width in WINDOW_STEPS:
+        if span_seconds / width <= most:
+            return width
+    return WINDOW_STEPS[-1] * (span_seconds // (WINDOW_STEPS[-1] * most) + 1)
+
+
+def _interval(window_seconds: float) -> str:
+    """A Spark interval string for ``window_seconds`` (milliseconds keep fractions exact)."""
+    return f"{round(window_seconds * 1000)} milliseconds"
 
 
 def _percentiles(column: str) -> list[Column]:
@@ -30,7 +52,7 @@ def _percentiles(column: str) -> list[Column]:
 
 def traffic(records: DataFrame, window_seconds: float) -> DataFrame:
     """Per time window and (source, destination, kind, topic): messages, bytes and their rates."""
-    span = f"{window_seconds:g} seconds"
+    span = _interval(window_seconds)
     return (records.groupBy(F.window("received_at", span).alias("window"), *_STREAM)
             .agg(F.count("*").alias("messages"), F.sum("body_bytes").alias("bytes"))
             .select(F.col("window.start").alias("window_start"),
@@ -41,7 +63,7 @@ def traffic(records: DataFrame, window_seconds: float) -> DataFrame:
 
 def rate_over_time(records: DataFrame, window_seconds: float) -> DataFrame:
     """All traffic per time window: messages and messages per second (for the rate plot)."""
-    span = f"{window_seconds:g} seconds"
+    span = _interval(window_seconds)
     return (records.groupBy(F.window("received_at", span).alias("window"))
             .agg(F.count("*").alias("messages"), F.sum("body_bytes").alias("bytes"))
             .select(F.col("window.start").alias("window_start"), "messages", "bytes",
@@ -53,6 +75,29 @@ def latency(records: DataFrame) -> DataFrame:
     timed = records.where(F.col("latency_ms").isNotNull())
     return timed.groupBy(*_STREAM).agg(F.count("*").alias("messages"),
                                        *_percentiles("latency_ms"))
+
+
+def _breakdown(records: DataFrame, *keys: Column) -> DataFrame:
+    quantiles = F.percentile_approx(F.col("latency_ms"), [0.5, 0.9, 0.99], PERCENTILE_ACCURACY)
+    return records.groupBy(*keys).agg(
+        F.count("*").alias("messages"), F.sum("body_bytes").alias("bytes"),
+        F.count("latency_ms").alias("timed"),
+        quantiles[0].alias("p50_ms"), quantiles[1].alias("p90_ms"),
+        quantiles[2].alias("p99_ms"), F.max("latency_ms").alias("max_ms"),
+        F.sum("segments").alias("segments"), F.sum("resends").alias("resends"),
+        F.sum(F.when(F.col("resends") > 0, 1).otherwise(0)).alias("messages_with_resends"))
+
+
+def kinds(records: DataFrame) -> DataFrame:
+    """Per kind (message, request, event, survey, ...): counts, latency p50/p90/p99, resends."""
+    return _breakdown(records, F.col("kind"))
+
+
+def pairs(records: DataFrame) -> DataFrame:
+    """Per (source estate, destination estate): counts, latency p50/p90/p99, resends."""
+    return _breakdown(records, F.col("source_estate"),
+                      F.coalesce(F.col("destination_estate"), F.col("node"))
+                      .alias("destination_estate"))
 
 
 def latency_histogram(records: DataFrame) -> DataFrame:
@@ -149,6 +194,6 @@ def audit_summary(records: DataFrame, missing: DataFrame, duplicates: DataFrame,
     return joined.withColumn("complete", (F.col("missing") == 0) & (F.col("duplicates") == 0))
 
 
-TABLES = ("traffic", "rate", "latency", "latency_histogram", "remotes", "estates",
-          "audit_summary", "audit_missing", "audit_duplicates", "audit_out_of_order")
+TABLES = ("traffic", "rate", "latency", "latency_histogram", "remotes", "estates", "kinds",
+          "pairs", "audit_summary", "audit_missing", "audit_duplicates", "audit_out_of_order")
 """The Parquet tables the pipeline writes, each under ``OUT/tables/NAME/`` (unordered)."""
