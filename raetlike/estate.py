@@ -27,17 +27,19 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
+from lane.yard import LocalYard, yard_path
 from raetlike.bus import BusNode
 from raetlike.bus._hosting import ECHO_PREFIX, EstateBus, echo, timer_task
 from raetlike.errors import BackpressureError, LocalProtocolError
 from raetlike.journal import JournalWriter
 from raetlike.keep import default_auto
-from raetlike.manor import ManorHouse
+from raetlike.manor import MANOR_YARD, ManorHouse
 from raetlike.metrics import StatsLines, Watch, serve_metrics
 from raetlike.names import quoted_name, safe_name
 from raetlike.ping import format_address
 from raetlike.run import Loop
 from raetlike.udp import Address, UdpDriver, bind_udp
+from raetlike.uxd import check_socket_path
 from raetlike.wire.kinds import AutoMode
 from road import events
 from road.persist import open_estate
@@ -92,6 +94,15 @@ class EstateOptions:
     """Write a JSON stats line to stderr every so many seconds (and on SIGUSR1 anyway)."""
 
 
+def _journal(options: EstateOptions) -> JournalWriter:
+    """The estate's journal; OSError names ``--journal`` and the path."""
+    assert options.journal_dir is not None  # noqa: S101 - only called with one
+    try:
+        return JournalWriter(options.journal_dir, options.name)
+    except OSError as exc:
+        raise OSError(exc.errno, f"--journal {options.journal_dir}: {exc.strerror}") from None
+
+
 class _Estate:
     """A running estate: stack, socket, loop and the event log."""
 
@@ -99,22 +110,27 @@ class _Estate:
         self.options = options
         self.clock = clock
         # every address first: nothing (keys, keep) is made for an estate that cannot run
+        if options.lane is not None:
+            check_socket_path(LocalYard(MANOR_YARD, options.lane, main=True).path
+                              if options.lane_dir is None else
+                              yard_path(str(options.lane_dir), options.lane, MANOR_YARD))
         sock = bind_udp(options.host, options.port)
         self.metrics_server: Any = None
         self.metrics_address: Address | None = None
         self.watch = Watch()
         try:
+            journal = None if options.journal_dir is None else _journal(options)
             if options.metrics is not None:
                 self.metrics_server, self.metrics_address = serve_metrics(options.metrics,
                                                                           self.watch)
-            self._start(options, clock, sock)
+            self._start(options, clock, sock, journal)
         except BaseException:
             sock.close()
             self._stop_metrics()
             raise
 
     def _start(self, options: EstateOptions, clock: Callable[[], float],
-               sock: socket.socket) -> None:
+               sock: socket.socket, journal: JournalWriter | None) -> None:
         keep_dir = options.keep_dir or default_keep_dir()
         auto = default_auto(options.main) if options.auto is None else options.auto
         local, self.keep = open_estate(keep_dir, options.name, main=options.main,
@@ -133,8 +149,7 @@ class _Estate:
             echo=options.echo, clock=clock)
         self.stopping = False
         self.undelivered = 0
-        self.journal = (None if options.journal_dir is None
-                        else JournalWriter(options.journal_dir, self.stack.name))
+        self.journal = journal
         self.resend_requests = 0  # stack.stats.resend_requests_sent at the last journal record
         self.pending: dict[str, str] = {}  # remote name -> role of a pending join, logged once
         self.bus = None if not options.bus else EstateBus(

@@ -103,12 +103,27 @@ def _set_buffer(sock: socket.socket, option: int, size: int) -> None:
         log.debug("could not set socket buffer option %s to %d", option, size)
 
 
+MAX_SOCKET_PATH = 107
+"""Bytes a UNIX socket path may have on Linux (``sun_path`` is 108 with its NUL)."""
+
+
+def check_socket_path(path: str) -> None:
+    """Raise OSError (ENAMETOOLONG, one line naming the fix) for a path a socket cannot bind."""
+    size = len(os.fsencode(path))
+    if size > MAX_SOCKET_PATH:
+        raise OSError(errno.ENAMETOOLONG,
+                      f"lane socket path {path} is {size} bytes, and a UNIX socket path holds "
+                      f"at most {MAX_SOCKET_PATH}: use a shorter lane directory (--dir) or "
+                      "lane or yard name")
+
+
 class UxdDriver:
     """One bound UNIX datagram socket serving one lane stack."""
 
     def __init__(self, stack: LaneLike, path: str | None = None) -> None:
         self.stack = stack
         self.path = path or stack.path
+        check_socket_path(self.path)
         make_private_directory(os.path.dirname(self.path) or ".", "lane directory")
         claim_socket_path(self.path, stack.name)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)

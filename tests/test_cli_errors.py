@@ -1,0 +1,86 @@
+"""Errors a user meets: one line, ``raetlike CMD: error: ...`` naming the option
+or path, one JSON object with --json, and nothing created before it."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from raetlike.cli import main
+from tests.flokit import free_udp_ports, road_plan
+from tests.test_cli import _run
+
+LONG = "a" * 100
+
+
+def _one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_keys_json_on_a_missing_keep_prints_one_json_object(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "list", "--keep", str(tmp_path / "none"), "--json"]) == 1
+    captured = capsys.readouterr()
+    answer = json.loads(captured.out)
+    assert answer == {"ok": False, "error": f"{tmp_path / 'none'}: no such keep directory"}
+    assert _one_line(captured.err).startswith("raetlike keys: error: ")
+
+
+def test_flo_json_on_a_bind_error_prints_one_json_object(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    master_port, minion_port = free_udp_ports(2)
+    plan = road_plan(tmp_path, master_port, minion_port)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+        taken.bind(("127.0.0.1", master_port))
+        status = main(["-q", "flo", str(plan), "--json"])
+    captured = capsys.readouterr()
+    assert status == 1
+    answer = json.loads(captured.out)
+    assert answer["ok"] is False
+    assert f"cannot bind UDP 127.0.0.1:{master_port}" in answer["error"]
+    assert _one_line(captured.err).startswith("raetlike flo: error: cannot bind UDP")
+
+
+def test_a_bad_journal_path_names_the_option_and_creates_no_keep(tmp_path: Path) -> None:
+    keep = tmp_path / "keep"
+    result = _run("estate", "x", "--port", "0", "--host", "127.0.0.1", "--keep", str(keep),
+                  "--journal", "/proc/nope/journal")
+    assert result.returncode == 1
+    assert _one_line(result.stderr).startswith(
+        "raetlike estate: error: --journal /proc/nope/journal: ")
+    assert not keep.exists()
+
+
+def test_a_lane_path_too_long_for_a_socket_is_one_line_and_creates_nothing(
+        tmp_path: Path) -> None:
+    keep, lanes = tmp_path / "keep", tmp_path / "lanes"
+    result = _run("estate", "x", "--port", "0", "--host", "127.0.0.1", "--keep", str(keep),
+                  "--lane", LONG, "--dir", str(lanes))
+    assert result.returncode == 1
+    line = _one_line(result.stderr)
+    assert line.startswith("raetlike estate: error: lane socket path ")
+    assert "a UNIX socket path holds at most 107" in line
+    assert not keep.exists()
+    assert not lanes.exists()
+    result = _run("yard", "w", "--lane", LONG, "--dir", str(lanes))
+    assert result.returncode == 1
+    assert _one_line(result.stderr).startswith("raetlike yard: error: lane socket path ")
+    assert not lanes.exists()
+
+
+def test_a_udp_port_in_use_is_one_line_and_creates_no_keep(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        keep = tmp_path / "keep"
+        result = _run("estate", "x", "--port", str(port), "--host", "127.0.0.1",
+                      "--keep", str(keep))
+    assert result.returncode == 1
+    assert _one_line(result.stderr) == (f"raetlike estate: error: cannot bind UDP "
+                                        f"127.0.0.1:{port}: Address already in use")
+    assert not keep.exists()
