@@ -89,7 +89,10 @@ class SurveyHub:
                  survey_time: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         """Bind the main estate ``name`` on ``host:port``."""
         self.clock = clock
-        self.stack = RoadStack(LocalEstate(name, main=True), RoadConfig(auto=AutoMode.ALWAYS),
+        # a swarm's members all come from one address: lift the per-address join rate
+        config = RoadConfig(auto=AutoMode.ALWAYS, join_rate_per_source=1e6,
+                            join_burst_per_source=1_000_000)
+        self.stack = RoadStack(LocalEstate(name, main=True), config,
                                MemoryKeep(AutoMode.ALWAYS), now=clock())
         self.surveyor = Surveyor(name=name, framing=Framing.MAPPING, survey_time=survey_time)
         self.results: list[SurveyResponse | SurveyDone] = []
@@ -153,7 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--join", type=parse_host_port, required=True)
     parser.add_argument("--prefix", default="r")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    # a load generator: its thousand joiners' retries are not news, only errors are
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     swarm = Swarm(args.count, args.join, prefix=args.prefix)
     sys.stdout.write(f"swarm {args.count} estates\n")
     sys.stdout.flush()

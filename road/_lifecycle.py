@@ -82,6 +82,7 @@ def start_alive(stack: RoadStack, remote: Remote) -> None:
 
 def joined(stack: RoadStack, remote: Remote, *, initiator: bool) -> None:
     stack.stats.joins_completed += 1
+    remote.failure_warned = False
     stack._strangers.pop(remote.uid, None)
     stack._retries.pop(remote.uid, None)
     stack._want_joined.pop(remote.uid, None)
@@ -114,6 +115,7 @@ def session_started(stack: RoadStack, remote: Remote) -> None:
 
 def allowed(stack: RoadStack, remote: Remote) -> None:
     stack.stats.allows_completed += 1
+    remote.failure_warned = False
     stack._emit(events.Allowed(remote.name, remote.session_id))
     stack._fast.allowed(remote)
     stack._pump(remote)

@@ -158,10 +158,17 @@ class Transaction:
         stats.transactions_failed += 1
         level = logging.DEBUG
         if self.kind in _HANDSHAKES:
-            # an operator must see a failed join or allow, with its reason; one a peer
-            # started it may repeat at will, so of those the first and every 100th
+            # an operator must see a failed join or allow, with its reason: of ours, the
+            # first since the last success (retries fail quietly until one succeeds); of
+            # those a peer started (it may repeat them at will), the first and every 100th
             stats.handshakes_failed += 1
-            if not self.correspondent or stats.handshakes_failed % 100 == 1:
+            remote = self.remote
+            if self.correspondent:
+                loud = stats.handshakes_failed % 100 == 1
+            else:
+                loud = not remote.failure_warned
+                remote.failure_warned = True
+            if loud:
                 level = logging.WARNING
         log.log(level, "%s: %s with %s failed: %s", self.stack.name,
                 self.kind.name.lower(), self.remote.name, reason)

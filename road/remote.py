@@ -127,6 +127,9 @@ class Remote:
     resend_tokens_at: float = 0.0
     capabilities: frozenset[str] = frozenset()
     traffic: RemoteTraffic = field(default_factory=RemoteTraffic)
+    failure_warned: bool = False
+    """A failed join or allow of ours was logged at WARNING since the last one completed
+    (retries that fail too are DEBUG until one succeeds)."""
 
     def next_transaction_id(self) -> int:
         """The next transaction id, rolling from 0xffffffff to 1."""

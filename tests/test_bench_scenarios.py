@@ -127,3 +127,21 @@ def test_pinning_puts_the_bench_and_its_peer_on_two_cpus_and_restores_the_affini
     assert os.sched_getaffinity(0) == allowed
     with pinned(False) as unpinned:
         assert unpinned.peer is None
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_many_estates_from_one_address_join_the_bench_main_past_its_join_burst(
+        fast: bool) -> None:
+    """The join bench's estates all come from 127.0.0.1: its main must admit more than a
+    main's default burst of joins from one address (20), or the figure measures the limit."""
+    from raetlike.bench._raetlike import _peer, joins  # noqa: PLC0415
+    from road.config import RoadConfig  # noqa: PLC0415
+
+    count = 10 * RoadConfig().join_burst_per_source  # 90 s at the default rate: past the cap
+    process, port = _peer(fast, None)
+    try:
+        seconds = joins(port, count, fast, cap=60.0)
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+    assert seconds is not None
