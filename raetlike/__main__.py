@@ -1,5 +1,5 @@
 """``python -m raetlike`` is the ``raetlike`` command."""
 
-from raetlike.cli import main
+from raetlike._entry import main
 
 raise SystemExit(main())

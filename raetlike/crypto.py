@@ -18,9 +18,14 @@ import ctypes
 import hmac
 from typing import Self
 
-import libnacl
+from raetlike.errors import CryptoError, LibsodiumMissingError
 
-from raetlike.errors import CryptoError
+try:
+    import libnacl
+except OSError as exc:  # libnacl looks for libsodium as it is imported
+    raise LibsodiumMissingError(
+        "libsodium not found: raetlike uses the system's libsodium (Debian and Ubuntu: "
+        f"apt-get install libsodium23; Fedora: dnf install libsodium) ({exc})") from None
 
 # libnacl 2.1's crypto_box_easy wrapper calls the zero-padded crypto_box and
 # fails on short messages, so the box functions call libsodium directly.

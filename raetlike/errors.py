@@ -20,6 +20,7 @@ __all__ = [
     "UnsafeKeepError",
     "BackpressureError",
     "AddressError",
+    "LibsodiumMissingError",
 ]
 
 
@@ -83,3 +84,8 @@ class BackpressureError(RaetError):
 
 class AddressError(RaetError, ValueError):
     """A ``HOST:PORT`` that cannot be used: the name does not resolve, or not for this socket."""
+
+
+class LibsodiumMissingError(RaetError, ImportError):
+    """The system's libsodium could not be loaded (raised when :mod:`raetlike.crypto` is
+    imported); the message names the package to install."""

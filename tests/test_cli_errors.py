@@ -84,3 +84,33 @@ def test_a_udp_port_in_use_is_one_line_and_creates_no_keep(tmp_path: Path) -> No
     assert _one_line(result.stderr) == (f"raetlike estate: error: cannot bind UDP "
                                         f"127.0.0.1:{port}: Address already in use")
     assert not keep.exists()
+
+
+def test_a_missing_libsodium_is_one_line_naming_the_package(tmp_path: Path) -> None:
+    """In a private mount namespace the system's libsodium is made unloadable for real."""
+    import ctypes.util  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from tests.test_cli import ROOT, _env  # noqa: PLC0415
+
+    name = ctypes.util.find_library("sodium")
+    library = next((str(p) for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                                     "/lib/x86_64-linux-gnu", "/usr/lib", "/usr/local/lib")
+                    if name and (p := Path(d) / name).exists()), None)
+    if os.geteuid() != 0 or shutil.which("unshare") is None or library is None:
+        pytest.skip("needs root and unshare to hide the system's libsodium in a mount namespace")
+    real = os.path.realpath(library)
+    script = (f"mount --bind /dev/null {real} && exec {sys.executable} -m raetlike "
+              "ping 127.0.0.1:9")
+    result = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                            capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=60,
+                            check=False)
+    if "mount" in result.stderr and "permission denied" in result.stderr.lower():
+        pytest.skip(f"cannot make a mount namespace here: {result.stderr.strip()}")
+    assert result.returncode == 1, result.stderr
+    line = _one_line(result.stderr)
+    assert line.startswith("raetlike ping: error: libsodium not found: ")
+    assert "apt-get install libsodium23" in line

@@ -28,7 +28,7 @@ def test_a_rejected_join_is_a_warning_naming_its_reason(caplog: pytest.LogCaptur
                and "failed: rejected" in r.getMessage() for r in warnings), caplog.text
 
 
-def test_failures_a_peer_can_repeat_are_warned_of_first_and_then_every_100th(
+def test_failures_are_warned_of_once_per_outage_or_every_100th_when_a_peer_repeats_them(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     pair = make_pair(main_estate=LocalEstate("main", main=False))
@@ -41,6 +41,20 @@ def test_failures_a_peer_can_repeat_are_warned_of_first_and_then_every_100th(
     assert len(refusals) > 100  # each one (the join rate limit drops some) is logged
     loud = [r for r in refusals if r.levelno == logging.WARNING]
     assert 1 <= len(loud) <= 3
+
+
+def test_our_own_join_retries_warn_once_until_one_succeeds(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pair = make_pair()
+    with caplog.at_level(logging.DEBUG, logger="road._transaction"):
+        pair.minion.join(("127.0.0.1", 9), now=pair.net.now)  # nobody there: it retries
+        pair.net.run_for(300.0)
+    ours = [r for r in caplog.records
+            if r.getMessage().startswith("minion: join with") and "failed" in r.getMessage()]
+    assert len(ours) >= 3, [r.getMessage() for r in ours]
+    assert [r.levelno for r in ours].count(logging.WARNING) == 1
+    assert "timed out" in ours[0].getMessage()
 
 
 def test_text_lines_carry_the_logger_name_and_json_lines_parse() -> None:
