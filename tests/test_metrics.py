@@ -242,3 +242,19 @@ def test_metrics_on_an_address_in_use_is_one_line_and_creates_no_keep(tmp_path: 
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"raetlike estate: error: --metrics 127.0.0.1:{port}: cannot bind")
     assert not keep.exists()
+
+
+def test_a_manor_serves_its_road_lane_and_manor_metrics_together(tmp_path: Path) -> None:
+    lanes = tmp_path / "lanes"
+    estate = Estate(tmp_path, "main", "--main", "--keep", str(tmp_path / "keep"),
+                    "--lane", "home", "--dir", str(lanes), "--metrics", "127.0.0.1:0")
+    try:
+        assert estate.process.stdout is not None
+        line = estate.process.stdout.readline().decode().strip()
+        assert line.startswith("metrics on http://127.0.0.1:"), line
+        samples = _scrape(line.removeprefix("metrics on "))
+        assert _value(samples, "raetlike_road_remotes", estate="main") == 0
+        assert _value(samples, "raetlike_lane_messages_received_total", yard="main") == 0
+        assert _value(samples, "raetlike_manor_received_total", estate="main") == 0
+    finally:
+        assert estate.stop() == 0
