@@ -12,6 +12,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -101,10 +102,15 @@ def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return samples
 
 
+def _found(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str,
+           **labels: str) -> list[float]:
+    return [v for (n, ls), v in samples.items()
+            if n == name and all((k, w) in ls for k, w in labels.items())]
+
+
 def _value(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str,
            **labels: str) -> float:
-    found = [v for (n, ls), v in samples.items()
-             if n == name and all((k, w) in ls for k, w in labels.items())]
+    found = _found(samples, name, **labels)
     assert found, f"no {name} {labels} in {sorted({n for n, _ in samples})}"
     return sum(found)
 
@@ -144,6 +150,12 @@ def _wait_for(condition: object, what: str) -> None:
     raise AssertionError(f"not within {DEADLINE} s: {what}")
 
 
+def _json_lines(log: Path) -> list[dict[str, Any]]:
+    """The whole JSON lines written so far (one still being written is left for later)."""
+    return [json.loads(text) for text in log.read_text().split("\n")[:-1]
+            if text.startswith("{")]
+
+
 @pytest.fixture
 def watched_main(tmp_path: Path) -> Iterator[tuple[Estate, str]]:
     estate = Estate(tmp_path, "main", "--main", "--echo", "--auto", "once",
@@ -170,8 +182,9 @@ def test_a_running_estate_serves_metrics_and_stats_lines(
     def scraped() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         return _scrape(url)
 
-    _wait_for(lambda: _value(scraped(), "raetlike_road_dropped_total", reason="malformed") >= 1,
-              "the garbage datagram counted")
+    # no series for a reason before its first drop: wait for it to appear
+    _wait_for(lambda: sum(_found(scraped(), "raetlike_road_dropped_total",
+                                 reason="malformed")) >= 1, "the garbage datagram counted")
     samples = scraped()
     received = _value(samples, "raetlike_remote_bytes_received_total", estate="main")
     assert received > 100 * 64
@@ -181,8 +194,7 @@ def test_a_running_estate_serves_metrics_and_stats_lines(
 
     # --stats-every: JSON lines on stderr, with the remote's counters
     def stats_lines() -> list[dict[str, object]]:
-        return [json.loads(text) for text in estate.log.read_text().splitlines()
-                if text.startswith("{")]
+        return _json_lines(estate.log)
 
     _wait_for(lambda: any(line["road"]["messages_received"] == 100  # type: ignore[index]
                           for line in stats_lines()), "a stats line after the ping")
@@ -196,13 +208,10 @@ def test_a_running_estate_serves_metrics_and_stats_lines(
 def test_sigusr1_writes_a_stats_line_at_once(tmp_path: Path) -> None:
     estate = Estate(tmp_path, "main", "--main", "--keep", str(tmp_path / "keep"))
     try:
-        def lines() -> list[str]:
-            return [t for t in estate.log.read_text().splitlines() if t.startswith("{")]
-
-        assert lines() == []
+        assert _json_lines(estate.log) == []
         estate.process.send_signal(signal.SIGUSR1)
-        _wait_for(lambda: len(lines()) == 1, "a stats line after SIGUSR1")
-        line = json.loads(lines()[0])
+        _wait_for(lambda: len(_json_lines(estate.log)) == 1, "a stats line after SIGUSR1")
+        (line,) = _json_lines(estate.log)
         assert line["estate"] == "main"
         assert line["remotes"] == []
         assert "dropped" in line["road"]
