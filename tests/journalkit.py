@@ -5,7 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from raetlike.journal import Endpoint, JournalRecord, JournalWriter, RecordKind
+from raetlike.journal import (
+    Endpoint,
+    JournalRecord,
+    JournalWriter,
+    RecordKind,
+    record_from_delivery,
+)
 from road import events
 from tests.roadkit import MAIN, allowed_pair
 from tests.simlink import Impairment
@@ -78,8 +84,9 @@ def journal_road_traffic(directory: Path) -> dict[str, Any]:
         received = pair.events(MAIN, events.MessageReceived)
         for event in received[state["seen"]:]:
             requests = pair.main.stats.resend_requests_sent
-            journaled.append(writer.record_delivery("main", event, HOUR_START + pair.net.now,
-                                                    resends=requests - state["requests"]))
+            at, resends = HOUR_START + pair.net.now, requests - state["requests"]
+            writer.record_delivery("main", event, at, resends=resends)
+            journaled.append(record_from_delivery("main", event, at, resends=resends))
             state["requests"] = requests
         state["seen"] = len(received)
         return state["seen"] >= len(sequence)

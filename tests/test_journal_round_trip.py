@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from raetlike.journal import (
     Endpoint,
+    FsyncPolicy,
     JournalRecord,
     JournalWriter,
     RecordKind,
@@ -18,6 +21,7 @@ from raetlike.journal import (
     read_journal,
     record_from_delivery,
 )
+from raetlike.journal._delivery import delivery_line
 from road.events import MessageReceived
 from tests.journalkit import HOUR_START, record
 
@@ -66,6 +70,8 @@ def test_the_segment_being_written_is_hidden_behind_the_open_suffix(tmp_path: Pa
     assert journal_files(tmp_path, include_open=False) == []
     [open_file] = journal_files(tmp_path)
     assert open_file.name.endswith(".jsonl.open")
+    assert read_journal([tmp_path]).records == []  # gathered: written at the next tick
+    writer.tick()
     assert read_journal([tmp_path]).records == [record(1)]
     writer.close()
     [sealed] = journal_files(tmp_path, include_open=False)
@@ -93,8 +99,10 @@ def test_a_raw_or_plain_delivery_gets_defaults_and_its_byte_size(tmp_path: Path)
     odd = MessageReceived(remote="far", body={"_seq": "7", "_kind": ["x"], "_sent": "now"},
                           session_id=1, transaction_id=3, segments=1)
     with JournalWriter(tmp_path, "main") as writer:
-        first = writer.record_delivery("main", raw, HOUR_START)
-        second = writer.record_delivery("main", odd, HOUR_START + 1)
+        writer.record_delivery("main", raw, HOUR_START)
+        writer.record_delivery("main", odd, HOUR_START + 1)
+    first = record_from_delivery("main", raw, HOUR_START)
+    second = record_from_delivery("main", odd, HOUR_START + 1)
     assert (first.source, first.destination) == (Endpoint("far"), Endpoint("main"))
     assert (first.kind, first.body_bytes, first.sequence, first.sent) == (
         RecordKind.MESSAGE, 1234, None, None)
@@ -119,3 +127,56 @@ def test_a_bus_or_sp_message_says_its_own_kind(body: dict[str, object], kind: Re
                             segments=1)
     mapped = record_from_delivery("main", event, HOUR_START)
     assert (mapped.kind, mapped.topic) == (kind, topic)
+
+
+def test_appended_records_are_written_at_each_tick_or_once_flush_bytes_wait(
+        tmp_path: Path) -> None:
+    line = len(encode_record(record(1)))
+    writer = JournalWriter(tmp_path, "main", flush_bytes=10 * line)
+    for n in range(1, 10):
+        writer.append(record(n))
+    assert read_journal([tmp_path]).records == []
+    writer.append(record(10))  # the tenth fills flush_bytes: all ten go in one write
+    assert [r.sequence for r in read_journal([tmp_path]).records] == list(range(1, 11))
+    writer.append(record(11))
+    writer.tick()
+    assert len(read_journal([tmp_path]).records) == 11
+    always = JournalWriter(tmp_path / "always", "main", fsync=FsyncPolicy.ALWAYS)
+    always.append(record(1))  # fsync always: on disk before append returns
+    assert read_journal([tmp_path / "always"]).records == [record(1)]
+    always.close()
+    writer.close()
+
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
+                    st.floats(), st.text(max_size=8))
+_BODIES = st.one_of(
+    st.binary(max_size=64),
+    st.dictionaries(st.sampled_from(["_seq", "_sent", "_kind", "_topic", "_id", "pad", "bus",
+                                     "sp", "body", "route"]),
+                    st.one_of(_VALUES,
+                              st.fixed_dictionaries({"ty": _VALUES, "to": _VALUES}),
+                              st.fixed_dictionaries({"src": st.lists(_VALUES, max_size=3),
+                                                     "dst": st.lists(_VALUES, max_size=3)}),
+                              st.lists(_VALUES, max_size=3)),
+                    max_size=6),
+)
+
+
+@settings(max_examples=300)
+@given(body=_BODIES, received=st.floats(min_value=0, max_value=4e9),
+       resends=st.integers(min_value=0, max_value=2**40))
+def test_the_hot_path_writes_exactly_the_bytes_of_the_record_it_stands_for(
+        body: object, received: float, resends: int) -> None:
+    event = MessageReceived(remote="minion", body=body, session_id=3, transaction_id=12,
+                            segments=2)
+    line = delivery_line("main", event, received, resends=resends)
+    assert line == encode_record(record_from_delivery("main", event, received,
+                                                      resends=resends))
+    assert decode_record(line) == record_from_delivery("main", event, received,
+                                                       resends=resends)
+    # standard JSON: the standard library reads the same fields, in the schema's order
+    fields = json.loads(line)
+    assert list(fields) == list(json.loads(encode_record(record(1))))
+    assert line.endswith(b"\n")
+    assert b"\n" not in line[:-1]

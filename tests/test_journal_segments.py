@@ -107,6 +107,8 @@ def test_fsync_interval_syncs_once_the_interval_has_passed(
     writer.tick()  # nothing new since: no sync
     assert len(syncs) == 1
     writer.append(record(101))
+    assert len(syncs) == 1  # gathered: written and synced at the tick that ends the round
+    writer.tick()
     assert len(syncs) == 2
 
 
@@ -132,6 +134,7 @@ def test_a_torn_last_record_is_skipped_and_reported_and_a_restart_starts_a_new_s
     crashed = JournalWriter(tmp_path, "main")
     for n in range(1, 4):
         crashed.append(record(n))
+    crashed.tick()  # the loop round that appended them ended: they are written
     torn = crashed.open_segment
     assert torn is not None
     with torn.open("ab") as tail:  # what a process killed mid-write leaves behind

@@ -29,6 +29,7 @@ def _crashed_journal(directory: Path) -> None:
     writer = JournalWriter(directory, "gamma")
     for n in range(1, 4):
         writer.append(record(n, node="gamma", source="minion3", received=HOUR_START + 100 + n))
+    writer.tick()  # the loop round that appended them ended: they are written
     path = writer.open_segment
     assert path is not None
     with path.open("ab") as tail:

@@ -16,9 +16,17 @@ import math
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from raetlike.journal._record import Endpoint, JournalRecord, RecordKind
+import orjson
 
-__all__ = ["BODY_KEYS", "Delivery", "body_size", "record_from_delivery"]
+from raetlike.journal._record import (
+    SCHEMA_VERSION,
+    Endpoint,
+    JournalRecord,
+    RecordKind,
+    encode_fields,
+)
+
+__all__ = ["BODY_KEYS", "Delivery", "body_size", "delivery_line", "record_from_delivery"]
 
 BODY_KEYS = ("_seq", "_sent", "_kind", "_topic", "_id", "route")
 """Body keys the journal reads when present; everything else is only counted in size."""
@@ -42,14 +50,25 @@ class Delivery(Protocol):
 
 
 def body_size(body: object) -> int:
-    """Bytes of a raw body, or of a mapping's compact JSON encoding."""
+    """Bytes of a raw body, or of its compact JSON encoding in UTF-8 (anything JSON has
+    no form for counted as its ``str``)."""
     if isinstance(body, bytes | bytearray | memoryview):
         return len(body)
-    return len(json.dumps(body, separators=(",", ":"), default=str).encode())
+    try:
+        return len(orjson.dumps(body, default=str, option=orjson.OPT_NON_STR_KEYS))
+    except (orjson.JSONEncodeError, TypeError):  # integers past 64 bits, odd keys
+        return len(json.dumps(body, separators=(",", ":"), default=str,
+                              ensure_ascii=False).encode())
+
+
+_LONG = 1 << 63
 
 
 def _integer(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A body's integer, if it fits the schema's 64-bit longs (Spark reads them so)."""
+    if isinstance(value, int) and not isinstance(value, bool) and -_LONG <= value < _LONG:
+        return value
+    return None
 
 
 def _seconds(value: object) -> float | None:
@@ -124,3 +143,49 @@ def record_from_delivery(node: str, delivery: Delivery, received: float, *,
         received=received,
         session_id=delivery.session_id,
     )
+
+
+_EMPTY: Mapping[str, Any] = {}
+_MESSAGE = RecordKind.MESSAGE.value
+
+
+def delivery_line(node: str, delivery: Delivery, received: float, *, resends: int = 0) -> bytes:
+    """The JSON line of :func:`record_from_delivery`'s record, without making the record.
+
+    The journal's hot path: the same fields and values as
+    ``encode_record(record_from_delivery(...))``, byte for byte (a test holds
+    the two to it), built straight into the flat mapping the line is.
+    """
+    body = delivery.body
+    fields = body if isinstance(body, dict) else (body if isinstance(body, Mapping) else _EMPTY)
+    get = fields.get
+    route = get("route")
+    source = None if route is None else _route_end(route, "src")
+    destination = None if route is None else _route_end(route, "dst")
+    if "_kind" in fields or "bus" in fields or "sp" in fields:
+        kind, topic = _kind_and_topic(fields)
+        kind_value = kind.value
+    else:
+        kind_value, topic = _MESSAGE, _text(get("_topic"))
+    line: dict[str, Any] = {
+        "version": SCHEMA_VERSION,
+        "node": node,
+        "source_estate": delivery.remote if source is None else source.estate,
+        "source_yard": None if source is None else source.yard,
+        "source_share": None if source is None else source.share,
+        "destination_estate": node if destination is None else destination.estate,
+        "destination_yard": None if destination is None else destination.yard,
+        "destination_share": None if destination is None else destination.share,
+        "kind": kind_value,
+        "topic": topic,
+        "transaction_id": delivery.transaction_id,
+        "request_id": _integer(get("_id")),
+        "sequence": _integer(get("_seq")),
+        "body_bytes": body_size(body),
+        "segments": delivery.segments,
+        "resends": resends,
+        "sent": _seconds(get("_sent")),
+        "received": float(received),
+        "session_id": delivery.session_id,
+    }
+    return encode_fields(line)

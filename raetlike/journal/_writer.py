@@ -7,10 +7,14 @@ Layout under the journal directory (one directory per node is the usual use)::
 
 A segment is written under its ``.open`` name and renamed (atomically, same
 directory) when sealed, so a reader that wants only finished segments
-(Spark streaming) matches ``*.jsonl``.  Each record is handed to the OS in
-one ``write`` as it is appended, so a killed process loses at most the record
-being written (a torn last line, which readers skip and report); the fsync
-policy decides what a power loss may take.  A writer never opens an existing
+(Spark streaming) matches ``*.jsonl``.  Appended records are gathered and
+handed to the OS in one ``write`` per batch: at every :meth:`JournalWriter.tick`
+(an estate ticks once per loop round, after the round's deliveries), when
+``flush_bytes`` are waiting, before an fsync, and when a segment is sealed;
+with ``FsyncPolicy.ALWAYS`` at once, record by record.  So a killed process
+loses at most the records of the round it was in (and a write cut short
+leaves a torn last line, which readers skip and report, never damage to what
+came before); the fsync policy decides what a power loss may take.  A writer never opens an existing
 file: after a restart it starts a new segment, and seals what a dead writer
 of the same node left open without changing its bytes.
 """
@@ -27,10 +31,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from raetlike.journal._delivery import Delivery, record_from_delivery
+from raetlike.journal._delivery import Delivery, delivery_line
 from raetlike.journal._record import JournalRecord, encode_record
 
-__all__ = ["DEFAULT_FSYNC", "DEFAULT_FSYNC_INTERVAL", "DEFAULT_MAX_AGE", "DEFAULT_MAX_BYTES",
+__all__ = ["DEFAULT_FLUSH_BYTES", "DEFAULT_FSYNC", "DEFAULT_FSYNC_INTERVAL", "DEFAULT_MAX_AGE",
+           "DEFAULT_MAX_BYTES",
            "OPEN_SUFFIX", "SEALED_SUFFIX", "FsyncPolicy", "JournalWriter", "partition_of"]
 
 log = logging.getLogger(__name__)
@@ -45,7 +50,7 @@ class FsyncPolicy(enum.Enum):
     ALWAYS = "always"
     """fdatasync after every record: survives power loss, slowest."""
     INTERVAL = "interval"
-    """fdatasync at most every ``fsync_interval`` seconds (at the next append or tick)."""
+    """fdatasync at most every ``fsync_interval`` seconds (at the next tick or batch write)."""
     NEVER = "never"
     """Leave it to the OS: a killed process loses nothing, a power loss may lose seconds."""
 
@@ -54,6 +59,7 @@ DEFAULT_FSYNC = FsyncPolicy.INTERVAL
 DEFAULT_FSYNC_INTERVAL = 1.0
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_AGE = 300.0
+DEFAULT_FLUSH_BYTES = 64 * 1024
 
 _SEGMENT_NAME = re.compile(r"^(?P<node>.+)\.(?P<stamp>\d{8}T\d{12})\.(?P<pid>\d+)\.(?P<serial>\d+)"
                            + re.escape(OPEN_SUFFIX) + "$")
@@ -100,27 +106,42 @@ def _process_alive(pid: int) -> bool:
 class _Segment:
     """One open segment file."""
 
-    def __init__(self, path: Path, opened: float, partition: str, *, sync_directory: bool) -> None:
+    def __init__(self, path: Path, opened: float, partition: str, hour: int, *,
+                 sync_directory: bool) -> None:
         self.path = path
         self.opened = opened
         self.partition = partition
+        self.hour = hour  # the UTC hour (epoch hours) of the partition
         self.size = 0
         self.records = 0
+        self.waiting = bytearray()  # appended, not yet written (whole records)
         path.parent.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         _OPEN_PATHS.add(path)
         if sync_directory:
             _sync_directory(path.parent)
 
-    def write(self, data: bytes) -> None:
+    def append(self, data: bytes) -> int:
+        """Gather one record; returns the bytes now waiting to be written."""
+        waiting = self.waiting
+        waiting += data
+        self.size += len(data)
+        self.records += 1
+        return len(waiting)
+
+    def flush(self) -> None:
+        """Hand what waits to the OS in one ``write`` (whole records only)."""
+        if not self.waiting:
+            return
+        data = bytes(self.waiting)
+        self.waiting.clear()
         view = memoryview(data)
         while view:
             written = os.write(self.fd, view)
             view = view[written:]
-        self.size += len(data)
-        self.records += 1
 
     def seal(self, *, sync: bool) -> Path:
+        self.flush()
         if sync:
             _sync(self.fd)
         os.close(self.fd)
@@ -145,6 +166,7 @@ class JournalWriter:
                  fsync_interval: float = DEFAULT_FSYNC_INTERVAL,
                  max_bytes: int = DEFAULT_MAX_BYTES,
                  max_age: float = DEFAULT_MAX_AGE,
+                 flush_bytes: int = DEFAULT_FLUSH_BYTES,
                  clock: Callable[[], float] = time.time) -> None:
         if not node or "/" in node or "\0" in node:
             raise ValueError(f"invalid node name {node!r}")
@@ -154,6 +176,7 @@ class JournalWriter:
         self.fsync_interval = fsync_interval
         self.max_bytes = max_bytes
         self.max_age = max_age
+        self.flush_bytes = flush_bytes
         self.clock = clock
         self.records_written = 0
         self.segments_sealed: list[Path] = []
@@ -168,31 +191,46 @@ class JournalWriter:
 
     def append(self, record: JournalRecord) -> None:
         """Append one record (its ``received`` time picks the hour partition)."""
-        data = encode_record(record)
-        segment = self._segment_for(record.received, len(data))
-        segment.write(data)
-        self.records_written += 1
-        if self.fsync is FsyncPolicy.ALWAYS:
-            _sync(segment.fd)
-        else:
-            self._dirty = True
-            self._maybe_sync(self.clock())
+        self._append_line(encode_record(record), record.received)
 
     def record_delivery(self, node: str, delivery: Delivery, now_wall: float, *,
-                        resends: int = 0) -> JournalRecord:
-        """Journal a delivered message (e.g. a road ``MessageReceived``); returns its record."""
-        record = record_from_delivery(node, delivery, now_wall, resends=resends)
-        self.append(record)
-        return record
+                        resends: int = 0) -> None:
+        """Journal a delivered message (e.g. a road ``MessageReceived``).
+
+        The record is :func:`~raetlike.journal.record_from_delivery`'s, written
+        straight from the delivery (the journal's hot path makes no record object).
+        """
+        self._append_line(delivery_line(node, delivery, now_wall, resends=resends), now_wall)
+
+    def _append_line(self, data: bytes, received: float) -> None:
+        segment = self._segment_for(received, len(data))
+        waiting = segment.append(data)
+        self.records_written += 1
+        if self.fsync is FsyncPolicy.ALWAYS:
+            segment.flush()
+            _sync(segment.fd)
+            return
+        self._dirty = True
+        if waiting >= self.flush_bytes:
+            segment.flush()
+            self._maybe_sync(self.clock())
 
     def tick(self, now_wall: float | None = None) -> None:
-        """Seal a segment older than ``max_age``; fsync when the interval is due."""
+        """Write what was appended; seal a segment older than ``max_age``; fsync when due."""
         now = self.clock() if now_wall is None else now_wall
         segment = self._segment
-        if segment is not None and now - segment.opened >= self.max_age:
+        if segment is None:
+            return
+        if now - segment.opened >= self.max_age:
             self._seal()
             return
+        segment.flush()
         self._maybe_sync(now)
+
+    def flush(self) -> None:
+        """Write what was appended (the next :meth:`tick` would)."""
+        if self._segment is not None:
+            self._segment.flush()
 
     def rotate(self) -> None:
         """Seal the open segment now (the next record starts a new one)."""
@@ -217,20 +255,25 @@ class JournalWriter:
     # -- internals ----------------------------------------------------------
 
     def _segment_for(self, received: float, size: int) -> _Segment:
-        partition = partition_of(received)
+        """The segment a record of ``size`` bytes received at ``received`` goes to.
+
+        Its hour and size decide here; its age at :meth:`tick` (and when the
+        next segment opens), so an append costs no clock reading.
+        """
+        hour = int(received // 3600)
         segment = self._segment
         if segment is not None and (
-            segment.partition != partition
+            segment.hour != hour
             or (segment.size + size > self.max_bytes and segment.records > 0)
-            or self.clock() - segment.opened >= self.max_age
         ):
             self._seal()
             segment = None
         if segment is None:
-            segment = self._open(partition)
+            segment = self._open(hour)
         return segment
 
-    def _open(self, partition: str) -> _Segment:
+    def _open(self, hour: int) -> _Segment:
+        partition = _partition_of_hour(hour)
         opened = self.clock()
         stamp = datetime.fromtimestamp(opened, UTC).strftime("%Y%m%dT%H%M%S%f")
         while True:
@@ -241,7 +284,7 @@ class JournalWriter:
                                                ).exists():
                 continue
             try:
-                self._segment = _Segment(path, opened, partition,
+                self._segment = _Segment(path, opened, partition, hour,
                                          sync_directory=self.fsync is FsyncPolicy.ALWAYS)
             except FileExistsError:
                 continue
@@ -261,6 +304,7 @@ class JournalWriter:
     def _maybe_sync(self, now: float) -> None:
         if (self.fsync is FsyncPolicy.INTERVAL and self._dirty and self._segment is not None
                 and now - self._synced >= self.fsync_interval):
+            self._segment.flush()
             _sync(self._segment.fd)
             self._dirty = False
             self._synced = now
