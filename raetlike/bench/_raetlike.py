@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import selectors
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from subprocess import Popen
 from typing import Any
 
@@ -27,6 +29,7 @@ from raetlike.bench._common import (
     spawn,
     stop,
 )
+from raetlike.journal import JournalWriter
 from raetlike.udp import UdpDriver
 from raetlike.wire.kinds import AutoMode
 from road import events
@@ -49,20 +52,29 @@ def _config(fast: bool, **more: Any) -> RoadConfig:
 _MANY_FROM_ONE_ADDRESS = {"join_rate_per_source": 1e6, "join_burst_per_source": 1_000_000}
 
 
-def serve_estate(fast: bool) -> None:
-    """raetlike main estate: echoes messages whose bytes start with ``E``."""
+def serve_estate(fast: bool, journal: str | None = None) -> None:
+    """raetlike main estate: echoes messages whose bytes start with ``E``.
+
+    With ``journal`` (a directory) it journals every delivery as ``raetlike
+    estate --journal`` does: a record per message, the writer ticked each round.
+    """
     stack = RoadStack(LocalEstate("benchmain", main=True),
                       _config(fast, **_MANY_FROM_ONE_ADDRESS),
                       MemoryKeep(AutoMode.ALWAYS), now=time.monotonic())
     driver = UdpDriver(stack)
+    writer = None if journal is None else JournalWriter(Path(journal), stack.name)
     sys.stdout.write(f"{driver.address[1]}\n")
     sys.stdout.flush()
 
     def echo() -> None:
         while (event := stack.next_event()) is not None:
-            if isinstance(event, events.MessageReceived) and isinstance(event.body, bytes) \
-                    and event.body[:1] == b"E":
-                stack.transmit(event.body, to=event.remote, now=time.monotonic())
+            if isinstance(event, events.MessageReceived):
+                if writer is not None:
+                    writer.record_delivery(stack.name, event, time.time())
+                if isinstance(event.body, bytes) and event.body[:1] == b"E":
+                    stack.transmit(event.body, to=event.remote, now=time.monotonic())
+        if writer is not None:
+            writer.tick()
 
     _Pump([driver]).run(lambda: False, 1e9, echo)
 
@@ -199,9 +211,28 @@ def joins(port: int, count: int, fast: bool, cap: float = 60.0) -> float | None:
     return elapsed if done else None
 
 
-def _peer(fast: bool, cpu: int | None) -> tuple[Popen[str], int]:
-    process, line = spawn(f"from raetlike.bench import serve_estate; serve_estate({fast})", cpu)
+def _peer(fast: bool, cpu: int | None, journal: str | None = None) -> tuple[Popen[str], int]:
+    process, line = spawn("from raetlike.bench import serve_estate; "
+                          f"serve_estate({fast}, {journal!r})", cpu)
     return process, int(line)
+
+
+def _journaled_one_way(options: BenchOptions, count: int, progress: Progress,
+                       cpus: Cpus) -> float:
+    """Fast one-way msgs/s to a main that journals every message (the default fsync)."""
+    with tempfile.TemporaryDirectory(prefix="raetlike-bench-journal-") as journal:
+        process, port = _peer(True, cpus.peer, journal)
+        try:
+            client = Client(port, True)
+            runs = []
+            for run in range(options.repeat):
+                of = f" (run {run + 1}/{options.repeat})" if options.repeat > 1 else ""
+                progress(f"fast mode: one-way to a journaling main, {count:,} messages{of}")
+                runs.append(count / client.one_way(count))
+            client.close()
+        finally:
+            stop(process)
+    return median(runs)
 
 
 def measure_raetlike(options: BenchOptions, fast: bool, progress: Progress = silent,
@@ -243,12 +274,16 @@ def measure_raetlike(options: BenchOptions, fast: bool, progress: Progress = sil
         joined = joins(port, options.estates, fast, options.cap)
     finally:
         stop(process)
-    return {
+    figures: dict[str, float | None] = {
         "one_way_msgs_per_s": median(one_way), "echo_msgs_per_s": median(echo),
         "rtt_p50_ms": median(p50) * 1e3, "rtt_p99_ms": median(p99) * 1e3,
         "one_mb_s": _median_or_none(one_mb), "ten_mb_s": _median_or_none(ten_mb),
         "joins": options.estates, "joins_s": joined, "cap_s": options.cap,
     }
+    if fast:
+        figures["one_way_journal_msgs_per_s"] = _journaled_one_way(options, count, progress,
+                                                                   cpus)
+    return figures
 
 
 def _median_or_none(runs: list[float | None]) -> float | None:
