@@ -99,14 +99,25 @@ def main() -> None:
                 run_pipeline,
                 spark_session,
             )
+            from raetlike.pipeline._frames import (  # noqa: PLC0415
+                hour_directories,
+                read_json_journal,
+            )
 
             started = time.perf_counter()
             spark = spark_session()
             print(f"spark session start {time.perf_counter() - started:.1f} s")
             journal = base / DEFAULT_FSYNC.value
-            result = run_pipeline(PipelineOptions((journal,), base / "out"), spark)
-            print(f"pipeline over {result.records:,} records: {result.seconds:.1f} s "
-                  f"(report {result.report})")
+            started = time.perf_counter()
+            lines = read_json_journal(spark, hour_directories([journal])).count()
+            one_pass = time.perf_counter() - started
+            print(f"one Spark pass (read and count {lines:,} lines): {one_pass:.1f} s")
+            shutil.rmtree(base / "out", ignore_errors=True)
+            for run in ("first run", "second run, nothing new"):
+                result = run_pipeline(PipelineOptions((journal,), base / "out"), spark)
+                print(f"pipeline, {run}, over {result.records:,} records: "
+                      f"{result.seconds:.1f} s = {result.seconds / one_pass:.1f}x one pass "
+                      f"(report {result.report})")
     finally:
         if args.dir is None and not args.pipeline:
             shutil.rmtree(base, ignore_errors=True)

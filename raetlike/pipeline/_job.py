@@ -21,12 +21,12 @@ from raetlike.pipeline._frames import (
     JOURNAL_SCHEMA,
     hour_directories,
     normalise,
-    read_json_journal,
     stream_json_journal,
 )
 from raetlike.pipeline._progress import Progress
 from raetlike.pipeline._report import REPORT_ROWS, ReportData, write_report
 from raetlike.pipeline._session import spark_session
+from raetlike.pipeline._store import refresh_store
 
 __all__ = ["DEFAULT_INTERVAL", "PipelineOptions", "PipelineResult",
            "follow_journals", "run_pipeline"]
@@ -183,8 +183,8 @@ def run_pipeline(options: PipelineOptions, spark: SparkSession | None = None, *,
                    if f.is_file())
         shown = Progress(session.sparkContext, stream, input_bytes=size)
     try:
-        return _analyse(normalise(read_json_journal(session, directories)), options, started,
-                        shown)
+        normalised, _ = refresh_store(session, directories, options.out)
+        return _analyse(normalised, options, started, shown)
     finally:
         if shown is not None:
             shown.close()
