@@ -87,9 +87,10 @@ def _analyse(normalised: DataFrame, options: PipelineOptions, started: float,
         valid = valid & (F.col("received") >= options.since)
     if options.until is not None:
         valid = valid & (F.col("received") < options.until)
-    normalised = normalised.persist(StorageLevel.MEMORY_AND_DISK)
+    # the records come from the store's Parquet: each job reads only the columns it needs,
+    # which costs less than caching every column of every record first
     records = normalised.where(valid)
-    cached = [normalised]
+    cached: list[DataFrame] = []
     try:
         timed = F.when(valid, F.col("latency_ms"))
         quantiles = F.percentile_approx(timed, [0.5, 0.9, 0.99], tables.PERCENTILE_ACCURACY)
