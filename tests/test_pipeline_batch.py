@@ -159,7 +159,8 @@ class _Tags(HTMLParser):
 
 def test_the_report_is_an_html_page_with_valid_svg_plots(run: dict[str, Any]) -> None:
     out = run["out"]
-    for name, drawn in (("latency.svg", "latency-bar-"), ("rate.svg", "rate-point-")):
+    for name, drawn in (("latency.svg", "latency-bar-"), ("rate.svg", "rate-point-"),
+                        ("kinds.svg", "quantile-point-"), ("pairs.svg", "quantile-point-")):
         root = ET.parse(out / name).getroot()  # noqa: S314 - our own output
         assert root.tag == SVG
         ids = [e.get("id", "") for e in root.iter()]
@@ -167,7 +168,7 @@ def test_the_report_is_an_html_page_with_valid_svg_plots(run: dict[str, Any]) ->
     html = (out / "report.html").read_text()
     parser = _Tags()
     parser.feed(html)
-    assert parser.tags.count("svg") == 2
+    assert parser.tags.count("svg") == 4  # latency by kind and by pair, histogram, rate
     assert parser.tags.count("table") >= 3
     assert "4 missing" not in html  # the figure is 3 + 4 = 7
     assert "7 missing and 2 duplicate message(s)" in html

@@ -1,33 +1,54 @@
-"""The report's pure parts: window and tick choice, human units, the rate series."""
+"""The report's parts: window and tick choice, human units, the rate series, the plots' ticks
+and points, and latency quantiles per kind and per pair (over a small real Spark run)."""
 
 from __future__ import annotations
 
+import math
+import re
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
 pytest.importorskip("pyspark")
 
+from raetlike.pipeline import _tables as tables
 from raetlike.pipeline import _units as units
-from raetlike.pipeline._plots import time_step
+from raetlike.pipeline._plots import latency_plot, quantile_plot, rate_plot, time_step
 from raetlike.pipeline._report import ReportData, rate_series
 from raetlike.pipeline._tables import WINDOW_STEPS, choose_window
+from tests.sparkkit import spark  # noqa: F401 - the session fixture
 
 
 @pytest.mark.parametrize(("span", "width"), [
-    (0.0, 0.01), (0.3, 0.01), (2.0, 0.05), (20.0, 0.5), (59.0, 1.0), (600.0, 10.0),
-    (3600.0, 60.0), (3601.0, 120.0), (86400.0, 1800.0), (7 * 86400.0, 10800.0),
+    (0.0, 0.01), (0.3, 0.01), (2.0, 0.05), (12.4, 0.5), (20.0, 0.5), (59.0, 1.0), (60.0, 2.0),
+    (600.0, 15.0), (3600.0, 120.0), (86400.0, 1800.0), (7 * 86400.0, 10800.0),
 ])
 def test_the_rate_window_fits_the_run_in_at_most_60_round_windows(span: float,
                                                                     width: float) -> None:
     assert choose_window(span) == width
-    assert span / width <= 60
+    assert span / width + 1 <= 60
     assert width in WINDOW_STEPS
 
 
 def test_a_very_long_run_still_gets_at_most_60_windows() -> None:
     span = 400 * 86400.0
-    assert span / choose_window(span) <= 60
+    width = choose_window(span)
+    assert span / width + 1 <= 60
+    assert width % 86400 == 0  # whole days
+
+
+@pytest.mark.parametrize("span", [1.0, 2.33, 7.0, 12.4, 45.0, 59.5, 61.0, 299.0, 1000.0,
+                                  3599.0, 5000.0, 86399.0, 200_000.0])
+@pytest.mark.parametrize("start", [1_700_000_000.0, 1_700_000_000.37, 1_700_000_059.99])
+def test_the_plotted_series_has_between_24_and_60_windows_wherever_the_run_starts(
+        span: float, start: float) -> None:
+    width = choose_window(span)
+    rows: list[dict[str, object]] = [{"window_start": (at // width) * width, "messages": 1}
+                                     for at in (start, start + span)]
+    edges, messages, _ = rate_series(_data(rows, width))
+    assert 24 <= len(edges) <= 60, (span, width, len(edges))
+    assert sum(messages) == 2
 
 
 @pytest.mark.parametrize(("span", "step"), [(30.0, 5), (61.0, 10), (3100.0, 600),
@@ -78,3 +99,106 @@ def test_the_rate_series_runs_from_first_to_last_window_with_empty_ones_as_zero(
     _, halves, rates = rate_series(_data(rows[:1], 0.5))
     assert halves == [10]
     assert rates == [20.0]
+
+
+def _tick_labels(svg: str, axis: str) -> list[str]:
+    return re.findall(rf'<g id="{axis}tick_\d+">.*?<text[^>]*>([^<]*)</text>', svg, re.DOTALL)
+
+
+def _round(value: float) -> bool:
+    """1, 2, 2.5 or 5 times a power of ten (or 0)."""
+    if value == 0:
+        return True
+    mantissa = value / 10 ** math.floor(math.log10(value))
+    return any(math.isclose(mantissa, step) for step in (1, 2, 2.5, 5, 10))
+
+
+def _evenly_round(values: list[float]) -> bool:
+    """Equal steps of 1, 2, 2.5 or 5 times a power of ten, each value a multiple of it."""
+    step = values[1] - values[0]
+    return _round(step) and all(
+        math.isclose(b - a, step) and math.isclose(v / step, round(v / step), abs_tol=1e-9)
+        for a, b, v in zip(values, values[1:], values[1:], strict=False))
+
+
+_SCALES = {"k/s": 1e3, "M/s": 1e6, "/s": 1.0, " µs": 1e-3, " ms": 1.0, " s": 1e3, "": 1.0}
+
+
+def _number(label: str) -> float:
+    """A tick label's value ('1.5k/s' -> 1500, '250 µs' -> 0.25 (ms), '2 s' -> 2000 (ms))."""
+    match = re.fullmatch(r"([\d.,]+)(k/s|M/s|/s| µs| ms| s|)", label)
+    assert match is not None, label
+    return float(match.group(1).replace(",", "")) * _SCALES[match.group(2)]
+
+
+@pytest.mark.parametrize("peak", [3.1, 156.2, 1_234.5, 98_765.4])
+def test_rate_ticks_are_round_values_in_messages_per_second(peak: float) -> None:
+    svg = rate_plot([0.0, 0.5, 1.0, 1.5], [peak / 3, peak, 0.0, peak / 7], 0.5)
+    labels = _tick_labels(svg, "y")
+    assert len(labels) >= 3
+    assert all(label.endswith("/s") for label in labels), labels
+    assert _evenly_round([_number(label) for label in labels]), labels
+    assert not any(str(peak) in label for label in labels)
+    times = _tick_labels(svg, "x")
+    assert times[0] == "0 s"
+    assert all(label.endswith(" s") for label in times), times
+    assert _evenly_round([_number(label) for label in times]), times
+
+
+def test_latency_ticks_are_round_durations_and_bars_are_whole_counts() -> None:
+    svg = quantile_plot("t", ["a → b", "b → a"], [(0.31, 4.7, 17.3), (1.1, 2.2, 3.3)])
+    labels = _tick_labels(svg, "x")
+    assert labels[0] == "0"
+    assert all(label.endswith(" ms") for label in labels[1:]), labels
+    assert _evenly_round([0.0, *(_number(label) for label in labels[1:])]), labels
+    assert len(set(re.findall(r'id="quantile-point-(\d+)"', svg))) == 6
+    bars = latency_plot(["0-1 ms", "1 ms-2 ms", "2 ms-5 ms"], [7, 156, 3])
+    counts = _tick_labels(bars, "y")
+    assert all(re.fullmatch(r"\d+", label) for label in counts), counts
+    assert len(set(re.findall(r'id="latency-bar-(\d+)"', bars))) == 3
+
+
+def test_a_plot_with_nothing_to_draw_says_so() -> None:
+    assert "no timed messages" in quantile_plot("t", [], [])
+    assert "no records" in rate_plot([], [], 1.0)
+
+
+KNOWN_LATENCIES = {  # (kind, source, destination): latencies (ms) of its messages
+    ("message", "a", "b"): [float(n) for n in range(1, 101)],  # p50 50, p90 90, p99 99
+    ("request", "b", "a"): [10.0 * n for n in range(1, 11)],  # p50 50, p90 90, p99 100
+    ("event", "a", "c"): [0.5, 0.5, 0.5, 7.0],
+}
+
+
+def _exact(values: list[float], fraction: float) -> float:
+    """The smallest value with at least ``fraction`` of all at or below it."""
+    ordered = sorted(values)
+    return ordered[math.ceil(fraction * len(ordered)) - 1]
+
+
+def _records(session: Any) -> Any:
+    rows = [(kind, source, destination, destination, latency, 100, 1, 1 if index == 0 else 0)
+            for (kind, source, destination), latencies in KNOWN_LATENCIES.items()
+            for index, latency in enumerate(latencies)]
+    rows.append(("survey", "c", "a", "a", None, 10, 1, 0))  # no send time: not timed
+    return session.createDataFrame(rows, "kind string, source_estate string, "
+                                   "destination_estate string, node string, latency_ms double, "
+                                   "body_bytes long, segments long, resends long")
+
+
+def test_latency_quantiles_per_kind_and_per_pair_are_the_exact_ones(
+        spark: Any) -> None:  # noqa: F811
+    records = _records(spark)
+    by_kind = {row["kind"]: row.asDict() for row in tables.kinds(records).collect()}
+    by_pair = {(row["source_estate"], row["destination_estate"]): row.asDict()
+               for row in tables.pairs(records).collect()}
+    for (kind, source, destination), latencies in KNOWN_LATENCIES.items():
+        for row in (by_kind[kind], by_pair[(source, destination)]):
+            assert row["messages"] == row["timed"] == len(latencies)
+            for name, fraction in (("p50_ms", 0.5), ("p90_ms", 0.9), ("p99_ms", 0.99)):
+                assert row[name] == _exact(latencies, fraction), (kind, name)
+            assert row["max_ms"] == max(latencies)
+            assert row["resends"] == row["messages_with_resends"] == 1
+    assert by_kind["request"]["p99_ms"] == 100.0
+    survey = by_kind["survey"]
+    assert (survey["messages"], survey["timed"], survey["p50_ms"]) == (1, 0, None)

@@ -83,18 +83,20 @@ def test_each_plot_draws_more_than_one_point_in_a_real_browser(
     assert dom.returncode == 0, dom.stderr[-2000:]
     html = dom.stdout
     assert "<h1>raetlike delivery report</h1>" in html
-    figures = dict(re.findall(r"<figure class=\"plot\" id=\"(\w+)\" data-points=\"(\d+)\"",
-                              html))
-    assert set(figures) == {"latency", "rate"}
-    assert all(int(points) > 1 for points in figures.values()), figures
-    assert len(set(re.findall(r'id="rate-point-(\d+)"', html))) > 1
-    assert len(set(re.findall(r'id="latency-bar-(\d+)"', html))) > 1
+    figures = re.findall(r'<figure class="plot" id="(\w+)" data-points="(\d+)">(.*?)</figure>',
+                         html, re.DOTALL)
+    assert {name for name, _, _ in figures} == {"kinds", "pairs", "latency", "rate"}
+    for name, points, svg in figures:
+        drawn = set(re.findall(r'id="((?:rate-point|latency-bar|quantile-point)-\d+)"', svg))
+        assert len(drawn) == int(points) > 1, (name, points, len(drawn))
+    rate = next(svg for name, _, svg in figures if name == "rate")
+    assert len(re.findall(r'id="rate-point-\d+"', rate)) >= 24  # the window fits the run
 
     shot = tmp_path / "report.png"
     rendered = _browse(chromium, tmp_path, result.report, f"--screenshot={shot}",
-                       "--window-size=1200,2600")
+                       "--window-size=1200,2000")
     assert rendered.returncode == 0, rendered.stderr[-2000:]
     with Image.open(shot) as image:
-        assert image.size == (1200, 2600)
+        assert image.size == (1200, 2000)
         colours = image.convert("RGB").getcolors(maxcolors=1 << 16)
     assert colours is None or len(colours) > 50  # text, tables and plots, not a blank page

@@ -3,8 +3,8 @@
 Each function returns an SVG document as text, ready to write to a file or to
 put inline in the HTML page.  Text stays text (``svg.fonttype = none``), so
 the page is small and selectable.  Every drawn point carries an id
-(``rate-point-N``, ``latency-bar-N``), so a test in a real browser can count
-what was drawn.
+(``rate-point-N``, ``latency-bar-N``, ``quantile-point-N``), so a test in a
+real browser can count what was drawn.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, MultipleLocator
 
 from raetlike.pipeline import _units as units
 
-__all__ = ["latency_plot", "rate_plot", "time_step"]
+__all__ = ["latency_plot", "quantile_plot", "rate_plot", "time_step"]
 
 _STYLE: Any = {
     "svg.fonttype": "none",
@@ -46,7 +46,15 @@ def time_step(span: float, most: int = 8) -> float:
         if span / step <= most:
             return step
     return _TICK_STEPS[-1] * (span // (_TICK_STEPS[-1] * most) + 1)
+
+
 _LINE = "#1f5fa8"
+_QUANTILES = (("p50", "#1f5fa8", "o"), ("p90", "#e08a1e", "s"), ("p99", "#b3261e", "D"))
+"""How each quantile is drawn in the latency-by-kind and by-pair plots: name, colour, marker."""
+
+
+def _duration_tick(value: float, _: object) -> str:
+    return "0" if value == 0 else units.duration_ms(value)
 
 
 def _svg(figure: Figure) -> str:
@@ -84,7 +92,7 @@ def rate_plot(edges: Sequence[float], per_second: Sequence[float], window: float
         axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: units.seconds(v)))
         axes.yaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
         axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: units.rate(v)))
-        axes.set_ylabel("messages delivered")
+        axes.set_ylabel("messages delivered per second")
         axes.set_xlabel(f"time since {units.moment(start)}, in {units.seconds(window)} windows"
                         if edges else "time")
         axes.set_title("Delivery rate over time")
@@ -109,4 +117,41 @@ def latency_plot(labels: Sequence[str], counts: Sequence[int]) -> str:
         axes.set_xlabel("latency (received - sent)")
         axes.set_title("Latency distribution")
         axes.grid(axis="x", visible=False)
+        return _svg(figure)
+
+
+def quantile_plot(title: str, labels: Sequence[str],
+                  quantiles: Sequence[tuple[float, float, float]]) -> str:
+    """Latency p50, p90 and p99 (ms) of each row (a kind or an estate pair), one row a line.
+
+    The three markers of a row sit on a thin line from p50 to p99, so a long
+    tail reads as a long line.
+    """
+    rows = len(labels)
+    with plt.rc_context(cast(Any, _STYLE)):
+        figure, axes = plt.subplots(figsize=(_SIZE[0], max(1.6, 0.9 + 0.32 * rows)))
+        point = 0
+        for row, values in enumerate(quantiles):
+            axes.plot([values[0], values[2]], [row, row], color="#999999", linewidth=1,
+                      zorder=1)
+            for (name, colour, marker), value in zip(_QUANTILES, values, strict=True):
+                drawn = axes.plot([value], [row], linestyle="none", marker=marker,
+                                  markersize=5, color=colour, label=name if row == 0 else None,
+                                  zorder=2)[0]
+                drawn.set_gid(f"quantile-point-{point}")
+                point += 1
+        if rows:
+            axes.set_yticks(range(rows), list(labels))
+            axes.set_ylim(rows - 0.5, -0.5)  # the first row on top, as in the table
+            axes.set_xlim(left=0)
+            axes.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=3, frameon=False,
+                        fontsize=9)
+        else:
+            axes.text(0.5, 0.5, "no timed messages", ha="center", va="center",
+                      transform=axes.transAxes)
+        axes.xaxis.set_major_locator(MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]))
+        axes.xaxis.set_major_formatter(FuncFormatter(_duration_tick))
+        axes.set_xlabel("latency (received - sent)")
+        axes.set_title(title, loc="left")
+        axes.grid(axis="y", visible=False)
         return _svg(figure)

@@ -4,9 +4,10 @@ plots as files, and ``summary.json`` with every figure the page shows.
 The page reads top to bottom: a header (raetlike's version, when it was
 made, the journals and the time range they cover), the delivery audit's
 verdict, the figures by kind and by estate pair (latency p50/p90/p99,
-resends), the latency and rate plots, and the per-source audit with its
-gaps and duplicates.  Numbers are shown in human units (``1.2 MiB``,
-``850 µs``, ``12.5k/s``); the JSON keeps the raw values.
+resends), each with a plot of its quantiles, the latency histogram and the
+rate over time, and the per-source audit with its gaps and duplicates.
+Numbers are shown in human units (``1.2 MiB``, ``850 µs``, ``12.5k/s``); the
+JSON keeps the raw values.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from raetlike import __version__
 from raetlike.pipeline import _units as units
-from raetlike.pipeline._plots import latency_plot, rate_plot
+from raetlike.pipeline._plots import latency_plot, quantile_plot, rate_plot
 from raetlike.pipeline._tables import LATENCY_EDGES_MS
 
 __all__ = ["ReportData", "rate_series", "write_report"]
@@ -102,13 +103,39 @@ def _bucket_label(bucket: int) -> str:
     return f"≥ {units.duration_ms(low)}"
 
 
-def _plots(data: ReportData) -> tuple[str, str]:
+@dataclass(frozen=True, slots=True)
+class _Plot:
+    svg: str
+    """The SVG document."""
+    points: int
+    """Points (markers or bars) it draws."""
+
+
+def _pair_label(row: Row) -> str:
+    return f"{row['source_estate']} → {row['destination_estate']}"
+
+
+def _quantiles(title: str, rows: Sequence[Row], label: Callable[[Row], str]) -> _Plot:
+    timed = [row for row in rows if row.get("p50_ms") is not None]
+    svg = quantile_plot(title, [label(row) for row in timed],
+                        [(float(row["p50_ms"]), float(row["p90_ms"]), float(row["p99_ms"]))
+                         for row in timed])
+    return _Plot(svg, 3 * len(timed))
+
+
+def _plots(data: ReportData) -> dict[str, _Plot]:
+    """Each plot by name (the name of its SVG file and its figure's id on the page)."""
     counts = {int(r["bucket"]): int(r["messages"]) for r in data.histogram}
     buckets = range(min(counts), max(counts) + 1) if counts else range(0)  # gaps shown as 0
     latency_svg = latency_plot([_bucket_label(b) for b in buckets],
                                [counts.get(b, 0) for b in buckets])
     edges, _, per_second = rate_series(data)
-    return latency_svg, rate_plot(edges, per_second, data.window_seconds)
+    return {
+        "kinds": _quantiles("Latency by kind", data.kinds, lambda row: str(row["kind"])),
+        "pairs": _quantiles("Latency by estate pair", data.pairs, _pair_label),
+        "latency": _Plot(latency_svg, len(buckets)),
+        "rate": _Plot(rate_plot(edges, per_second, data.window_seconds), len(edges)),
+    }
 
 
 def _table(rows: Sequence[Row], columns: Sequence[tuple[str, str, Cell]]) -> str:
@@ -130,6 +157,7 @@ def _text(value: Any) -> str:
 
 _LATENCY_COLUMNS: list[tuple[str, str, Cell]] = [
     ("messages", "messages", units.count), ("bytes", "bytes", units.size),
+    ("timed", "timed", units.count),
     ("p50_ms", "p50", units.duration_ms), ("p90_ms", "p90", units.duration_ms),
     ("p99_ms", "p99", units.duration_ms), ("max_ms", "max", units.duration_ms),
     ("resends", "resends", units.count),
@@ -137,7 +165,7 @@ _LATENCY_COLUMNS: list[tuple[str, str, Cell]] = [
 ]
 
 _STYLE = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:64em;color:#222;padding:0 1em}
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222;padding:0 1em}
 header{border-bottom:1px solid #ddd;margin-bottom:1em}
 header p{margin:.2em 0;color:#555}
 .cards{display:flex;flex-wrap:wrap;gap:.8em;margin:1em 0}
@@ -149,7 +177,7 @@ th{background:#f6f6f6}
 td:first-child,th:first-child{text-align:left}
 .verdict{font-size:1.15em;font-weight:600;padding:.5em .8em;border-radius:6px}
 .good{background:#e7f6e7;color:#136313}.bad{background:#fbe9e9;color:#9b1111}
-figure{margin:1em 0}svg{max-width:100%;height:auto}
+figure{margin:1em 0}figure svg{max-width:100%;height:auto}
 .note{color:#666;font-size:.9em}
 """
 
@@ -178,17 +206,30 @@ def _listing(title: str, rows: list[Row], messages: int,
     return f"<h3>{escape(heading)}</h3>{_table(rows, columns)}"
 
 
-def _figure(name: str, svg: str, points: int) -> str:
-    return f"<figure class='plot' id='{name}' data-points='{points}'>{svg}</figure>"
+def _untimed_note(kinds: list[str]) -> str:
+    if not kinds:
+        return ""
+    return (f"<p class='note'>No latency for {escape(', '.join(kinds))}: their senders do not "
+            "record a send time (body key <code>_sent</code>).</p>")
+
+
+def _span_text(span: float | None) -> str:
+    return "" if span is None else f" ({escape(units.seconds(span))})"
+
+
+def _figure(name: str, plot: _Plot) -> str:
+    """A plot inline; ``data-points`` says how many points it draws (a browser test counts)."""
+    return f"<figure class='plot' id='{name}' data-points='{plot.points}'>{plot.svg}</figure>"
 
 
 def write_report(data: ReportData, out: Path, *, now: datetime | None = None) -> Path:
-    """Write ``report.html``, ``latency.svg``, ``rate.svg`` and ``summary.json`` into ``out``."""
+    """Write ``report.html``, the plots (``kinds.svg``, ``pairs.svg``, ``latency.svg``,
+    ``rate.svg``) and ``summary.json`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     generated = now or datetime.now(UTC)
-    latency_svg, rate_svg = _plots(data)
-    (out / "latency.svg").write_text(latency_svg)
-    (out / "rate.svg").write_text(rate_svg)
+    plots = _plots(data)
+    for name, plot in plots.items():
+        (out / f"{name}.svg").write_text(plot.svg)
     edges, messages, per_second = rate_series(data)
     span = (None if data.first_received is None or data.last_received is None
             else data.last_received - data.first_received)
@@ -196,8 +237,8 @@ def write_report(data: ReportData, out: Path, *, now: datetime | None = None) ->
     duplicates_total = sum(int(r["duplicates"]) for r in data.audit)
     missing_total = sum(int(r["missing"]) for r in data.audit)
     audit_rows = [{**r, "complete": units.flag(r.get("complete"))} for r in data.audit]
-    pairs = [{**r, "pair": f"{r['source_estate']} → {r['destination_estate']}"}
-             for r in data.pairs]
+    pairs = [{**r, "pair": _pair_label(r)} for r in data.pairs]
+    untimed = [str(r["kind"]) for r in data.kinds if not r.get("timed")]
     cards = [
         ("records", units.count(data.records)),
         ("time range", units.NONE if span is None else units.seconds(span)),
@@ -216,28 +257,31 @@ def write_report(data: ReportData, out: Path, *, now: datetime | None = None) ->
 {escape(", ".join(data.journals))}; {units.count(data.skipped_lines)} line(s) skipped (torn or
 damaged records).</p>
 <p>Received from {escape(units.moment(data.first_received))} to
-{escape(units.moment(data.last_received))}.</p></header>
+{escape(units.moment(data.last_received))}{_span_text(span)}.</p></header>
 {_verdict(data)}
 <div class="cards">{"".join(f"<div class=card>{escape(k)}<b>{escape(v)}</b></div>"
                             for k, v in cards)}</div>
 <h2>By kind</h2>
 {_table(data.kinds, [("kind", "kind", _text), *_LATENCY_COLUMNS])}
+{_untimed_note(untimed)}
+{_figure("kinds", plots["kinds"])}
 <h2>By estate pair</h2>
 {_table(pairs, [("pair", "source → destination", _text), *_LATENCY_COLUMNS])}
+{_figure("pairs", plots["pairs"])}
 <p class="note">Latency is the receiver's clock minus the sender's, for messages that carry
-their send time; clocks on different hosts may differ. Resends are the resend requests a
-receiver made for a message's missing segments; a duplicate delivery is a message the
-journals hold twice (a retry that arrived again).</p>
+their send time (counted as "timed"); clocks on different hosts may differ. Resends are the
+resend requests a receiver made for a message's missing segments; a duplicate delivery is a
+message the journals hold twice (a retry that arrived again).</p>
 <h2>Latency</h2>
 <p>{units.count(lat.get("messages", 0))} timed messages: p50 {units.duration_ms(lat.get("p50_ms"))},
 p90 {units.duration_ms(lat.get("p90_ms"))}, p99 {units.duration_ms(lat.get("p99_ms"))},
 max {units.duration_ms(lat.get("max_ms"))}.</p>
-{_figure("latency", latency_svg, len(data.histogram))}
+{_figure("latency", plots["latency"])}
 <h2>Rate over time</h2>
 <p>{units.count(sum(messages))} messages in {len(edges)} windows of
 {units.seconds(data.window_seconds)}; the busiest window
 {units.rate(max(per_second, default=0))}.</p>
-{_figure("rate", rate_svg, len(edges))}
+{_figure("rate", plots["rate"])}
 <h2>Delivery audit, per source</h2>
 {_table(audit_rows, [("source", "source", _text), ("records", "records", units.count),
                      ("distinct", "distinct", units.count), ("first", "first", _text),

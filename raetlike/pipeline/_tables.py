@@ -26,17 +26,23 @@ WINDOW_STEPS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0
 """Round window widths (seconds) the rate plot picks from."""
 
 MOST_WINDOWS = 60
+"""The rate plot's most windows; the fitted width gives at least 24 for a run of 1 s or more
+(each round width is at most 2.5 times the one before it)."""
 
 
 def choose_window(span_seconds: float, most: int = MOST_WINDOWS) -> float:
     """The smallest round width that cuts ``span_seconds`` into at most ``most`` windows.
 
-    A 20 s run gets 0.5 s windows (40 of them), an hour 60 s ones, a week 3 h ones.
+    Windows are aligned to the epoch, so a span of ``k`` widths can touch
+    ``k + 1`` of them: the width is chosen so that even then there are no
+    more than ``most``.  A 12 s run gets 0.5 s windows (25 of them), a
+    minute 2 s ones, an hour 2 min ones, a week 3 h ones.
     """
     for width in WINDOW_STEPS:
-        if span_seconds / width <= most:
+        if span_seconds / width + 1 <= most:
             return width
-    return WINDOW_STEPS[-1] * (span_seconds // (WINDOW_STEPS[-1] * most) + 1)
+    days = WINDOW_STEPS[-1]
+    return days * (span_seconds // (days * (most - 1)) + 1)
 
 
 def _interval(window_seconds: float) -> str:
