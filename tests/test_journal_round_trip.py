@@ -129,6 +129,22 @@ def test_a_bus_or_sp_message_says_its_own_kind(body: dict[str, object], kind: Re
     assert (mapped.kind, mapped.topic) == (kind, topic)
 
 
+@pytest.mark.parametrize(("body", "sent"), [
+    ({"bus": {"ty": "event", "to": "demo.tick", "pl": {"n": 1, "_sent": 12.5}}}, 12.5),
+    ({"bus": {"ty": "request", "pl": [1, 2]}}, None),
+    ({"sp": [1, 2], "body": {"_kind": "survey", "_sent": 7}}, 7.0),
+    ({"sp": [1], "body": {"_sent": "soon"}}, None),  # ill-typed: ignored
+    ({"_sent": 3.0, "bus": {"ty": "event", "pl": {"_sent": 4.0}}}, 3.0),  # the outer wins
+    ({"body": {"_sent": 5.0}}, None),  # not an SP message
+])
+def test_a_bus_payload_or_sp_body_carries_the_send_time(body: dict[str, object],
+                                                        sent: float | None) -> None:
+    event = MessageReceived(remote="minion", body=body, session_id=1, transaction_id=1,
+                            segments=1)
+    assert record_from_delivery("main", event, HOUR_START).sent == sent
+    assert json.loads(delivery_line("main", event, HOUR_START))["sent"] == sent
+
+
 def test_appended_records_are_written_at_each_tick_or_once_flush_bytes_wait(
         tmp_path: Path) -> None:
     line = len(encode_record(record(1)))
@@ -156,6 +172,9 @@ _BODIES = st.one_of(
                                      "sp", "body", "route"]),
                     st.one_of(_VALUES,
                               st.fixed_dictionaries({"ty": _VALUES, "to": _VALUES}),
+                              st.fixed_dictionaries({"ty": _VALUES, "pl": st.one_of(
+                                  _VALUES, st.fixed_dictionaries({"_sent": _VALUES}))}),
+                              st.fixed_dictionaries({"_sent": _VALUES}),
                               st.fixed_dictionaries({"src": st.lists(_VALUES, max_size=3),
                                                      "dst": st.lists(_VALUES, max_size=3)}),
                               st.lists(_VALUES, max_size=3)),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,7 +90,7 @@ async def traffic(dirs: dict[str, Path], plan: Plan, figures: DemoFigures,
 
 
 def _add(request: Request) -> Any:
-    return {"sum": sum(request.payload["terms"]), "by": request.userid}
+    return {"sum": sum(request.payload["terms"]), "by": request.userid, "_sent": time.time()}
 
 
 async def _send_all(hub: DemoYard, apps: list[DemoYard], plan: Plan, figures: DemoFigures,
@@ -112,7 +113,7 @@ async def _send_all(hub: DemoYard, apps: list[DemoYard], plan: Plan, figures: De
                     number += 1
                     app.ping(far, number, step + 1, plan.size)
             if step < plan.events:
-                payload = {"from": app.node.name, "n": step}
+                payload = {"from": app.node.name, "n": step, "_sent": time.time()}
                 published[(app.node.name, step)] = now
                 kinds["events"].sent_bytes += body_size(payload)
                 app.node.publish("demo.tick", payload, now=now)
@@ -127,7 +128,7 @@ async def _send_all(hub: DemoYard, apps: list[DemoYard], plan: Plan, figures: De
 
 def _request(app: DemoYard, target: str, step: int, kind: Kind) -> None:
     sent = app.now()
-    payload = {"terms": [step, 1, 2]}
+    payload = {"terms": [step, 1, 2], "_sent": time.time()}  # _sent: for the journal's latency
     kind.sent_bytes += body_size(payload)
 
     def on_reply(reply: Reply) -> None:
@@ -145,7 +146,8 @@ def _survey(hub: DemoYard, kind: Kind) -> None:
     surveyor = hub.endpoint
     assert isinstance(surveyor, Surveyor)  # noqa: S101 - the hub is the surveyor
     now = hub.now()
-    body = {"question": "load?", "_kind": "survey"}  # _kind: the journal's record kind
+    # _kind and _sent: the journal's record kind and send time (for its latency figures)
+    body = {"question": "load?", "_kind": "survey", "_sent": time.time()}
     survey_id = surveyor.survey(body, now)
     kind.sent_bytes += body_size(body) * len(MINIONS)
     hub.surveys_started[survey_id] = now

@@ -77,7 +77,7 @@ class DemoYard:
         if isinstance(endpoint, Respondent):
             while (survey := endpoint.next_event()) is not None:
                 endpoint.respond(survey, {"yard": self.node.name, "load": len(self.waiting),
-                                          "_kind": "survey_response"})
+                                          "_kind": "survey_response", "_sent": time.time()})
         elif isinstance(endpoint, Surveyor):
             self.take_survey_events()
         if endpoint is not None:

@@ -7,6 +7,10 @@ latency figures) know more; see docs/journal.md:
 ``_kind``  a :class:`RecordKind` value            ``_topic`` topic or method name
 ``_id``    request or survey id (int)             ``route``  ``{"src": [estate, yard, share],
                                                               "dst": [estate, yard, share]}``
+
+A bus message's body is the bus's own (``{"bus": {...}}``), and an SP message
+wraps the application's body: ``_sent`` is also read from a bus message's
+payload (``bus.pl``) or an SP message's inner body when the outer body has none.
 """
 
 from __future__ import annotations
@@ -115,6 +119,16 @@ def _kind_and_topic(fields: Mapping[str, Any]) -> tuple[RecordKind, str | None]:
     return RecordKind.MESSAGE, topic
 
 
+def _sent(fields: Mapping[str, Any]) -> float | None:
+    """The body's ``_sent``, else the one in a bus message's payload or an SP message's body."""
+    if "_sent" in fields:
+        return _seconds(fields["_sent"])
+    bus = fields.get("bus")
+    inner = bus.get("pl") if isinstance(bus, Mapping) else (
+        fields.get("body") if isinstance(fields.get("sp"), list) else None)
+    return _seconds(inner.get("_sent")) if isinstance(inner, Mapping) else None
+
+
 def record_from_delivery(node: str, delivery: Delivery, received: float, *,
                          resends: int = 0) -> JournalRecord:
     """The journal record for ``delivery`` as journaled by ``node`` at wall time ``received``.
@@ -139,7 +153,7 @@ def record_from_delivery(node: str, delivery: Delivery, received: float, *,
         body_bytes=body_size(body),
         segments=delivery.segments,
         resends=resends,
-        sent=_seconds(fields.get("_sent")),
+        sent=_sent(fields),
         received=received,
         session_id=delivery.session_id,
     )
@@ -164,9 +178,9 @@ def delivery_line(node: str, delivery: Delivery, received: float, *, resends: in
     destination = None if route is None else _route_end(route, "dst")
     if "_kind" in fields or "bus" in fields or "sp" in fields:
         kind, topic = _kind_and_topic(fields)
-        kind_value = kind.value
+        kind_value, sent = kind.value, _sent(fields)
     else:
-        kind_value, topic = _MESSAGE, _text(get("_topic"))
+        kind_value, topic, sent = _MESSAGE, _text(get("_topic")), _seconds(get("_sent"))
     line: dict[str, Any] = {
         "version": SCHEMA_VERSION,
         "node": node,
@@ -184,7 +198,7 @@ def delivery_line(node: str, delivery: Delivery, received: float, *, resends: in
         "body_bytes": body_size(body),
         "segments": delivery.segments,
         "resends": resends,
-        "sent": _seconds(get("_sent")),
+        "sent": sent,
         "received": float(received),
         "session_id": delivery.session_id,
     }
