@@ -144,7 +144,8 @@ def _table(rows: Sequence[Row], columns: Sequence[tuple[str, str, Cell]]) -> str
     body = "".join(
         "<tr>" + "".join(f"<td>{escape(show(row.get(key)))}</td>" for key, _, show in columns)
         + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return (f"<div class='wide'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
+            "</table></div>")
 
 
 def _text(value: Any) -> str:
@@ -161,7 +162,7 @@ _LATENCY_COLUMNS: list[tuple[str, str, Cell]] = [
     ("p50_ms", "p50", units.duration_ms), ("p90_ms", "p90", units.duration_ms),
     ("p99_ms", "p99", units.duration_ms), ("max_ms", "max", units.duration_ms),
     ("resends", "resends", units.count),
-    ("messages_with_resends", "resent messages", units.count),
+    ("messages_with_resends", "resent", units.count),
 ]
 
 _STYLE = """
@@ -172,7 +173,8 @@ header p{margin:.2em 0;color:#555}
 .card{border:1px solid #ddd;border-radius:6px;padding:.6em 1em;min-width:9em}
 .card b{display:block;font-size:1.4em}
 table{border-collapse:collapse;margin:.5em 0 1.2em}
-td,th{border-bottom:1px solid #e4e4e4;padding:.25em .7em;text-align:right;white-space:nowrap}
+.wide{overflow-x:auto}
+td,th{border-bottom:1px solid #e4e4e4;padding:.25em .55em;text-align:right;white-space:nowrap}
 th{background:#f6f6f6}
 td:first-child,th:first-child{text-align:left}
 .verdict{font-size:1.15em;font-weight:600;padding:.5em .8em;border-radius:6px}
@@ -263,15 +265,16 @@ damaged records).</p>
                             for k, v in cards)}</div>
 <h2>By kind</h2>
 {_table(data.kinds, [("kind", "kind", _text), *_LATENCY_COLUMNS])}
+<p class="note">Latency is the receiver's clock minus the sender's, for messages that carry
+their send time ("timed"); clocks on different hosts may differ. Resends are the resend
+requests receivers made for missing segments ("resent": messages that needed any). A retry
+shows here only if it arrived again, as a duplicate delivery (a message the journals hold
+twice); a retry whose first copy was lost is seen only by its sender.</p>
 {_untimed_note(untimed)}
 {_figure("kinds", plots["kinds"])}
 <h2>By estate pair</h2>
 {_table(pairs, [("pair", "source → destination", _text), *_LATENCY_COLUMNS])}
 {_figure("pairs", plots["pairs"])}
-<p class="note">Latency is the receiver's clock minus the sender's, for messages that carry
-their send time (counted as "timed"); clocks on different hosts may differ. Resends are the
-resend requests a receiver made for a message's missing segments; a duplicate delivery is a
-message the journals hold twice (a retry that arrived again).</p>
 <h2>Latency</h2>
 <p>{units.count(lat.get("messages", 0))} timed messages: p50 {units.duration_ms(lat.get("p50_ms"))},
 p90 {units.duration_ms(lat.get("p90_ms"))}, p99 {units.duration_ms(lat.get("p99_ms"))},
