@@ -3,20 +3,24 @@ and points, and latency quantiles per kind and per pair (over a small real Spark
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("pyspark")
 
+from raetlike.pipeline import PipelineOptions, run_pipeline
 from raetlike.pipeline import _tables as tables
 from raetlike.pipeline import _units as units
 from raetlike.pipeline._plots import latency_plot, quantile_plot, rate_plot, time_step
 from raetlike.pipeline._report import ReportData, rate_series
 from raetlike.pipeline._tables import WINDOW_STEPS, choose_window
+from tests.journalkit import write_known_traffic
 from tests.sparkkit import spark  # noqa: F401 - the session fixture
 
 
@@ -202,3 +206,17 @@ def test_latency_quantiles_per_kind_and_per_pair_are_the_exact_ones(
     assert by_kind["request"]["p99_ms"] == 100.0
     survey = by_kind["survey"]
     assert (survey["messages"], survey["timed"], survey["p50_ms"]) == (1, 0, None)
+
+
+def test_a_window_the_user_gives_is_used_as_it_is(tmp_path: Path,
+                                                   spark: Any) -> None:  # noqa: F811
+    truth = write_known_traffic(tmp_path / "journals")
+    journals = (tmp_path / "journals" / "main", tmp_path / "journals" / "other")
+    run_pipeline(PipelineOptions(journals, tmp_path / "out", window_seconds=7.0), spark)
+    rate = json.loads((tmp_path / "out" / "summary.json").read_text())["rate"]
+    assert rate["window_seconds"] == 7.0
+    assert {round(b - a, 6) for a, b in zip(rate["edges"], rate["edges"][1:], strict=False)} \
+        == {7.0}
+    assert sum(rate["messages"]) == truth["records"]
+    assert rate["messages_per_second"] == [n / 7.0 for n in rate["messages"]]
+    assert len(rate["edges"]) > 60  # the user's width, not one fitted to at most 60 windows
