@@ -1,6 +1,6 @@
 # Sourced by tools/demo.sh and tools/test.sh: make (or reuse) the project venv
 # at .venv and install raetlike with the given extras into it.  Re-installs
-# only when pyproject.toml changed since the last install.
+# only when pyproject.toml or a C source changed since the last install.
 set -euo pipefail
 extras="$1"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -13,7 +13,8 @@ if [ ! -x "$venv/bin/python" ]; then
     "$venv/bin/python" -m pip install -q --upgrade pip setuptools 2>&1 | { grep -v '^WARNING: Location' >&2 || true; }
 fi
 stamp="$venv/.raetlike-$extras"
-want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)"
+# the compiled sources count too: a changed .c file is built again
+want="$(cat "$root/pyproject.toml" "$root"/raetlike/*/*.c | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "raetlike: installing .[$extras] into $venv" >&2
     # pipefail: a failed install stops here, loudly

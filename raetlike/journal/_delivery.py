@@ -15,9 +15,11 @@ payload (``bus.pl``) or an SP message's inner body when the outer body has none.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import orjson
@@ -30,7 +32,8 @@ from raetlike.journal._record import (
     encode_fields,
 )
 
-__all__ = ["BODY_KEYS", "Delivery", "body_size", "delivery_line", "record_from_delivery"]
+__all__ = ["BODY_KEYS", "COMPILED", "PLAIN_ROOM", "Delivery", "PlainLines", "body_size",
+           "delivery_line", "record_from_delivery"]
 
 BODY_KEYS = ("_seq", "_sent", "_kind", "_topic", "_id", "route")
 """Body keys the journal reads when present; everything else is only counted in size."""
@@ -53,10 +56,13 @@ class Delivery(Protocol):
     def segments(self) -> int: ...
 
 
+_RAW = (bytes, bytearray, memoryview)
+
+
 def body_size(body: object) -> int:
     """Bytes of a raw body, or of its compact JSON encoding in UTF-8 (anything JSON has
     no form for counted as its ``str``)."""
-    if isinstance(body, bytes | bytearray | memoryview):
+    if isinstance(body, _RAW):
         return len(body)
     try:
         return len(orjson.dumps(body, default=str, option=orjson.OPT_NON_STR_KEYS))
@@ -162,6 +168,97 @@ def record_from_delivery(node: str, delivery: Delivery, received: float, *,
 _EMPTY: Mapping[str, Any] = {}
 _MESSAGE = RecordKind.MESSAGE.value
 
+@functools.lru_cache(maxsize=256)
+def _plain_fields(node: str, remote: str) -> dict[str, Any]:
+    """A raw-bytes delivery's line as a mapping, its six numbers to be filled in: such a
+    body (the commonest) has no fields to read, so all else is fixed by (node, remote)."""
+    return {
+        "version": SCHEMA_VERSION, "node": node,
+        "source_estate": remote, "source_yard": None, "source_share": None,
+        "destination_estate": node, "destination_yard": None, "destination_share": None,
+        "kind": _MESSAGE, "topic": None, "transaction_id": 0, "request_id": None,
+        "sequence": None, "body_bytes": 0, "segments": 0, "resends": 0, "sent": None,
+        "received": 0.0, "session_id": 0,
+    }
+
+
+def _fill_plain(line: dict[str, Any], delivery: Delivery, received: float,
+                resends: int) -> bytes:
+    line["transaction_id"] = delivery.transaction_id
+    line["body_bytes"] = len(delivery.body)
+    line["segments"] = delivery.segments
+    line["resends"] = resends
+    line["received"] = float(received)
+    line["session_id"] = delivery.session_id
+    return encode_fields(line)
+
+
+def _compiled() -> Callable[[bytearray, bytes, Delivery, float, int], int] | None:
+    """The C hot path (``_cjournal.c``), unless missing or ``RAETLIKE_PURE_PYTHON`` is set."""
+    if os.environ.get("RAETLIKE_PURE_PYTHON"):
+        return None
+    try:
+        from raetlike.journal._cjournal import append_plain  # noqa: PLC0415
+    except ImportError:
+        return None
+    return append_plain
+
+
+_APPEND_PLAIN = _compiled()
+COMPILED = _APPEND_PLAIN is not None
+"""Whether raw-bytes deliveries are journaled by the compiled path (the same bytes)."""
+
+PLAIN_ROOM = 4096
+"""A raw-bytes line is never longer (its names are at most :data:`_PLAIN_NAMES` bytes)."""
+_PLAIN_NAMES = 3072
+_TRANSACTION_KEY = b'"transaction_id":'
+
+
+class PlainLines:
+    """Raw-bytes deliveries (the commonest) appended to a batch as :func:`delivery_line`
+    writes them, byte for byte, without building a record: their lines differ only in
+    six numbers, so the rest is kept per (node, remote), at most :attr:`MOST` of them.
+
+    The compiled path fills in the numbers after a kept prefix; the pure-Python path
+    refills a kept mapping in place.  One per :class:`~raetlike.journal.JournalWriter`
+    (used, like it, from one thread).
+    """
+
+    MOST = 256
+
+    def __init__(self, *, compiled: bool = True) -> None:
+        self._append = _APPEND_PLAIN if compiled else None
+        self._kept: dict[tuple[str, str], tuple[dict[str, Any], bytes]] = {}
+
+    def append(self, batch: bytearray, node: str, delivery: Delivery, received: float,
+               resends: int) -> int:
+        """Append ``delivery``'s line to ``batch``; the bytes appended, or 0 (nothing
+        appended) for a delivery this does not write: its body is not ``bytes``, a name
+        is too long, or the compiled path leaves a number to the general one."""
+        key = (node, delivery.remote)
+        kept = self._kept.get(key)
+        if kept is None:
+            if len(self._kept) >= self.MOST:
+                self._kept.clear()
+            kept = self._kept[key] = _plain(node, delivery.remote)
+        fields, prefix = kept
+        if not prefix or type(delivery.body) is not bytes:
+            return 0
+        if self._append is not None:
+            return self._append(batch, prefix, delivery, received, resends)
+        line = _fill_plain(fields, delivery, received, resends)
+        batch += line
+        return len(line)
+
+
+def _plain(node: str, remote: str) -> tuple[dict[str, Any], bytes]:
+    """A (node, remote)'s kept fields and line prefix (empty: names too long to keep)."""
+    fields = _plain_fields(node, remote).copy()
+    if len(node.encode(errors="replace")) + len(remote.encode(errors="replace")) > _PLAIN_NAMES:
+        return fields, b""
+    line = encode_fields(fields)
+    return fields, line[:line.index(_TRANSACTION_KEY) + len(_TRANSACTION_KEY)]
+
 
 def delivery_line(node: str, delivery: Delivery, received: float, *, resends: int = 0) -> bytes:
     """The JSON line of :func:`record_from_delivery`'s record, without making the record.
@@ -171,6 +268,9 @@ def delivery_line(node: str, delivery: Delivery, received: float, *, resends: in
     the two to it), built straight into the flat mapping the line is.
     """
     body = delivery.body
+    if type(body) is bytes:
+        return _fill_plain(_plain_fields(node, delivery.remote).copy(), delivery, received,
+                           resends)
     fields = body if isinstance(body, dict) else (body if isinstance(body, Mapping) else _EMPTY)
     get = fields.get
     route = get("route")

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from raetlike.journal._delivery import Delivery, delivery_line
+from raetlike.journal._delivery import PLAIN_ROOM, Delivery, PlainLines, delivery_line
 from raetlike.journal._record import JournalRecord, encode_record
 
 __all__ = ["DEFAULT_FLUSH_BYTES", "DEFAULT_FSYNC", "DEFAULT_FSYNC_INTERVAL", "DEFAULT_MAX_AGE",
@@ -104,41 +104,57 @@ def _process_alive(pid: int) -> bool:
 
 
 class _Segment:
-    """One open segment file."""
+    """One open segment file and its batch of records waiting to be written."""
 
     def __init__(self, path: Path, opened: float, partition: str, hour: int, *,
-                 sync_directory: bool) -> None:
+                 sync_directory: bool, flush_bytes: int, max_bytes: int) -> None:
         self.path = path
         self.opened = opened
         self.partition = partition
         self.hour = hour  # the UTC hour (epoch hours) of the partition
-        self.size = 0
-        self.records = 0
+        self.start, self.end = hour * 3600.0, (hour + 1) * 3600.0  # its wall times
+        self.flush_bytes = flush_bytes
+        self.max_bytes = max_bytes
+        self.written = 0  # bytes handed to the OS
+        self.written_records = 0
         self.waiting = bytearray()  # appended, not yet written (whole records)
+        self.limit = 0  # the batch length below which a raw-bytes record may join it
+        self._set_limit()
         path.parent.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         _OPEN_PATHS.add(path)
         if sync_directory:
             _sync_directory(path.parent)
 
-    def append(self, data: bytes) -> int:
-        """Gather one record; returns the bytes now waiting to be written."""
-        waiting = self.waiting
-        waiting += data
-        self.size += len(data)
-        self.records += 1
-        return len(waiting)
+    def _set_limit(self) -> None:
+        # a raw-bytes line (at most PLAIN_ROOM) below it neither passes max_bytes nor
+        # leaves a full batch unwritten
+        self.limit = min(self.flush_bytes, self.max_bytes - self.written - PLAIN_ROOM)
 
-    def flush(self) -> None:
-        """Hand what waits to the OS in one ``write`` (whole records only)."""
-        if not self.waiting:
-            return
-        data = bytes(self.waiting)
-        self.waiting.clear()
-        view = memoryview(data)
-        while view:
-            written = os.write(self.fd, view)
-            view = view[written:]
+    @property
+    def size(self) -> int:
+        """Bytes of the segment, written or waiting."""
+        return self.written + len(self.waiting)
+
+    @property
+    def records(self) -> int:
+        """Records in the segment, written or waiting (a line is a record)."""
+        return self.written_records + self.waiting.count(b"\n")
+
+    def flush(self) -> bool:
+        """Hand what waits to the OS in one ``write`` (whole records only); False: nothing."""
+        waiting = self.waiting
+        if not waiting:
+            return False
+        self.written_records += waiting.count(b"\n")
+        with memoryview(waiting) as whole:
+            done = 0
+            while done < len(whole):
+                done += os.write(self.fd, whole[done:])
+        self.written += len(waiting)
+        waiting.clear()
+        self._set_limit()
+        return True
 
     def seal(self, *, sync: bool) -> Path:
         self.flush()
@@ -178,12 +194,13 @@ class JournalWriter:
         self.max_age = max_age
         self.flush_bytes = flush_bytes
         self.clock = clock
-        self.records_written = 0
+        self._sealed_records = 0
         self.segments_sealed: list[Path] = []
         self._segment: _Segment | None = None
         self._serial = 0
         self._synced = clock()
         self._dirty = False
+        self._plain = PlainLines()
         self.directory.mkdir(parents=True, exist_ok=True)
         self.recovered = self._seal_leftovers()
 
@@ -200,20 +217,31 @@ class JournalWriter:
         The record is :func:`~raetlike.journal.record_from_delivery`'s, written
         straight from the delivery (the journal's hot path makes no record object).
         """
+        segment = self._segment
+        if segment is not None and segment.start <= now_wall < segment.end:
+            # the common case, inline: the open segment's batch takes a raw-bytes line
+            waiting = segment.waiting
+            if len(waiting) < segment.limit and self._plain.append(
+                    waiting, node, delivery, now_wall, resends):
+                if len(waiting) >= segment.limit:
+                    self._write(segment)
+                return
         self._append_line(delivery_line(node, delivery, now_wall, resends=resends), now_wall)
 
     def _append_line(self, data: bytes, received: float) -> None:
         segment = self._segment_for(received, len(data))
-        waiting = segment.append(data)
-        self.records_written += 1
+        segment.waiting += data
         if self.fsync is FsyncPolicy.ALWAYS:
             segment.flush()
             _sync(segment.fd)
-            return
-        self._dirty = True
-        if waiting >= self.flush_bytes:
-            segment.flush()
-            self._maybe_sync(self.clock())
+        elif len(segment.waiting) >= self.flush_bytes:
+            self._write(segment)
+
+    def _write(self, segment: _Segment) -> None:
+        """Write a full batch, and fsync when the interval says so."""
+        if segment.flush():
+            self._dirty = True
+        self._maybe_sync(self.clock())
 
     def tick(self, now_wall: float | None = None) -> None:
         """Write what was appended; seal a segment older than ``max_age``; fsync when due."""
@@ -224,13 +252,14 @@ class JournalWriter:
         if now - segment.opened >= self.max_age:
             self._seal()
             return
-        segment.flush()
+        if segment.flush():
+            self._dirty = True
         self._maybe_sync(now)
 
     def flush(self) -> None:
         """Write what was appended (the next :meth:`tick` would)."""
-        if self._segment is not None:
-            self._segment.flush()
+        if self._segment is not None and self._segment.flush():
+            self._dirty = True
 
     def rotate(self) -> None:
         """Seal the open segment now (the next record starts a new one)."""
@@ -246,6 +275,12 @@ class JournalWriter:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+    @property
+    def records_written(self) -> int:
+        """Records appended by this writer (written, or waiting for the next write)."""
+        segment = self._segment
+        return self._sealed_records + (0 if segment is None else segment.records)
 
     @property
     def open_segment(self) -> Path | None:
@@ -264,7 +299,7 @@ class JournalWriter:
         segment = self._segment
         if segment is not None and (
             segment.hour != hour
-            or (segment.size + size > self.max_bytes and segment.records > 0)
+            or (segment.size + size > self.max_bytes and segment.size > 0)
         ):
             self._seal()
             segment = None
@@ -284,8 +319,12 @@ class JournalWriter:
                                                ).exists():
                 continue
             try:
-                self._segment = _Segment(path, opened, partition, hour,
-                                         sync_directory=self.fsync is FsyncPolicy.ALWAYS)
+                self._segment = _Segment(
+                    path, opened, partition, hour,
+                    sync_directory=self.fsync is FsyncPolicy.ALWAYS,
+                    # fsync always: every record is written at once, none is batched
+                    flush_bytes=0 if self.fsync is FsyncPolicy.ALWAYS else self.flush_bytes,
+                    max_bytes=self.max_bytes)
             except FileExistsError:
                 continue
             log.debug("journal %s: new segment %s", self.node, path)
@@ -299,6 +338,7 @@ class JournalWriter:
         self._dirty = False
         self._synced = self.clock()
         self.segments_sealed.append(sealed)
+        self._sealed_records += segment.written_records
         log.debug("journal %s: sealed %s (%d records)", self.node, sealed, segment.records)
 
     def _maybe_sync(self, now: float) -> None:

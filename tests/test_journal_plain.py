@@ -1,0 +1,180 @@
+"""The journal's raw-bytes hot path, compiled and pure Python, writes delivery_line's bytes.
+
+``PlainLines`` appends a raw-bytes delivery's line to a batch without making a
+record; the compiled path (``raetlike/journal/_cjournal.c``) writes the numbers
+itself, the float with its own shortest-round-trip digits.  Both must give
+exactly the bytes of the general path, for any names and numbers, and refuse
+(append nothing) where they cannot.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from raetlike.journal import JournalWriter, read_journal
+from raetlike.journal import _delivery as delivery_module
+from raetlike.journal._delivery import COMPILED, PlainLines, delivery_line
+from road.events import MessageReceived
+
+PATHS = [pytest.param(True, id="compiled"), pytest.param(False, id="pure")]
+
+
+def _line(compiled: bool, node: str, event: object, received: float, resends: int) -> bytes:
+    batch = bytearray(b"before\n")
+    size = PlainLines(compiled=compiled).append(batch, node, event,  # type: ignore[arg-type]
+                                               received, resends)
+    assert len(batch) == 7 + size
+    assert batch[:7] == b"before\n"
+    return bytes(batch[7:])
+
+
+def test_the_compiled_path_is_built_here() -> None:
+    """The install builds _cjournal.c with the machine's compiler; a failed build must not
+    pass unnoticed (set RAETLIKE_PURE_PYTHON=1 to run on the pure path on purpose)."""
+    if os.environ.get("RAETLIKE_PURE_PYTHON"):
+        assert not COMPILED
+    else:
+        assert COMPILED
+
+
+_NAMES = st.text(min_size=1, max_size=12)
+_INTS = st.integers(min_value=-(2**70), max_value=2**70)
+_COUNTS = st.one_of(st.integers(min_value=0, max_value=2**64 + 5), _INTS)
+
+
+def _bits_to_float(bits: int) -> float:
+    return float(struct.unpack("<d", struct.pack("<Q", bits))[0])
+
+
+_TIMES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.floats(min_value=1.0, max_value=2.0**53),
+    st.floats(min_value=1.5e9, max_value=2.5e9),  # wall clocks, the usual case
+    st.integers(min_value=0, max_value=2**64 - 1).map(_bits_to_float),
+    st.integers(min_value=0, max_value=60).map(lambda n: 2.0**n),  # lopsided intervals
+    st.integers(min_value=1, max_value=10**9).map(lambda n: n + 0.5),  # ties
+)
+
+
+@settings(max_examples=600)
+@pytest.mark.parametrize("compiled", PATHS)
+@given(node=_NAMES, remote=_NAMES, body=st.binary(max_size=40), received=_TIMES,
+       resends=_COUNTS, transaction_id=_COUNTS, segments=_COUNTS, session_id=_COUNTS)
+def test_a_plain_line_is_byte_for_byte_the_general_one(
+        compiled: bool, *, node: str, remote: str, body: bytes, received: float, resends: int,
+        transaction_id: int, segments: int, session_id: int) -> None:
+    event = MessageReceived(remote=remote, body=body, session_id=session_id,
+                            transaction_id=transaction_id, segments=segments)
+    try:
+        expected = delivery_line(node, event, received, resends=resends)
+    except UnicodeEncodeError:
+        return  # a name no journal line can hold (a lone surrogate): not the hot path's
+    line = _line(compiled, node, event, received, resends)
+    assert line in (b"", expected)
+    if compiled or line == b"":
+        return
+    assert line == expected  # the pure path takes every bytes body
+
+
+def test_the_compiled_float_digits_are_repr_s_over_many_wall_clock_times() -> None:
+    """A quarter of a million times as the journal sees them, and their neighbours."""
+    if not COMPILED:
+        pytest.skip("the compiled path is not built (RAETLIKE_PURE_PYTHON)")
+    rng = random.Random(20261126)
+    event = MessageReceived(remote="minion", body=b"x", session_id=1, transaction_id=2,
+                            segments=1)
+    plain = PlainLines(compiled=True)
+    now = time.time()
+    for _ in range(250_000):
+        value = rng.choice((now + rng.uniform(-1e8, 1e8), rng.uniform(1, 1e15),
+                            round(rng.uniform(1, 1e9), rng.randint(0, 9))))
+        value = rng.choice((value, math.nextafter(value, math.inf),
+                            math.nextafter(value, -math.inf)))
+        batch = bytearray()
+        assert plain.append(batch, "main", event, value, 0)
+        assert bytes(batch) == delivery_line("main", event, value), value
+
+
+class _Hostile:
+    """A delivery whose fields are anything but what a road event holds."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"no {name}")
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+@pytest.mark.parametrize("fields", [
+    {"remote": "m", "body": b"x", "session_id": True, "transaction_id": 1, "segments": 1},
+    {"remote": "m", "body": b"x", "session_id": 1, "transaction_id": 1.5, "segments": 1},
+    {"remote": "m", "body": b"x", "session_id": 1, "transaction_id": 2**64, "segments": 1},
+    {"remote": "m", "body": b"x", "session_id": 1, "transaction_id": 1},
+    {"remote": "m", "body": bytearray(b"x"), "session_id": 1, "transaction_id": 1,
+     "segments": 1},
+], ids=["bool", "float", "past-64-bits", "missing", "bytearray"])
+def test_odd_deliveries_are_left_to_the_general_path_or_written_exactly(
+        compiled: bool, fields: dict[str, Any]) -> None:
+    event = _Hostile(**fields)
+    batch = bytearray()
+    try:
+        size = PlainLines(compiled=compiled).append(batch, "main", event,  # type: ignore[arg-type]
+                                                    1.7e9, 0)
+    except RuntimeError:
+        assert not compiled  # the pure path reads the fields as Python does
+        return
+    if size:
+        assert bytes(batch) == delivery_line("main", event, 1.7e9)  # type: ignore[arg-type]
+    else:
+        assert batch == b""
+
+
+def test_names_too_long_to_keep_take_the_general_path() -> None:
+    event = MessageReceived(remote="r" * 4000, body=b"x", session_id=1, transaction_id=2,
+                            segments=1)
+    assert PlainLines().append(bytearray(), "main", event, 1.7e9, 0) == 0
+
+
+def test_a_plain_lines_keeps_at_most_its_bound_of_names() -> None:
+    plain = PlainLines()
+    for n in range(PlainLines.MOST * 3):
+        event = MessageReceived(remote=f"minion{n}", body=b"x", session_id=1,
+                                transaction_id=n, segments=1)
+        plain.append(bytearray(), "main", event, 1.7e9, 0)
+        assert len(plain._kept) <= PlainLines.MOST
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+def test_a_writer_on_either_path_writes_what_reads_back(
+        tmp_path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not compiled:
+        monkeypatch.setattr(delivery_module, "_APPEND_PLAIN", None)
+    writer = JournalWriter(tmp_path, "main", flush_bytes=4096, max_bytes=64 * 1024)
+    start = 1_767_261_600.0
+    for n in range(2_000):
+        body: object = b"x" * (n % 50) if n % 3 else {"_seq": n, "pad": "y"}
+        event = MessageReceived(remote=f"minion{n % 4}", body=body, session_id=7,
+                                transaction_id=n, segments=1 + n % 2)
+        writer.record_delivery("main", event, start + n * 0.37)
+        if n % 100 == 0:
+            writer.tick(start + n * 0.37)
+    assert writer.records_written == 2_000
+    writer.close()
+    contents = read_journal([tmp_path])
+    assert contents.skipped == []
+    assert [r.transaction_id for r in sorted(contents.records, key=lambda r: r.received)] \
+        == list(range(2_000))
+    assert len(writer.segments_sealed) > 1  # 64 KiB segments: rotated by size
+    for path in writer.segments_sealed:
+        assert path.stat().st_size <= 64 * 1024
