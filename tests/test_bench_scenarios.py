@@ -107,6 +107,7 @@ def test_run_bench_measures_every_scenario_and_reports_goals_in_its_json_mapping
     assert result["raet_mode"]["joins"] == 3
     assert result["raet_mode"]["ten_mb_s"] is not None
     assert result["fast"]["one_way_journal_msgs_per_s"] > 0  # to a main that journals
+    assert result["fast"]["one_way_alongside_msgs_per_s"] > 0  # and, alternated, one not
     assert "one_way_journal_msgs_per_s" not in result["raet_mode"]
     assert {goal["name"] for goal in result["goals"]} == {goal.name for goal in goals(result)}
     assert all(goal["met"] in (True, False, None) for goal in result["goals"])

@@ -13,6 +13,7 @@ COLUMNS = (("raw_udp", "raw UDP"), ("pyzmq_curve", "pyzmq+CURVE"), ("fast", "fas
            ("raet_mode", "RAET mode"), ("raet_0_6_8", "RAET 0.6.8"))
 ROWS = (("one-way msgs/s (100 B)", "one_way_msgs_per_s", 0),
         ("  the main journaling", "one_way_journal_msgs_per_s", 0),
+        ("  not, alternated with it", "one_way_alongside_msgs_per_s", 0),
         ("echo msgs/s (window 32)", "echo_msgs_per_s", 0),
         ("RTT p50 ms", "rtt_p50_ms", 3),
         ("RTT p99 ms", "rtt_p99_ms", 3),

@@ -72,6 +72,8 @@ def body_size(body: object) -> int:
 
 
 _LONG = 1 << 63
+_NUMBERS = (int, float)
+_SEQUENCES = (list, tuple)
 
 
 def _integer(value: object) -> int | None:
@@ -82,8 +84,16 @@ def _integer(value: object) -> int | None:
 
 
 def _seconds(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
+    """A body's time in seconds, if it is a finite number (an integer too big for a float
+    is none)."""
+    if type(value) is float:  # the usual
+        return value if math.isfinite(value) else None
+    if isinstance(value, _NUMBERS) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:
+            return None
+        return number if math.isfinite(number) else None
     return None
 
 
@@ -95,7 +105,7 @@ def _route_end(route: object, key: str) -> Endpoint | None:
     if not isinstance(route, Mapping):
         return None
     triple = route.get(key)
-    if not isinstance(triple, list | tuple) or len(triple) != 3 or not isinstance(triple[0], str):
+    if not isinstance(triple, _SEQUENCES) or len(triple) != 3 or not isinstance(triple[0], str):
         return None
     return Endpoint(triple[0], _text(triple[1]), _text(triple[2]))
 
@@ -182,12 +192,20 @@ def _plain_fields(node: str, remote: str) -> dict[str, Any]:
     }
 
 
-def _fill_plain(line: dict[str, Any], delivery: Delivery, received: float,
-                resends: int) -> bytes:
+def _fill_plain(line: dict[str, Any], delivery: Delivery, received: float, resends: int,
+                fields: Mapping[str, Any]) -> bytes:
+    """A plain delivery's line: its (node, remote)'s kept ``line`` refilled in place
+    (``fields``: the body when it is a dict, else empty)."""
+    body = delivery.body
+    get = fields.get
+    line["topic"] = _text(get("_topic"))
     line["transaction_id"] = delivery.transaction_id
-    line["body_bytes"] = len(delivery.body)
+    line["request_id"] = _integer(get("_id"))
+    line["sequence"] = _integer(get("_seq"))
+    line["body_bytes"] = len(body) if type(body) is bytes else body_size(body)
     line["segments"] = delivery.segments
     line["resends"] = resends
+    line["sent"] = _seconds(get("_sent"))
     line["received"] = float(received)
     line["session_id"] = delivery.session_id
     return encode_fields(line)
@@ -209,19 +227,26 @@ COMPILED = _APPEND_PLAIN is not None
 """Whether raw-bytes deliveries are journaled by the compiled path (the same bytes)."""
 
 PLAIN_ROOM = 4096
-"""A raw-bytes line is never longer (its names are at most :data:`_PLAIN_NAMES` bytes)."""
+"""The longest line :class:`PlainLines` appends (the compiled path's: names of at most
+:data:`_PLAIN_NAMES` bytes, numbers of at most 20 digits)."""
 _PLAIN_NAMES = 3072
 _TRANSACTION_KEY = b'"transaction_id":'
 
 
-class PlainLines:
-    """Raw-bytes deliveries (the commonest) appended to a batch as :func:`delivery_line`
-    writes them, byte for byte, without building a record: their lines differ only in
-    six numbers, so the rest is kept per (node, remote), at most :attr:`MOST` of them.
+_ROUTING = frozenset(("route", "_kind", "bus", "sp"))
+"""Body keys that make a delivery's line more than its (node, remote) and numbers."""
 
-    The compiled path fills in the numbers after a kept prefix; the pure-Python path
-    refills a kept mapping in place.  One per :class:`~raetlike.journal.JournalWriter`
-    (used, like it, from one thread).
+
+class PlainLines:
+    """Plain deliveries appended to a batch as :func:`delivery_line` writes them, byte
+    for byte, without building a record.  A delivery is plain when its body is raw
+    bytes (the commonest), or a dict with none of the keys that route or classify it
+    (:data:`_ROUTING`): its line then differs from its (node, remote)'s only in a few
+    numbers and its ``_topic``, so the rest is kept, for at most :attr:`MOST` of them.
+
+    The compiled path writes a raw-bytes line's numbers after a kept prefix; otherwise
+    a kept mapping is refilled in place.  One per
+    :class:`~raetlike.journal.JournalWriter` (used, like it, from one thread).
     """
 
     MOST = 256
@@ -232,9 +257,10 @@ class PlainLines:
 
     def append(self, batch: bytearray, node: str, delivery: Delivery, received: float,
                resends: int) -> int:
-        """Append ``delivery``'s line to ``batch``; the bytes appended, or 0 (nothing
-        appended) for a delivery this does not write: its body is not ``bytes``, a name
-        is too long, or the compiled path leaves a number to the general one."""
+        """Append ``delivery``'s line to ``batch``; the bytes appended, at most
+        :data:`PLAIN_ROOM`.  0, appending nothing, for a delivery this does not write:
+        one that is not plain, a longer line, or a number the compiled path leaves to
+        the general one."""
         key = (node, delivery.remote)
         kept = self._kept.get(key)
         if kept is None:
@@ -242,11 +268,17 @@ class PlainLines:
                 self._kept.clear()
             kept = self._kept[key] = _plain(node, delivery.remote)
         fields, prefix = kept
-        if not prefix or type(delivery.body) is not bytes:
+        body = delivery.body
+        if type(body) is bytes:
+            if self._append is not None and prefix:
+                return self._append(batch, prefix, delivery, received, resends)
+            line = _fill_plain(fields, delivery, received, resends, _EMPTY)
+        elif type(body) is dict and _ROUTING.isdisjoint(body):
+            line = _fill_plain(fields, delivery, received, resends, body)
+        else:
             return 0
-        if self._append is not None:
-            return self._append(batch, prefix, delivery, received, resends)
-        line = _fill_plain(fields, delivery, received, resends)
+        if len(line) > PLAIN_ROOM:
+            return 0
         batch += line
         return len(line)
 
@@ -270,7 +302,7 @@ def delivery_line(node: str, delivery: Delivery, received: float, *, resends: in
     body = delivery.body
     if type(body) is bytes:
         return _fill_plain(_plain_fields(node, delivery.remote).copy(), delivery, received,
-                           resends)
+                           resends, _EMPTY)
     fields = body if isinstance(body, dict) else (body if isinstance(body, Mapping) else _EMPTY)
     get = fields.get
     route = get("route")
