@@ -14,6 +14,8 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
+
 from raetlike.pipeline import PipelineOptions, run_pipeline
 from raetlike.pipeline import _tables as tables
 from raetlike.pipeline import _units as units
@@ -185,17 +187,23 @@ def _records(session: Any) -> Any:
             for (kind, source, destination), latencies in KNOWN_LATENCIES.items()
             for index, latency in enumerate(latencies)]
     rows.append(("survey", "c", "a", "a", None, 10, 1, 0))  # no send time: not timed
-    return session.createDataFrame(rows, "kind string, source_estate string, "
-                                   "destination_estate string, node string, latency_ms double, "
-                                   "body_bytes long, segments long, resends long")
+    frame = session.createDataFrame(rows, "kind string, source_estate string, "
+                                    "destination_estate string, node string, latency_ms double, "
+                                    "body_bytes long, segments long, resends long")
+    return frame.select(  # the rest of a normalised record's columns
+        "*", F.col("source_estate").alias("source"),
+        F.col("destination_estate").alias("destination"), F.lit(None).cast("string").alias(
+            "topic"), F.lit(None).cast("long").alias("sequence"),
+        F.timestamp_seconds(F.lit(1_767_261_600)).alias("received_at"))
 
 
 def test_latency_quantiles_per_kind_and_per_pair_are_the_exact_ones(
         spark: Any) -> None:  # noqa: F811
     records = _records(spark)
-    by_kind = {row["kind"]: row.asDict() for row in tables.kinds(records).collect()}
+    counts, latencies = tables.fine_counts(records, 60.0), tables.latency_counts(records)
+    by_kind = {row["kind"]: row.asDict() for row in tables.kinds(counts, latencies).collect()}
     by_pair = {(row["source_estate"], row["destination_estate"]): row.asDict()
-               for row in tables.pairs(records).collect()}
+               for row in tables.pairs(counts, latencies).collect()}
     for (kind, source, destination), latencies in KNOWN_LATENCIES.items():
         for row in (by_kind[kind], by_pair[(source, destination)]):
             assert row["messages"] == row["timed"] == len(latencies)

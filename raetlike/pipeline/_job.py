@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
 from raetlike.pipeline import _tables as tables
+from raetlike.pipeline._audit import SUMMARY_SCHEMA, SourceSpan, audit
 from raetlike.pipeline._frames import (
     JOURNAL_SCHEMA,
     hour_directories,
@@ -81,60 +82,71 @@ def _rows(frame: DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
 
 def _analyse(normalised: DataFrame, options: PipelineOptions, started: float,
              progress: Progress | None = None) -> PipelineResult:
-    """Compute, write and report from normalised journal lines (valid and not)."""
+    """Compute, write and report from normalised journal lines (valid and not).
+
+    A pass for the counts and the time range, then two aggregations over the
+    records (:func:`~raetlike.pipeline._tables.fine_counts` and
+    :func:`~raetlike.pipeline._tables.latency_counts`) and the audit's; every
+    table is rolled up from those, kept in memory while the tables are written.
+    """
     valid = F.col("valid")
     if options.since is not None:
         valid = valid & (F.col("received") >= options.since)
     if options.until is not None:
         valid = valid & (F.col("received") < options.until)
-    # the records come from the store's Parquet: each job reads only the columns it needs,
-    # which costs less than caching every column of every record first
     records = normalised.where(valid)
     cached: list[DataFrame] = []
+
+    def keep(frame: DataFrame) -> DataFrame:
+        cached.append(frame.persist(StorageLevel.MEMORY_AND_DISK))
+        return cached[-1]
+
     try:
-        timed = F.when(valid, F.col("latency_ms"))
-        quantiles = F.percentile_approx(timed, [0.5, 0.9, 0.99], tables.PERCENTILE_ACCURACY)
         received = F.when(valid, F.col("received"))
-        resends = F.when(valid, F.col("resends"))
-        figures = normalised.agg(
+        span_row = normalised.agg(
             F.count(F.when(valid, 1)).alias("records"),
             F.count(F.when(~F.col("valid"), 1)).alias("skipped"),
-            F.count(timed).alias("messages"), quantiles[0].alias("p50_ms"),
-            quantiles[1].alias("p90_ms"), quantiles[2].alias("p99_ms"),
-            F.max(timed).alias("max_ms"), F.min(received).alias("first"),
-            F.max(received).alias("last"), F.sum(resends).alias("resends"),
-            F.count(F.when(resends > 0, 1)).alias("with_resends")).collect()[0].asDict()
-        total, skipped = int(figures.pop("records")), int(figures.pop("skipped"))
-        first, last = figures.pop("first"), figures.pop("last")
-        resent = {"resends": int(figures.pop("resends") or 0),
-                  "messages_with_resends": int(figures.pop("with_resends") or 0)}
+            F.min(received).alias("first"), F.max(received).alias("last")).collect()[0]
+        total, skipped = int(span_row["records"]), int(span_row["skipped"])
+        first, last = span_row["first"], span_row["last"]
         span = 0.0 if first is None or last is None else float(last) - float(first)
         window = options.window_seconds or tables.choose_window(span)
         if progress is not None:
             progress.records = total
-        overall = figures
-
-        def keep(frame: DataFrame) -> DataFrame:
-            cached.append(frame.persist(StorageLevel.MEMORY_AND_DISK))
-            return cached[-1]
-
-        missing = keep(tables.audit_missing(records))
-        duplicates = keep(tables.audit_duplicates(records))
-        out_of_order = keep(tables.audit_out_of_order(records))
+        counts = keep(tables.fine_counts(records, window))
+        latencies = keep(tables.latency_counts(records))
+        sums = counts.groupBy("source").agg(
+            F.sum("sequenced").alias("records"), F.min("sequence_min").alias("first"),
+            F.max("sequence_max").alias("last")).collect()
+        spans = {row["source"]: SourceSpan(int(row["records"]), int(row["first"]),
+                                           int(row["last"]))
+                 for row in sums if row["records"]}
+        checked = audit(records, spans)
+        out_of_order = keep(checked.out_of_order)
+        totals = counts.agg(F.sum("timed").alias("messages"), F.max("max_ms").alias("max_ms"),
+                            F.sum("resends").alias("resends"),
+                            F.sum("messages_with_resends").alias("with_resends")
+                            ).collect()[0]
+        overall = {"messages": int(totals["messages"] or 0), "p50_ms": None, "p90_ms": None,
+                   "p99_ms": None, "max_ms": totals["max_ms"]}
+        for row in tables.quantiles(latencies).collect():
+            overall.update(row.asDict())
+        resent = {"resends": int(totals["resends"] or 0),
+                  "messages_with_resends": int(totals["with_resends"] or 0)}
         frames = {
-            "traffic": tables.traffic(records, window),
-            "rate": keep(tables.rate_over_time(records, window)),
-            "latency": tables.latency(records),
-            "latency_histogram": keep(tables.latency_histogram(records)),
-            "remotes": tables.remotes(records),
-            "estates": keep(tables.estates(records)),
-            "kinds": keep(tables.kinds(records)),
-            "pairs": keep(tables.pairs(records)),
-            "audit_missing": missing,
-            "audit_duplicates": duplicates,
+            "traffic": tables.traffic(counts, window),
+            "rate": keep(tables.rate_over_time(counts, window)),
+            "latency": tables.latency(counts, latencies),
+            "latency_histogram": keep(tables.latency_histogram(latencies)),
+            "remotes": tables.remotes(counts),
+            "estates": keep(tables.estates(counts, latencies)),
+            "kinds": keep(tables.kinds(counts, latencies)),
+            "pairs": keep(tables.pairs(counts, latencies)),
+            "audit_missing": checked.missing,
+            "audit_duplicates": checked.duplicates,
             "audit_out_of_order": out_of_order,
-            "audit_summary": keep(tables.audit_summary(records, missing, duplicates,
-                                                       out_of_order)),
+            "audit_summary": normalised.sparkSession.createDataFrame(
+                [tuple(row.values()) for row in checked.summary], SUMMARY_SCHEMA),
         }
         paths = {name: options.out / "tables" / name for name in frames}
         # Spark runs jobs from several threads at once: small jobs overlap their overheads
@@ -147,9 +159,9 @@ def _analyse(normalised: DataFrame, options: PipelineOptions, started: float,
             histogram=sorted(_rows(frames["latency_histogram"]), key=lambda r: r["bucket"]),
             rate=sorted(_rows(frames["rate"]), key=lambda r: r["window_start"]),
             estates=sorted(_rows(frames["estates"]), key=lambda r: r["estate"]),
-            audit=sorted(_rows(frames["audit_summary"]), key=lambda r: r["source"]),
-            missing=_rows(missing.orderBy("source", "first_missing"), REPORT_ROWS),
-            duplicates=_rows(duplicates.orderBy("source", "sequence"), REPORT_ROWS),
+            audit=checked.summary,
+            missing=_rows(checked.missing.orderBy("source", "first_missing"), REPORT_ROWS),
+            duplicates=_rows(checked.duplicates.orderBy("source", "sequence"), REPORT_ROWS),
             window_seconds=window,
             kinds=sorted(_rows(frames["kinds"]), key=lambda r: -int(r["messages"])),
             pairs=sorted(_rows(frames["pairs"]),

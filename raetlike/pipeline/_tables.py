@@ -1,7 +1,11 @@
-"""The pipeline's tables, each a DataFrame computed from normalised journal records.
+"""The pipeline's tables, each a small DataFrame meant to be written as Parquet.
 
-Every function takes the *valid* records (see :func:`normalise`) and returns a
-small DataFrame meant to be written as Parquet.  Nothing here runs a Python UDF.
+The records (the *valid* ones, see :func:`normalise`) are aggregated twice:
+:func:`fine_counts` (per time window and stream) and :func:`latency_counts`
+(per stream and latency microsecond).  Both shrink a million records to a few
+thousand rows in one pass each, and every table here is a roll-up of them: a
+table costs a job over those rows, not over the records.  The delivery audit,
+which needs each sequence number, is in ``_audit``.  Nothing runs a Python UDF.
 """
 
 from __future__ import annotations
@@ -9,11 +13,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
-__all__ = ["LATENCY_EDGES_MS", "TABLES", "WINDOW_STEPS", "audit_duplicates", "audit_missing",
-           "audit_out_of_order", "audit_summary", "choose_window", "estates", "kinds", "latency",
-           "latency_histogram", "pairs", "rate_over_time", "remotes", "traffic"]
-
-PERCENTILE_ACCURACY = 100_000
+__all__ = ["FINE", "LATENCY_EDGES_MS", "LATENCY_KEYS", "TABLES", "WINDOW_STEPS", "at_destination",
+           "choose_window", "estates", "fine_counts", "kinds", "latency", "latency_counts",
+           "latency_histogram", "pairs", "quantiles", "rate_over_time", "remotes", "traffic"]
 
 LATENCY_EDGES_MS = (0.0, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0,
                     1_000.0, 2_000.0, 5_000.0, 10_000.0)
@@ -50,168 +52,174 @@ def _interval(window_seconds: float) -> str:
     return f"{round(window_seconds * 1000)} milliseconds"
 
 
-def _percentiles(column: str) -> list[Column]:
-    quantiles = F.percentile_approx(F.col(column), [0.5, 0.9, 0.99], PERCENTILE_ACCURACY)
-    return [quantiles[0].alias("p50_ms"), quantiles[1].alias("p90_ms"),
-            quantiles[2].alias("p99_ms"), F.max(column).alias("max_ms")]
+# -- the two aggregations every other table is made from -----------------------------------
+
+FINE = ("node", "source", "destination", "source_estate", "destination_estate", "kind",
+        "topic")
+"""The keys of :func:`fine_counts`: every table's grouping is a roll-up of these."""
+
+LATENCY_KEYS = ("source", "destination", "kind", "topic", "source_estate",
+                "destination_estate")
+"""The keys of :func:`latency_counts` (besides the microsecond)."""
+
+_MOST_MS = 1e12  # latencies past ±31 years are clamped there (they are a clock's garbage)
 
 
-def traffic(records: DataFrame, window_seconds: float) -> DataFrame:
+def _destination_estate() -> Column:
+    return F.coalesce(F.col("destination_estate"), F.col("node")).alias("destination_estate")
+
+
+def fine_counts(records: DataFrame, window_seconds: float) -> DataFrame:
+    """Per time window and :data:`FINE` keys: messages, bytes, segments, resends, timed
+    messages, the highest latency, and the numbered deliveries at their destination
+    (count, lowest and highest number) that the audit starts from.
+
+    One pass over the records, with partial aggregation before the shuffle: its
+    rows number streams times windows, and every count table is a roll-up of them.
+    """
+    sequenced = at_destination() & F.col("sequence").isNotNull()
+    return (records.groupBy(F.window("received_at", _interval(window_seconds))
+                            .start.alias("window_start"),
+                            *[name for name in FINE if name != "destination_estate"],
+                            _destination_estate())
+            .agg(F.count("*").alias("messages"), F.sum("body_bytes").alias("bytes"),
+                 F.sum("segments").alias("segments"), F.max("segments").alias("segments_max"),
+                 F.count(F.when(F.col("segments") > 1, 1)).alias("multi_segment_messages"),
+                 F.sum("resends").alias("resends"), F.max("resends").alias("resends_max"),
+                 F.count(F.when(F.col("resends") > 0, 1)).alias("messages_with_resends"),
+                 F.count("latency_ms").alias("timed"), F.max("latency_ms").alias("max_ms"),
+                 F.count(F.when(sequenced, 1)).alias("sequenced"),
+                 F.min(F.when(sequenced, F.col("sequence"))).alias("sequence_min"),
+                 F.max(F.when(sequenced, F.col("sequence"))).alias("sequence_max")))
+
+
+def latency_counts(records: DataFrame) -> DataFrame:
+    """Timed messages per :data:`LATENCY_KEYS` and latency microsecond (``us``, the
+    latency in ms times 1000, rounded down): the quantiles are read from it."""
+    latency = F.greatest(F.least(F.col("latency_ms"), F.lit(_MOST_MS)), F.lit(-_MOST_MS))
+    return (records.where(F.col("latency_ms").isNotNull())
+            .groupBy(*[name for name in LATENCY_KEYS if name != "destination_estate"],
+                     _destination_estate(), F.floor(latency * 1000).alias("us"))
+            .agg(F.count("*").alias("n")))
+
+
+def quantiles(latencies: DataFrame, *keys: str) -> DataFrame:
+    """Latency p50/p90/p99 (ms) per ``keys`` from :func:`latency_counts`'s rows.
+
+    Each is the nearest rank: the smallest latency with at least that fraction of
+    the group's at or below it, to the microsecond below (so never above the
+    group's highest).  Exact, and cheap: the microseconds are few.
+    """
+    names = list(keys) or ["_all"]
+    group = [F.col(key) for key in keys] or [F.lit(0).alias("_all")]
+    counts = latencies.groupBy(*group, "us").agg(F.sum("n").alias("n"))
+    upto = (Window.partitionBy(*names).orderBy("us")
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    ranked = (counts.withColumn("below", F.sum("n").over(upto))
+              .withColumn("total", F.sum("n").over(Window.partitionBy(*names))))
+
+    def rank(fraction: float) -> Column:
+        return F.min(F.when(F.col("below") >= F.ceil(F.col("total") * fraction),
+                            F.col("us"))) / 1000.0
+
+    frame = ranked.groupBy(*names).agg(rank(0.5).alias("p50_ms"), rank(0.9).alias("p90_ms"),
+                                       rank(0.99).alias("p99_ms"))
+    return frame if keys else frame.drop("_all")
+
+
+# -- the tables ----------------------------------------------------------------------------
+
+def traffic(counts: DataFrame, window_seconds: float) -> DataFrame:
     """Per time window and (source, destination, kind, topic): messages, bytes and their rates."""
-    span = _interval(window_seconds)
-    return (records.groupBy(F.window("received_at", span).alias("window"), *_STREAM)
-            .agg(F.count("*").alias("messages"), F.sum("body_bytes").alias("bytes"))
-            .select(F.col("window.start").alias("window_start"),
-                    F.col("window.end").alias("window_end"), *_STREAM, "messages", "bytes",
+    span = F.expr(f"INTERVAL {round(window_seconds * 1000)} MILLISECONDS")
+    return (counts.groupBy("window_start", *_STREAM)
+            .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
+            .select("window_start", (F.col("window_start") + span).alias("window_end"),
+                    *_STREAM, "messages", "bytes",
                     (F.col("messages") / window_seconds).alias("messages_per_second"),
                     (F.col("bytes") / window_seconds).alias("bytes_per_second")))
 
 
-def rate_over_time(records: DataFrame, window_seconds: float) -> DataFrame:
+def rate_over_time(counts: DataFrame, window_seconds: float) -> DataFrame:
     """All traffic per time window: messages and messages per second (for the rate plot)."""
-    span = _interval(window_seconds)
-    return (records.groupBy(F.window("received_at", span).alias("window"))
-            .agg(F.count("*").alias("messages"), F.sum("body_bytes").alias("bytes"))
-            .select(F.col("window.start").alias("window_start"), "messages", "bytes",
+    return (counts.groupBy("window_start")
+            .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
+            .select("window_start", "messages", "bytes",
                     (F.col("messages") / window_seconds).alias("messages_per_second")))
 
 
-def latency(records: DataFrame) -> DataFrame:
+def latency(counts: DataFrame, latencies: DataFrame) -> DataFrame:
     """Per (source, destination, kind, topic): latency p50/p90/p99/max where ``sent`` is known."""
-    timed = records.where(F.col("latency_ms").isNotNull())
-    return timed.groupBy(*_STREAM).agg(F.count("*").alias("messages"),
-                                       *_percentiles("latency_ms"))
+    timed = (counts.groupBy(*_STREAM).agg(F.sum("timed").alias("messages"),
+                                          F.max("max_ms").alias("max_ms"))
+             .where(F.col("messages") > 0))
+    return (timed.join(quantiles(latencies, *_STREAM), list(_STREAM), "left")
+            .select(*_STREAM, "messages", "p50_ms", "p90_ms", "p99_ms", "max_ms"))
 
 
-def _breakdown(records: DataFrame, *keys: Column) -> DataFrame:
-    quantiles = F.percentile_approx(F.col("latency_ms"), [0.5, 0.9, 0.99], PERCENTILE_ACCURACY)
-    return records.groupBy(*keys).agg(
-        F.count("*").alias("messages"), F.sum("body_bytes").alias("bytes"),
-        F.count("latency_ms").alias("timed"),
-        quantiles[0].alias("p50_ms"), quantiles[1].alias("p90_ms"),
-        quantiles[2].alias("p99_ms"), F.max("latency_ms").alias("max_ms"),
+def _breakdown(counts: DataFrame, latencies: DataFrame, *keys: str) -> DataFrame:
+    sums = counts.groupBy(*keys).agg(
+        F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"),
+        F.sum("timed").alias("timed"), F.max("max_ms").alias("max_ms"),
         F.sum("segments").alias("segments"), F.sum("resends").alias("resends"),
-        F.sum(F.when(F.col("resends") > 0, 1).otherwise(0)).alias("messages_with_resends"))
+        F.sum("messages_with_resends").alias("messages_with_resends"))
+    return (sums.join(quantiles(latencies, *keys), list(keys), "left")
+            .select(*keys, "messages", "bytes", "timed", "p50_ms", "p90_ms", "p99_ms",
+                    "max_ms", "segments", "resends", "messages_with_resends"))
 
 
-def kinds(records: DataFrame) -> DataFrame:
+def kinds(counts: DataFrame, latencies: DataFrame) -> DataFrame:
     """Per kind (message, request, event, survey, ...): counts, latency p50/p90/p99, resends."""
-    return _breakdown(records, F.col("kind"))
+    return _breakdown(counts, latencies, "kind")
 
 
-def pairs(records: DataFrame) -> DataFrame:
+def pairs(counts: DataFrame, latencies: DataFrame) -> DataFrame:
     """Per (source estate, destination estate): counts, latency p50/p90/p99, resends."""
-    return _breakdown(records, F.col("source_estate"),
-                      F.coalesce(F.col("destination_estate"), F.col("node"))
-                      .alias("destination_estate"))
+    return _breakdown(counts, latencies, "source_estate", "destination_estate")
 
 
-def latency_histogram(records: DataFrame) -> DataFrame:
+def latency_histogram(latencies: DataFrame) -> DataFrame:
     """Messages per latency bucket (``bucket``, ``low_ms``); see :data:`LATENCY_EDGES_MS`."""
-    value = F.col("latency_ms")
+    value = F.col("us")
     bucket: Column = F.when(value < 0, F.lit(-1))
     for index in range(len(LATENCY_EDGES_MS) - 1, -1, -1):
-        bucket = bucket.when(value >= LATENCY_EDGES_MS[index], F.lit(index))
-    return (records.where(value.isNotNull()).groupBy(bucket.alias("bucket"))
-            .agg(F.count("*").alias("messages")))
+        bucket = bucket.when(value >= round(LATENCY_EDGES_MS[index] * 1000), F.lit(index))
+    return latencies.groupBy(bucket.alias("bucket")).agg(F.sum("n").alias("messages"))
 
 
-def remotes(records: DataFrame) -> DataFrame:
+def remotes(counts: DataFrame) -> DataFrame:
     """Per journaling node and remote (source estate): segment and resend statistics."""
-    return records.groupBy("node", F.col("source_estate").alias("remote")).agg(
-        F.count("*").alias("messages"),
-        F.sum("body_bytes").alias("bytes"),
+    return counts.groupBy("node", F.col("source_estate").alias("remote")).agg(
+        F.sum("messages").alias("messages"),
+        F.sum("bytes").alias("bytes"),
         F.sum("segments").alias("segments"),
-        F.avg("segments").alias("segments_mean"),
-        F.max("segments").alias("segments_max"),
-        F.sum(F.when(F.col("segments") > 1, 1).otherwise(0)).alias("multi_segment_messages"),
+        (F.sum("segments") / F.sum("messages")).alias("segments_mean"),
+        F.max("segments_max").alias("segments_max"),
+        F.sum("multi_segment_messages").alias("multi_segment_messages"),
         F.sum("resends").alias("resends"),
-        F.max("resends").alias("resends_max"),
-        F.sum(F.when(F.col("resends") > 0, 1).otherwise(0)).alias("messages_with_resends"),
+        F.max("resends_max").alias("resends_max"),
+        F.sum("messages_with_resends").alias("messages_with_resends"),
     )
 
 
-def estates(records: DataFrame) -> DataFrame:
+def estates(counts: DataFrame, latencies: DataFrame) -> DataFrame:
     """Per estate: messages and bytes sent and received, and latency of what it received."""
-    sent = records.groupBy(F.col("source_estate").alias("estate")).agg(
-        F.count("*").alias("messages_sent"), F.sum("body_bytes").alias("bytes_sent"))
-    quantiles = F.percentile_approx(F.col("latency_ms"), [0.5, 0.99], PERCENTILE_ACCURACY)
-    received = records.groupBy(F.col("destination_estate").alias("estate")).agg(
-        F.count("*").alias("messages_received"), F.sum("body_bytes").alias("bytes_received"),
-        quantiles[0].alias("received_p50_ms"), quantiles[1].alias("received_p99_ms"))
+    sent = counts.groupBy(F.col("source_estate").alias("estate")).agg(
+        F.sum("messages").alias("messages_sent"), F.sum("bytes").alias("bytes_sent"))
+    received = (counts.groupBy(F.col("destination_estate").alias("estate")).agg(
+        F.sum("messages").alias("messages_received"), F.sum("bytes").alias("bytes_received"))
+        .join(quantiles(latencies, "destination_estate")
+              .select(F.col("destination_estate").alias("estate"),
+                      F.col("p50_ms").alias("received_p50_ms"),
+                      F.col("p99_ms").alias("received_p99_ms")), "estate", "left"))
     return (sent.join(received, "estate", "full_outer")
             .fillna(0, ["messages_sent", "bytes_sent", "messages_received", "bytes_received"]))
 
 
-def _sequenced(records: DataFrame) -> DataFrame:
-    """Numbered deliveries at their destination estate.
-
-    A manor that relays a message journals it too (``node`` is then not the
-    destination estate); counting that copy would report a duplicate.
-    """
-    at_destination = (F.col("destination_estate").isNull()
-                      | (F.col("node") == F.col("destination_estate")))
-    return records.where(F.col("sequence").isNotNull() & at_destination)
-
-
-def audit_duplicates(records: DataFrame) -> DataFrame:
-    """Sequence numbers delivered more than once (anywhere), per source.
-
-    Counted first, and only the few numbers seen twice have their nodes
-    gathered: collecting a set for every number of a million costs seconds.
-    """
-    sequenced = _sequenced(records)
-    twice = (sequenced.groupBy("source", "sequence").agg(F.count("*").alias("copies"))
-             .where(F.col("copies") > 1))
-    nodes = (sequenced.join(twice.select("source", "sequence"),
-                            ["source", "sequence"])
-             .groupBy("source", "sequence")
-             .agg(F.array_sort(F.collect_set("node")).alias("nodes")))
-    return twice.join(nodes, ["source", "sequence"])
-
-
-def audit_missing(records: DataFrame) -> DataFrame:
-    """Gaps in each source's sequence numbers, as ranges [first_missing, last_missing]."""
-    seen = _sequenced(records).select("source", "sequence").distinct()
-    previous = F.lag("sequence").over(Window.partitionBy("source").orderBy("sequence"))
-    return (seen.withColumn("previous", previous)
-            .where(F.col("sequence") - F.col("previous") > 1)
-            .select("source", (F.col("previous") + 1).alias("first_missing"),
-                    (F.col("sequence") - 1).alias("last_missing"),
-                    (F.col("sequence") - F.col("previous") - 1).alias("missing")))
-
-
-def audit_out_of_order(records: DataFrame) -> DataFrame:
-    """First arrivals at a node of a sequence number lower than one that node already had.
-
-    Each number's first arrival at a node is found by aggregation (a hash, not
-    a sort); the highest number before it is a running maximum over those
-    first arrivals alone, which is the same as over every earlier arrival (a
-    later copy of a number came after its own first arrival).
-    """
-    firsts = (_sequenced(records).groupBy("source", "node", "sequence")
-              .agg(F.min("received").alias("received"), F.min("received_at").alias("received_at")))
-    before = (Window.partitionBy("source", "node").orderBy("received", "sequence")
-              .rowsBetween(Window.unboundedPreceding, -1))
-    return (firsts.withColumn("highest_before", F.max("sequence").over(before))
-            .where(F.col("sequence") < F.col("highest_before"))
-            .select("source", "node", "sequence", "highest_before", "received_at"))
-
-
-def audit_summary(records: DataFrame, missing: DataFrame, duplicates: DataFrame,
-                  out_of_order: DataFrame) -> DataFrame:
-    """Per source: records, sequence range, missing, duplicates, out of order, complete."""
-    base = _sequenced(records).groupBy("source").agg(
-        F.count("*").alias("records"), F.countDistinct("sequence").alias("distinct"),
-        F.min("sequence").alias("first"), F.max("sequence").alias("last"))
-    gaps = missing.groupBy("source").agg(F.sum("missing").alias("missing"))
-    copies = duplicates.groupBy("source").agg(
-        F.sum(F.col("copies") - 1).alias("duplicates"))
-    late = out_of_order.groupBy("source").agg(F.count("*").alias("out_of_order"))
-    joined = (base.join(gaps, "source", "left").join(copies, "source", "left")
-              .join(late, "source", "left")
-              .fillna(0, ["missing", "duplicates", "out_of_order"]))
-    return joined.withColumn("complete", (F.col("missing") == 0) & (F.col("duplicates") == 0))
+def at_destination() -> Column:
+    """A delivery journaled where it was addressed: a manor that relays a message journals
+    it too (``node`` is then not the destination estate), and that copy is no duplicate."""
+    return F.col("destination_estate").isNull() | (F.col("node") == F.col("destination_estate"))
 
 
 TABLES = ("traffic", "rate", "latency", "latency_histogram", "remotes", "estates", "kinds",

@@ -1,0 +1,197 @@
+"""The delivery audit: per source, which sequence numbers arrived, which are missing,
+which came twice, and which came after a higher one.
+
+Gaps and distinct numbers are read from bitmaps: Spark folds each source's
+numbers into one 4 KiB bitmap per 32,768 (``bitmap_construct_agg``, partial
+aggregation before the shuffle, so a million numbers move as a few dozen
+bitmaps), and the driver finds the runs of zeros.  Where that would take more
+than :data:`MOST_BITMAPS` bitmaps (numbers spread wider, or below 1) or list
+more than :data:`MOST_GAPS` gaps, the gaps are found by sorting in Spark
+instead, as they always could be.  Duplicates are looked for only at sources
+whose records outnumber their distinct numbers; arrivals out of order take a
+sort of each (source, node)'s first arrivals.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
+
+from raetlike.pipeline._tables import at_destination
+
+__all__ = ["BITMAP_BITS", "MOST_BITMAPS", "MOST_GAPS", "Audit", "SourceSpan", "audit",
+           "audit_duplicates", "audit_missing", "audit_out_of_order"]
+
+log = logging.getLogger(__name__)
+
+BITMAP_BITS = 32_768
+"""Sequence numbers per bitmap (Spark's ``bitmap_bucket_number``)."""
+MOST_BITMAPS = 4_096
+"""Bitmaps (4 KiB each, 16 MiB in all) the driver collects at most for one audit."""
+MOST_GAPS = 100_000
+"""Gaps the driver lists at most; past it Spark lists them (all of them, in the table)."""
+
+MISSING_SCHEMA = "source string, first_missing long, last_missing long, missing long"
+DUPLICATES_SCHEMA = "source string, sequence long, copies long, nodes array<string>"
+SUMMARY_SCHEMA = ("source string, records long, distinct long, first long, last long, "
+                  "missing long, duplicates long, out_of_order long, complete boolean")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSpan:
+    """A source's numbered deliveries at their destination: how many, lowest, highest."""
+
+    records: int
+    first: int
+    last: int
+
+
+@dataclass(frozen=True, slots=True)
+class Audit:
+    """The audit's tables, and the per-source summary already on the driver."""
+
+    summary: list[dict[str, Any]]
+    missing: DataFrame
+    duplicates: DataFrame
+    out_of_order: DataFrame
+
+
+def _sequenced(records: DataFrame) -> DataFrame:
+    """Numbered deliveries at their destination estate."""
+    return records.where(F.col("sequence").isNotNull() & at_destination())
+
+
+def audit_duplicates(records: DataFrame) -> DataFrame:
+    """Sequence numbers delivered more than once (anywhere), per source.
+
+    Counted first, and only the few numbers seen twice have their nodes
+    gathered: collecting a set for every number of a million costs seconds.
+    """
+    sequenced = _sequenced(records)
+    twice = (sequenced.groupBy("source", "sequence").agg(F.count("*").alias("copies"))
+             .where(F.col("copies") > 1))
+    nodes = (sequenced.join(twice.select("source", "sequence"),
+                            ["source", "sequence"])
+             .groupBy("source", "sequence")
+             .agg(F.array_sort(F.collect_set("node")).alias("nodes")))
+    return twice.join(nodes, ["source", "sequence"]).select("source", "sequence", "copies",
+                                                            "nodes")
+
+
+def audit_missing(records: DataFrame) -> DataFrame:
+    """Gaps in each source's sequence numbers, as ranges [first_missing, last_missing],
+    found by sorting each source's distinct numbers."""
+    seen = _sequenced(records).select("source", "sequence").distinct()
+    previous = F.lag("sequence").over(Window.partitionBy("source").orderBy("sequence"))
+    return (seen.withColumn("previous", previous)
+            .where(F.col("sequence") - F.col("previous") > 1)
+            .select("source", (F.col("previous") + 1).alias("first_missing"),
+                    (F.col("sequence") - 1).alias("last_missing"),
+                    (F.col("sequence") - F.col("previous") - 1).alias("missing")))
+
+
+def audit_out_of_order(records: DataFrame) -> DataFrame:
+    """First arrivals at a node of a sequence number lower than one that node already had.
+
+    Each number's first arrival at a node is found by aggregation (a hash, not
+    a sort); the highest number before it is a running maximum over those
+    first arrivals alone, which is the same as over every earlier arrival (a
+    later copy of a number came after its own first arrival).
+    """
+    firsts = (_sequenced(records).groupBy("source", "node", "sequence")
+              .agg(F.min("received").alias("received"), F.min("received_at").alias("received_at")))
+    before = (Window.partitionBy("source", "node").orderBy("received", "sequence")
+              .rowsBetween(Window.unboundedPreceding, -1))
+    return (firsts.withColumn("highest_before", F.max("sequence").over(before))
+            .where(F.col("sequence") < F.col("highest_before"))
+            .select("source", "node", "sequence", "highest_before", "received_at"))
+
+
+def _bucket(sequence: int) -> int:
+    """Spark's ``bitmap_bucket_number`` of a positive number."""
+    return (sequence - 1) // BITMAP_BITS + 1
+
+
+def _gaps(spans: Mapping[str, SourceSpan], bitmaps: Mapping[tuple[str, int], bytes],
+          most: int) -> tuple[list[tuple[str, int, int, int]], dict[str, int]] | None:
+    """The runs of zeros between each source's first and last number, and its count of
+    distinct numbers; None past ``most`` gaps.  Bit ``i`` of bucket ``b`` (Spark's
+    layout: little-endian bytes, low bit first) is number ``(b - 1) * 32768 + i + 1``."""
+    gaps: list[tuple[str, int, int, int]] = []
+    distinct: dict[str, int] = {}
+    for source, span in spans.items():
+        seen = 0
+        for bucket in range(_bucket(span.first), _bucket(span.last) + 1):
+            base = (bucket - 1) * BITMAP_BITS + 1
+            bits = int.from_bytes(bitmaps.get((source, bucket), b""), "little")
+            seen += bits.bit_count()
+            low = max(span.first, base) - base
+            high = min(span.last, base + BITMAP_BITS - 1) - base  # inclusive
+            holes = ~bits & (((1 << (high + 1)) - 1) ^ ((1 << low) - 1))
+            while holes:
+                start = (holes & -holes).bit_length() - 1
+                after = bits >> start  # bit `start` is a hole: the next set bit ends it
+                length = (after & -after).bit_length() - 1 if after else high + 1 - start
+                first, last = base + start, base + start + length - 1
+                if gaps and gaps[-1][0] == source and gaps[-1][2] == first - 1:
+                    first = gaps.pop()[1]  # a gap running on from the bucket before
+                gaps.append((source, first, last, last - first + 1))
+                if len(gaps) > most:
+                    return None
+                holes &= ~(((1 << length) - 1) << start)
+        distinct[source] = seen
+    return gaps, distinct
+
+
+def audit(records: DataFrame, spans: Mapping[str, SourceSpan], *,
+          most_bitmaps: int = MOST_BITMAPS, most_gaps: int = MOST_GAPS) -> Audit:
+    """Audit the valid ``records``; ``spans`` per source (from ``fine_counts``)."""
+    spark = records.sparkSession
+    sequenced = _sequenced(records)
+    spans = {source: span for source, span in spans.items() if span.records > 0}
+    buckets = sum(_bucket(span.last) - _bucket(span.first) + 1 for span in spans.values())
+    found = None
+    if all(span.first >= 1 for span in spans.values()) and buckets <= most_bitmaps:
+        rows = (sequenced.groupBy("source", F.bitmap_bucket_number("sequence").alias("bucket"))
+                .agg(F.bitmap_construct_agg(F.bitmap_bit_position("sequence")).alias("bits"))
+                .collect())
+        found = _gaps(spans, {(row["source"], row["bucket"]): bytes(row["bits"])
+                              for row in rows}, most_gaps)
+    if found is not None:
+        gap_rows, distinct = found
+        missing = spark.createDataFrame(gap_rows, MISSING_SCHEMA)
+        missing_counts: dict[str, int] = {}
+        for source, _first, _last, count in gap_rows:
+            missing_counts[source] = missing_counts.get(source, 0) + count
+    else:
+        log.info("pipeline: audit gaps by sorting (%d bitmaps wanted, at most %d)", buckets,
+                 most_bitmaps)
+        missing = audit_missing(records)
+        distinct = _by_source(sequenced.groupBy("source").agg(
+            F.countDistinct("sequence").alias("n")).collect())
+        missing_counts = _by_source(missing.groupBy("source").agg(
+            F.sum("missing").alias("n")).collect())
+    twice = [source for source, span in spans.items() if span.records > distinct.get(source, 0)]
+    duplicates = (audit_duplicates(records.where(F.col("source").isin(twice))) if twice
+                  else spark.createDataFrame([], DUPLICATES_SCHEMA))
+    out_of_order = audit_out_of_order(records)
+    late = _by_source(out_of_order.groupBy("source").agg(F.count("*").alias("n")).collect())
+    summary = []
+    for source, span in sorted(spans.items()):
+        copies = span.records - distinct.get(source, 0)
+        gaps = missing_counts.get(source, 0)
+        summary.append({"source": source, "records": span.records,
+                        "distinct": distinct.get(source, 0), "first": span.first,
+                        "last": span.last, "missing": gaps, "duplicates": copies,
+                        "out_of_order": late.get(source, 0),
+                        "complete": gaps == 0 and copies == 0})
+    return Audit(summary, missing, duplicates, out_of_order)
+
+
+def _by_source(rows: Iterable[Any]) -> dict[str, int]:
+    return {row["source"]: int(row["n"]) for row in rows}
