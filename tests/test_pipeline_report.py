@@ -190,10 +190,13 @@ def _records(session: Any) -> Any:
     frame = session.createDataFrame(rows, "kind string, source_estate string, "
                                     "destination_estate string, node string, latency_ms double, "
                                     "body_bytes long, segments long, resends long")
+    nothing = F.lit(None).cast("string")
     return frame.select(  # the rest of a normalised record's columns
         "*", F.col("source_estate").alias("source"),
-        F.col("destination_estate").alias("destination"), F.lit(None).cast("string").alias(
-            "topic"), F.lit(None).cast("long").alias("sequence"),
+        F.col("destination_estate").alias("destination"), nothing.alias("topic"),
+        nothing.alias("source_yard"), nothing.alias("source_share"),
+        nothing.alias("destination_yard"), nothing.alias("destination_share"),
+        F.lit(None).cast("long").alias("sequence"),
         F.timestamp_seconds(F.lit(1_767_261_600)).alias("received_at"))
 
 

@@ -16,7 +16,7 @@ pytest.importorskip("pyspark")
 from raetlike.journal import JournalWriter
 from raetlike.pipeline import PipelineOptions, run_pipeline
 from raetlike.pipeline._frames import hour_directories
-from raetlike.pipeline._store import MANIFEST, STORE, refresh_store
+from raetlike.pipeline._store import MANIFEST, MANIFEST_VERSION, STORE, refresh_store
 from tests.journalkit import HOUR_START, record
 from tests.sparkkit import spark  # noqa: F401 - the session fixture
 
@@ -91,7 +91,7 @@ def test_a_damaged_manifest_means_reading_everything_again(tmp_path: Path,
     (out / MANIFEST).write_text("{not json")
     count, run = _refresh(spark, journal, out)
     assert (count, len(run.read)) == (10, 1)
-    assert json.loads((out / MANIFEST).read_text())["version"] == 1
+    assert json.loads((out / MANIFEST).read_text())["version"] == MANIFEST_VERSION
 
 
 def test_the_pipeline_gives_the_same_figures_from_the_store_as_from_the_json(

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
@@ -59,6 +60,7 @@ class Audit:
     missing: DataFrame
     duplicates: DataFrame
     out_of_order: DataFrame
+    """Persisted (its rows were counted): the caller unpersists it when written."""
 
 
 def _sequenced(records: DataFrame) -> DataFrame:
@@ -95,16 +97,25 @@ def audit_missing(records: DataFrame) -> DataFrame:
                     (F.col("sequence") - F.col("previous") - 1).alias("missing")))
 
 
-def audit_out_of_order(records: DataFrame) -> DataFrame:
+def audit_out_of_order(records: DataFrame, once: Iterable[str] = ()) -> DataFrame:
     """First arrivals at a node of a sequence number lower than one that node already had.
 
     Each number's first arrival at a node is found by aggregation (a hash, not
     a sort); the highest number before it is a running maximum over those
     first arrivals alone, which is the same as over every earlier arrival (a
-    later copy of a number came after its own first arrival).
+    later copy of a number came after its own first arrival).  Sources in
+    ``once`` delivered no number twice: every record of theirs is a first
+    arrival, and the aggregation is skipped for them.
     """
-    firsts = (_sequenced(records).groupBy("source", "node", "sequence")
+    sequenced = _sequenced(records)
+    single = list(once)
+    again = (sequenced.where(~F.col("source").isin(single)) if single else sequenced)
+    firsts = (again.groupBy("source", "node", "sequence")
               .agg(F.min("received").alias("received"), F.min("received_at").alias("received_at")))
+    if single:
+        firsts = (sequenced.where(F.col("source").isin(single))
+                  .select("source", "node", "sequence", "received", "received_at")
+                  .unionByName(firsts))
     before = (Window.partitionBy("source", "node").orderBy("received", "sequence")
               .rowsBetween(Window.unboundedPreceding, -1))
     return (firsts.withColumn("highest_before", F.max("sequence").over(before))
@@ -179,7 +190,10 @@ def audit(records: DataFrame, spans: Mapping[str, SourceSpan], *,
     twice = [source for source, span in spans.items() if span.records > distinct.get(source, 0)]
     duplicates = (audit_duplicates(records.where(F.col("source").isin(twice))) if twice
                   else spark.createDataFrame([], DUPLICATES_SCHEMA))
-    out_of_order = audit_out_of_order(records)
+    # kept: its rows are counted here and written by the caller, and it costs a sort
+    out_of_order = audit_out_of_order(
+        records, [source for source in spans if source not in twice]).persist(
+        StorageLevel.MEMORY_AND_DISK)
     late = _by_source(out_of_order.groupBy("source").agg(F.count("*").alias("n")).collect())
     summary = []
     for source, span in sorted(spans.items()):

@@ -122,7 +122,8 @@ def _analyse(normalised: DataFrame, options: PipelineOptions, started: float,
                                            int(row["last"]))
                  for row in sums if row["records"]}
         checked = audit(records, spans)
-        out_of_order = keep(checked.out_of_order)
+        out_of_order = checked.out_of_order
+        cached.append(out_of_order)
         totals = counts.agg(F.sum("timed").alias("messages"), F.max("max_ms").alias("max_ms"),
                             F.sum("resends").alias("resends"),
                             F.sum("messages_with_resends").alias("with_resends")
@@ -135,13 +136,13 @@ def _analyse(normalised: DataFrame, options: PipelineOptions, started: float,
                   "messages_with_resends": int(totals["with_resends"] or 0)}
         frames = {
             "traffic": tables.traffic(counts, window),
-            "rate": keep(tables.rate_over_time(counts, window)),
+            "rate": tables.rate_over_time(counts, window),
             "latency": tables.latency(counts, latencies),
-            "latency_histogram": keep(tables.latency_histogram(latencies)),
+            "latency_histogram": tables.latency_histogram(latencies),
             "remotes": tables.remotes(counts),
-            "estates": keep(tables.estates(counts, latencies)),
-            "kinds": keep(tables.kinds(counts, latencies)),
-            "pairs": keep(tables.pairs(counts, latencies)),
+            "estates": tables.estates(counts, latencies),
+            "kinds": tables.kinds(counts, latencies),
+            "pairs": tables.pairs(counts, latencies),
             "audit_missing": checked.missing,
             "audit_duplicates": checked.duplicates,
             "audit_out_of_order": out_of_order,

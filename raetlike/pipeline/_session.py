@@ -42,6 +42,9 @@ _DEFAULTS = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.adaptive.enabled": "false",  # tiny shuffles; streaming disables it anyway
+    "spark.driver.memory": "2g",  # a million records' conversion and audit, without GC thrash
+    # 64 MiB journal segments are read as two splits each, so both cores parse one hour
+    "spark.sql.files.maxPartitionBytes": str(32 << 20),
 }
 
 _LOCAL_ONLY = {
@@ -100,8 +103,10 @@ def spark_session(master: str | None = None, app_name: str = "raetlike-pipeline"
     level = "error" if quiet else "warn"
     settings["spark.driver.extraJavaOptions"] = (
         f"-Dlog4j2.configurationFile=file:{_log4j2_file(level)}"
-        + (" -XX:+UseSerialGC" if local else "")
-        + (" -XX:TieredStopAtLevel=1" if short_jobs and local else ""))
+        # tests' tiny jobs start faster on the serial collector and the first JIT tier;
+        # a million records run faster on the parallel one
+        + ((" -XX:+UseSerialGC -XX:TieredStopAtLevel=1" if short_jobs else " -XX:+UseParallelGC")
+           if local else ""))
     if local:
         settings.update(_LOCAL_ONLY)
     for key, value in settings.items():

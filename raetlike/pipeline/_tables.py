@@ -69,6 +69,20 @@ def _destination_estate() -> Column:
     return F.coalesce(F.col("destination_estate"), F.col("node")).alias("destination_estate")
 
 
+_ENDS = ("source_estate", "source_yard", "source_share", "destination_yard",
+         "destination_share")
+
+
+def _ends(frame: DataFrame, *rest: str) -> DataFrame:
+    """``source`` and ``destination`` made from their parts after a group-by on the parts
+    (a few thousand rows, not a million); ``rest`` are the other columns kept."""
+    return frame.select(
+        *rest, "source_estate", "destination_estate",
+        F.concat_ws("/", "source_estate", "source_yard", "source_share").alias("source"),
+        F.concat_ws("/", "destination_estate", "destination_yard",
+                    "destination_share").alias("destination"))
+
+
 def fine_counts(records: DataFrame, window_seconds: float) -> DataFrame:
     """Per time window and :data:`FINE` keys: messages, bytes, segments, resends, timed
     messages, the highest latency, and the numbered deliveries at their destination
@@ -78,9 +92,8 @@ def fine_counts(records: DataFrame, window_seconds: float) -> DataFrame:
     rows number streams times windows, and every count table is a roll-up of them.
     """
     sequenced = at_destination() & F.col("sequence").isNotNull()
-    return (records.groupBy(F.window("received_at", _interval(window_seconds))
-                            .start.alias("window_start"),
-                            *[name for name in FINE if name != "destination_estate"],
+    sums = (records.groupBy(F.window("received_at", _interval(window_seconds))
+                            .start.alias("window_start"), "node", "kind", "topic", *_ENDS,
                             _destination_estate())
             .agg(F.count("*").alias("messages"), F.sum("body_bytes").alias("bytes"),
                  F.sum("segments").alias("segments"), F.max("segments").alias("segments_max"),
@@ -91,16 +104,23 @@ def fine_counts(records: DataFrame, window_seconds: float) -> DataFrame:
                  F.count(F.when(sequenced, 1)).alias("sequenced"),
                  F.min(F.when(sequenced, F.col("sequence"))).alias("sequence_min"),
                  F.max(F.when(sequenced, F.col("sequence"))).alias("sequence_max")))
+    return _ends(sums, "window_start", "node", "kind", "topic", *_SUMS)
+
+
+_SUMS = ("messages", "bytes", "segments", "segments_max", "multi_segment_messages", "resends",
+         "resends_max", "messages_with_resends", "timed", "max_ms", "sequenced",
+         "sequence_min", "sequence_max")
 
 
 def latency_counts(records: DataFrame) -> DataFrame:
     """Timed messages per :data:`LATENCY_KEYS` and latency microsecond (``us``, the
     latency in ms times 1000, rounded down): the quantiles are read from it."""
     latency = F.greatest(F.least(F.col("latency_ms"), F.lit(_MOST_MS)), F.lit(-_MOST_MS))
-    return (records.where(F.col("latency_ms").isNotNull())
-            .groupBy(*[name for name in LATENCY_KEYS if name != "destination_estate"],
-                     _destination_estate(), F.floor(latency * 1000).alias("us"))
-            .agg(F.count("*").alias("n")))
+    counts = (records.where(F.col("latency_ms").isNotNull())
+              .groupBy("kind", "topic", *_ENDS, _destination_estate(),
+                       F.floor(latency * 1000).alias("us"))
+              .agg(F.count("*").alias("n")))
+    return _ends(counts, "kind", "topic", "us", "n")
 
 
 def quantiles(latencies: DataFrame, *keys: str) -> DataFrame:
