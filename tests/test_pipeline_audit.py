@@ -79,11 +79,13 @@ def test_more_gaps_than_the_bound_is_left_to_spark() -> None:
 
 def _journal(journal: Path) -> None:
     """minion1: 1..70,000 less a few (across bitmap edges), 32,768 twice (at two nodes),
-    and 40,000 arriving after 40,001; minion2: 5..9 complete."""
+    40,000 arriving after 40,001 and 50,000 after 50,100; minion2: 5..9 complete."""
     lost = {2, 32_767, 32_769, 65_530, 65_531, 65_532, 65_533, 65_534, 65_535, 65_536, 65_537}
     order = [n for n in range(1, 70_001) if n not in lost]
     swap = order.index(40_000)
     order[swap], order[swap + 1] = order[swap + 1], order[swap]
+    order.remove(50_000)  # late by a hundred: another block of 64 numbers
+    order.insert(order.index(50_100) + 1, 50_000)
     with JournalWriter(journal / "main", "main") as main, \
             JournalWriter(journal / "other", "other") as other:
         for index, n in enumerate(order):
@@ -122,9 +124,10 @@ def test_bitmaps_and_sorting_give_the_same_audit(tmp_path: Path, spark: Any) -> 
     assert missing == [("minion1", 2, 2, 1), ("minion1", 32_767, 32_767, 1),
                        ("minion1", 32_769, 32_769, 1), ("minion1", 65_530, 65_537, 8)]
     assert duplicates == [("minion1", 32_768, 2, ("main", "other"))]
-    assert late == [("minion1", 40_000)]
+    assert late == [("minion1", 40_000), ("minion1", 50_000)]
     assert summary == [
         {"source": "minion1", "records": 69_990, "distinct": 69_989, "first": 1,
-         "last": 70_000, "missing": 11, "duplicates": 1, "out_of_order": 1, "complete": False},
+         "last": 70_000, "missing": 11, "duplicates": 1, "out_of_order": 2, "complete": False},
         {"source": "minion2", "records": 5, "distinct": 5, "first": 5, "last": 9,
          "missing": 0, "duplicates": 0, "out_of_order": 0, "complete": True}]
+
