@@ -222,7 +222,7 @@ def _journaled_one_way(options: BenchOptions, count: int, progress: Progress,
     """Fast one-way msgs/s to a main that journals every message (the default fsync), and
     to one that does not, the runs alternated (ABBA) on the same CPU so that the machine's
     drift falls on both: medians of each."""
-    pairs = 3 if options.quick else 5
+    pairs = 3 if options.quick else 9
     count *= 3  # a run of a third of a second or more: less of the machine's jitter
     with tempfile.TemporaryDirectory(prefix="raetlike-bench-journal-") as journal:
         journaling, journaling_port = _peer(True, cpus.peer, journal)

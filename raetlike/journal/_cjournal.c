@@ -5,12 +5,13 @@
  * writes the same bytes (a property test holds the two to it) and is used when
  * this module is missing or RAETLIKE_PURE_PYTHON is set.
  *
- *   append_plain(buffer, prefix, delivery, received, resends) -> int
+ *   append_kept(buffer, prefixes, node, delivery, received, resends) -> int
  *
- * ``prefix`` is the line up to and including ``"transaction_id":`` for the
- * delivery's (node, remote), made by the Python side.  The rest is six
- * numbers and fixed keys.  Returns the bytes appended to ``buffer`` (a
- * bytearray), or 0, appending nothing, when the delivery is not one this path
+ * ``prefixes[node][delivery.remote]`` is the line up to and including
+ * ``"transaction_id":`` for the delivery's (node, remote), made by the Python
+ * side; -1 when it is not there yet.  The rest is six numbers and fixed keys.
+ * Returns the bytes appended to ``buffer`` (a bytearray), or 0, appending
+ * nothing, when the delivery is not one this path
  * writes exactly as orjson would: a body that is not bytes, a field that is not
  * an int (bools included) or past 64 bits, or a ``received`` that is not a
  * float in [1e-4, 1e16), where repr's shortest round trip and orjson's agree.
@@ -20,7 +21,7 @@
 #include <math.h>
 #include <string.h>
 
-static PyObject *s_body, *s_transaction_id, *s_segments, *s_session_id;
+static PyObject *s_body, *s_transaction_id, *s_segments, *s_session_id, *s_remote;
 
 /* Decimal digits of v at p; returns the end. */
 static char *put_int(char *p, long long v)
@@ -133,30 +134,23 @@ static int attribute_int(PyObject *object, PyObject *name, long long *out)
     return ok;
 }
 
-static PyObject *append_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* Append the line of ``delivery`` after ``prefix`` to ``buffer``; as append_kept. */
+static PyObject *append_line(PyObject *buffer, PyObject *prefix, PyObject *delivery,
+                             PyObject *received_object, PyObject *resends_object)
 {
-    PyObject *buffer, *prefix, *delivery, *body;
+    PyObject *body;
     long long transaction_id, segments, session_id, resends;
     Py_ssize_t body_bytes, start, prefix_size, size;
     double received;
     char tail[512], *p, *end, *text;
-    (void)module;
-
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "append_plain takes 5 arguments");
-        return NULL;
-    }
-    buffer = args[0];
-    prefix = args[1];
-    delivery = args[2];
     if (!PyByteArray_CheckExact(buffer) || !PyBytes_CheckExact(prefix)) {
-        PyErr_SetString(PyExc_TypeError, "append_plain: a bytearray and a bytes prefix");
+        PyErr_SetString(PyExc_TypeError, "append_kept: a bytearray and bytes prefixes");
         return NULL;
     }
-    if (!PyFloat_CheckExact(args[3]) || !exact_int(args[4], &resends)) {
+    if (!PyFloat_CheckExact(received_object) || !exact_int(resends_object, &resends)) {
         return PyLong_FromLong(0);
     }
-    received = PyFloat_AS_DOUBLE(args[3]);
+    received = PyFloat_AS_DOUBLE(received_object);
     if (!isfinite(received) || received < 1e-4 || received >= 1e16) {
         return PyLong_FromLong(0);
     }
@@ -211,15 +205,56 @@ static PyObject *append_plain(PyObject *module, PyObject *const *args, Py_ssize_
     return PyLong_FromSsize_t(size);
 }
 
+/* append_kept(buffer, prefixes, node, delivery, received, resends) -> int
+ *
+ * See the top of this file. */
+static PyObject *append_kept(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *remote, *inner, *prefix;
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "append_kept takes 6 arguments");
+        return NULL;
+    }
+    if (!PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "append_kept: prefixes must be a dict");
+        return NULL;
+    }
+    inner = PyDict_GetItemWithError(args[1], args[2]);  /* borrowed */
+    if (inner == NULL || !PyDict_CheckExact(inner)) {
+        return PyErr_Occurred() ? NULL : PyLong_FromLong(-1);
+    }
+    remote = PyObject_GetAttr(args[3], s_remote);
+    if (remote == NULL) {
+        PyErr_Clear();
+        return PyLong_FromLong(0);
+    }
+    prefix = PyDict_GetItemWithError(inner, remote);  /* borrowed */
+    Py_DECREF(remote);
+    if (prefix == NULL) {
+        if (PyErr_Occurred()) {  /* an unhashable remote: not ours to write */
+            PyErr_Clear();
+            return PyLong_FromLong(0);
+        }
+        return PyLong_FromLong(-1);
+    }
+    if (!PyBytes_CheckExact(prefix) || PyBytes_GET_SIZE(prefix) == 0) {
+        return PyLong_FromLong(0);
+    }
+    return append_line(args[0], prefix, args[3], args[4], args[5]);
+}
+
 static PyMethodDef methods[] = {
-    {"append_plain", (PyCFunction)(void (*)(void))append_plain, METH_FASTCALL,
-     "append_plain(buffer, prefix, delivery, received, resends) -> bytes appended (0: not here)"},
+    {"append_kept", (PyCFunction)(void (*)(void))append_kept, METH_FASTCALL,
+     "append_kept(buffer, prefixes, node, delivery, received, resends) -> bytes appended "
+     "(0: not here, -1: no prefix kept for the pair)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_cjournal",
     "The journal's compiled hot path (see raetlike/journal/_cjournal.c).", -1, methods,
+    NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__cjournal(void)
@@ -228,7 +263,8 @@ PyMODINIT_FUNC PyInit__cjournal(void)
     s_transaction_id = PyUnicode_InternFromString("transaction_id");
     s_segments = PyUnicode_InternFromString("segments");
     s_session_id = PyUnicode_InternFromString("session_id");
-    if (!s_body || !s_transaction_id || !s_segments || !s_session_id) {
+    s_remote = PyUnicode_InternFromString("remote");
+    if (!s_body || !s_transaction_id || !s_segments || !s_session_id || !s_remote) {
         return NULL;
     }
     return PyModule_Create(&module);

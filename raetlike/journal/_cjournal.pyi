@@ -2,5 +2,5 @@
 
 from raetlike.journal._delivery import Delivery
 
-def append_plain(buffer: bytearray, prefix: bytes, delivery: Delivery, received: float,
-                 resends: int, /) -> int: ...
+def append_kept(buffer: bytearray, prefixes: dict[str, dict[str, bytes]], node: str,
+                delivery: Delivery, received: float, resends: int, /) -> int: ...

@@ -211,15 +211,16 @@ def _fill_plain(line: dict[str, Any], delivery: Delivery, received: float, resen
     return encode_fields(line)
 
 
-def _compiled() -> Callable[[bytearray, bytes, Delivery, float, int], int] | None:
+def _compiled() -> Callable[[bytearray, dict[str, dict[str, bytes]], str, Delivery, float, int],
+                           int] | None:
     """The C hot path (``_cjournal.c``), unless missing or ``RAETLIKE_PURE_PYTHON`` is set."""
     if os.environ.get("RAETLIKE_PURE_PYTHON"):
         return None
     try:
-        from raetlike.journal._cjournal import append_plain  # noqa: PLC0415
+        from raetlike.journal._cjournal import append_kept  # noqa: PLC0415
     except ImportError:
         return None
-    return append_plain
+    return append_kept
 
 
 _APPEND_PLAIN = _compiled()
@@ -254,6 +255,7 @@ class PlainLines:
     def __init__(self, *, compiled: bool = True) -> None:
         self._append = _APPEND_PLAIN if compiled else None
         self._kept: dict[tuple[str, str], tuple[dict[str, Any], bytes]] = {}
+        self._prefixes: dict[str, dict[str, bytes]] = {}  # node -> remote -> prefix
 
     def append(self, batch: bytearray, node: str, delivery: Delivery, received: float,
                resends: int) -> int:
@@ -261,17 +263,26 @@ class PlainLines:
         :data:`PLAIN_ROOM`.  0, appending nothing, for a delivery this does not write:
         one that is not plain, a longer line, or a number the compiled path leaves to
         the general one."""
+        if self._append is not None:
+            # a raw-bytes body whose pair is kept: all of it in C, prefix lookup included
+            size = self._append(batch, self._prefixes, node, delivery, received, resends)
+            if size > 0:
+                return size
         key = (node, delivery.remote)
         kept = self._kept.get(key)
         if kept is None:
             if len(self._kept) >= self.MOST:
                 self._kept.clear()
+                self._prefixes.clear()
             kept = self._kept[key] = _plain(node, delivery.remote)
-        fields, prefix = kept
+            self._prefixes.setdefault(node, {})[delivery.remote] = kept[1]
+            if self._append is not None:
+                size = self._append(batch, self._prefixes, node, delivery, received, resends)
+                if size > 0:
+                    return size
+        fields, _ = kept
         body = delivery.body
         if type(body) is bytes:
-            if self._append is not None and prefix:
-                return self._append(batch, prefix, delivery, received, resends)
             line = _fill_plain(fields, delivery, received, resends, _EMPTY)
         elif type(body) is dict and _ROUTING.isdisjoint(body):
             line = _fill_plain(fields, delivery, received, resends, body)
