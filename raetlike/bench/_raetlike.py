@@ -226,7 +226,11 @@ def _journaled_one_way(options: BenchOptions, count: int, progress: Progress,
     count *= 3  # a run of a third of a second or more: less of the machine's jitter
     with tempfile.TemporaryDirectory(prefix="raetlike-bench-journal-") as journal:
         journaling, journaling_port = _peer(True, cpus.peer, journal)
-        plain, plain_port = _peer(True, cpus.peer)
+        try:
+            plain, plain_port = _peer(True, cpus.peer)
+        except BaseException:
+            stop(journaling)  # the second peer did not start: end the first
+            raise
         try:
             clients = {True: Client(journaling_port, True), False: Client(plain_port, True)}
             runs: dict[bool, list[float]] = {True: [], False: []}
