@@ -254,8 +254,8 @@ class PlainLines:
 
     def __init__(self, *, compiled: bool = True) -> None:
         self._append = _APPEND_PLAIN if compiled else None
-        self._kept: dict[tuple[str, str], tuple[dict[str, Any], bytes]] = {}
-        self._prefixes: dict[str, dict[str, bytes]] = {}  # node -> remote -> prefix
+        self._kept: dict[tuple[str, str], dict[str, Any]] = {}  # a pair's fields
+        self._prefixes: dict[str, dict[str, bytes]] = {}  # node -> remote -> line prefix
 
     def append(self, batch: bytearray, node: str, delivery: Delivery, received: float,
                resends: int) -> int:
@@ -269,18 +269,18 @@ class PlainLines:
             if size > 0:
                 return size
         key = (node, delivery.remote)
-        kept = self._kept.get(key)
-        if kept is None:
+        fields = self._kept.get(key)
+        if fields is None:
             if len(self._kept) >= self.MOST:
                 self._kept.clear()
                 self._prefixes.clear()
-            kept = self._kept[key] = _plain(node, delivery.remote)
-            self._prefixes.setdefault(node, {})[delivery.remote] = kept[1]
+            fields, prefix = _plain(node, delivery.remote)
+            self._kept[key] = fields
+            self._prefixes.setdefault(node, {})[delivery.remote] = prefix
             if self._append is not None:
                 size = self._append(batch, self._prefixes, node, delivery, received, resends)
                 if size > 0:
                     return size
-        fields, _ = kept
         body = delivery.body
         if type(body) is bytes:
             line = _fill_plain(fields, delivery, received, resends, _EMPTY)

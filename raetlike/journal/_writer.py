@@ -239,9 +239,12 @@ class JournalWriter:
 
     def _write(self, segment: _Segment) -> None:
         """Write a full batch, and fsync when the interval says so."""
-        if segment.flush():
-            self._dirty = True
+        self._flush(segment)
         self._maybe_sync(self.clock())
+
+    def _flush(self, segment: _Segment) -> None:
+        if segment.flush():
+            self._dirty = True  # written, not yet synced
 
     def tick(self, now_wall: float | None = None) -> None:
         """Write what was appended; seal a segment older than ``max_age``; fsync when due."""
@@ -252,14 +255,13 @@ class JournalWriter:
         if now - segment.opened >= self.max_age:
             self._seal()
             return
-        if segment.flush():
-            self._dirty = True
+        self._flush(segment)
         self._maybe_sync(now)
 
     def flush(self) -> None:
         """Write what was appended (the next :meth:`tick` would)."""
-        if self._segment is not None and self._segment.flush():
-            self._dirty = True
+        if self._segment is not None:
+            self._flush(self._segment)
 
     def rotate(self) -> None:
         """Seal the open segment now (the next record starts a new one)."""

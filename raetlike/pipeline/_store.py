@@ -105,7 +105,6 @@ def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> tuple[Dat
     manifest_path = out / MANIFEST
     manifest = _load(manifest_path)
     known: dict[str, Any] = manifest["hours"]
-    read: list[str] = []
     reused: list[str] = []
     parts: list[str] = []
     changed: list[tuple[str, Files]] = []
@@ -124,10 +123,9 @@ def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> tuple[Dat
         for future in as_completed(futures):
             future.result()
             hour, files = futures[future]
-            read.append(hour)
             known[hour] = {"key": _key(hour), "files": files}
             _save(manifest_path, manifest)  # each hour as soon as its Parquet is whole
-    read.sort(key=hours.index)
+    read = [hour for hour, _ in changed]
     removed = [hour for hour in list(known) if not Path(hour).is_dir()]
     for hour in removed:
         shutil.rmtree(store / known.pop(hour)["key"], ignore_errors=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
-__all__ = ["FINE", "LATENCY_EDGES_MS", "LATENCY_KEYS", "TABLES", "WINDOW_STEPS", "at_destination",
+__all__ = ["LATENCY_EDGES_MS", "TABLES", "WINDOW_STEPS", "at_destination",
            "choose_window", "estates", "fine_counts", "kinds", "latency", "latency_counts",
            "latency_histogram", "pairs", "quantiles", "rate_over_time", "remotes", "traffic"]
 
@@ -54,14 +54,6 @@ def _interval(window_seconds: float) -> str:
 
 # -- the two aggregations every other table is made from -----------------------------------
 
-FINE = ("node", "source", "destination", "source_estate", "destination_estate", "kind",
-        "topic")
-"""The keys of :func:`fine_counts`: every table's grouping is a roll-up of these."""
-
-LATENCY_KEYS = ("source", "destination", "kind", "topic", "source_estate",
-                "destination_estate")
-"""The keys of :func:`latency_counts` (besides the microsecond)."""
-
 _MOST_MS = 1e12  # latencies past ±31 years are clamped there (they are a clock's garbage)
 
 
@@ -73,18 +65,19 @@ _ENDS = ("source_estate", "source_yard", "source_share", "destination_yard",
          "destination_share")
 
 
-def _ends(frame: DataFrame, *rest: str) -> DataFrame:
+def _ends(frame: DataFrame) -> DataFrame:
     """``source`` and ``destination`` made from their parts after a group-by on the parts
-    (a few thousand rows, not a million); ``rest`` are the other columns kept."""
-    return frame.select(
-        *rest, "source_estate", "destination_estate",
-        F.concat_ws("/", "source_estate", "source_yard", "source_share").alias("source"),
-        F.concat_ws("/", "destination_estate", "destination_yard",
-                    "destination_share").alias("destination"))
+    (a few thousand rows, not a million), in place of the yards and shares."""
+    return frame.withColumns({
+        "source": F.concat_ws("/", "source_estate", "source_yard", "source_share"),
+        "destination": F.concat_ws("/", "destination_estate", "destination_yard",
+                                   "destination_share"),
+    }).drop("source_yard", "source_share", "destination_yard", "destination_share")
 
 
 def fine_counts(records: DataFrame, window_seconds: float) -> DataFrame:
-    """Per time window and :data:`FINE` keys: messages, bytes, segments, resends, timed
+    """Per time window and stream (node, source, destination, their estates, kind, topic):
+    messages, bytes, segments, resends, timed
     messages, the highest latency, and the numbered deliveries at their destination
     (count, lowest and highest number) that the audit starts from.
 
@@ -104,23 +97,19 @@ def fine_counts(records: DataFrame, window_seconds: float) -> DataFrame:
                  F.count(F.when(sequenced, 1)).alias("sequenced"),
                  F.min(F.when(sequenced, F.col("sequence"))).alias("sequence_min"),
                  F.max(F.when(sequenced, F.col("sequence"))).alias("sequence_max")))
-    return _ends(sums, "window_start", "node", "kind", "topic", *_SUMS)
-
-
-_SUMS = ("messages", "bytes", "segments", "segments_max", "multi_segment_messages", "resends",
-         "resends_max", "messages_with_resends", "timed", "max_ms", "sequenced",
-         "sequence_min", "sequence_max")
+    return _ends(sums)
 
 
 def latency_counts(records: DataFrame) -> DataFrame:
-    """Timed messages per :data:`LATENCY_KEYS` and latency microsecond (``us``, the
+    """Timed messages per (source, destination, their estates, kind, topic) and latency
+    microsecond (``us``, the
     latency in ms times 1000, rounded down): the quantiles are read from it."""
     latency = F.greatest(F.least(F.col("latency_ms"), F.lit(_MOST_MS)), F.lit(-_MOST_MS))
     counts = (records.where(F.col("latency_ms").isNotNull())
               .groupBy("kind", "topic", *_ENDS, _destination_estate(),
                        F.floor(latency * 1000).alias("us"))
               .agg(F.count("*").alias("n")))
-    return _ends(counts, "kind", "topic", "us", "n")
+    return _ends(counts)
 
 
 def quantiles(latencies: DataFrame, *keys: str) -> DataFrame:
