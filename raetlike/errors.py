@@ -21,6 +21,7 @@ __all__ = [
     "BackpressureError",
     "AddressError",
     "LibsodiumMissingError",
+    "StoreError",
 ]
 
 
@@ -76,6 +77,11 @@ class UnsafePathError(RaetError):
 
 class UnsafeKeepError(UnsafePathError, KeepError):
     """An :class:`UnsafePathError` in a keep: also a :class:`KeepError`."""
+
+
+class StoreError(RaetError):
+    """A durable store (outbox or dedup) is damaged beyond a torn last record, or locked
+    by another process; the message names the file."""
 
 
 class BackpressureError(RaetError):

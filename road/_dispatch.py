@@ -166,12 +166,13 @@ def correspond(stack: RoadStack, packet: Packet, source: Address, remote: Remote
         answer_alive(stack, remote, packet)
     elif kinds == (TransactionKind.MESSAGE, PacketKind.MESSAGE):
         tid = head.transaction_id
-        if tid in remote.done_transactions:
+        if (head.session_id, tid) in remote.done_transactions:
             done_again(stack, remote, packet)
         elif head.flags & Flag.AGAIN:
             stack.stats.drop(Drop.STALE_PACKET)
             reply_stale(stack, packet, source)
-        elif remote.delivered is not None and remote.delivered.seen(tid):
+        elif (remote.delivered is not None and remote.delivered_session == head.session_id
+              and remote.delivered.seen(tid)):
             # delivered in this session already (or too far behind to tell): never twice
             stack.stats.drop(Drop.REPLAYED)
             reply_stale(stack, packet, source)

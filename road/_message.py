@@ -517,8 +517,9 @@ class Messengent(Transaction):
             return
         self._reply(PacketKind.DONE, None, remember=False)  # done_again answers repeats
         self.end()
-        if remote.delivered is None:
+        if remote.delivered is None or remote.delivered_session != self.session_id:
             remote.delivered = BitWindow(self.stack.config.dedup_window)
+            remote.delivered_session = self.session_id
         if not remote.delivered.check_and_mark(self.transaction_id):
             self.stack.stats.drop(Drop.REPLAYED)  # delivered once in this session already
             return

@@ -106,7 +106,10 @@ class Remote:
     short_peer: PublicKey | None = None
     session_box: SessionBox | None = None
     transactions: dict[Index, Transaction] = field(default_factory=dict)
-    done_transactions: OrderedDict[int, float] = field(default_factory=OrderedDict)
+    done_transactions: OrderedDict[tuple[int, int], float] = field(default_factory=OrderedDict)
+    """RAET mode: (sender's session id, transaction id) of messages delivered -> when the
+    entry is forgotten.  Keyed by session too: a restarted sender numbers its transactions
+    afresh, and its new messages must never be answered "done" unread."""
     outbox: deque[Outgoing] = field(default_factory=deque)
     presence_due: float = 0.0
     reap_due: float = 0.0
@@ -116,8 +119,11 @@ class Remote:
     """No queued message expires before this (the stack's timer heap holds an entry by then)."""
     round_trip: RoundTrip = field(default_factory=RoundTrip)
     delivered: BitWindow | None = None
-    """RAET mode: transaction ids of messages delivered in this session (made at the first
-    delivery, reset when an allow completes with new keys)."""
+    """RAET mode: transaction ids of messages delivered in the sender's session
+    ``delivered_session`` (made at the first delivery, reset when an allow completes with
+    new keys or a message of another session is delivered)."""
+    delivered_session: int = 0
+    """The sender's session id whose transaction ids ``delivered`` holds."""
     allowed_hellos: deque[bytes] = field(default_factory=lambda: deque(maxlen=4))
     """Short-term keys of the remote's last completed allows: a hello carrying one again is
     a replay (a fresh Allower always makes a new key)."""

@@ -138,7 +138,7 @@ def test_a_replayed_segment_of_a_delivered_message_is_answered_done_and_not_rede
     pair.run_until(lambda: bool(pair.events(MINION, events.MessageSent)))
     segment = _segments(pair.sent(MESSAGE, source=MINION))[0]
     remote = pair.main.remote("minion")
-    assert segment.head.transaction_id in remote.done_transactions
+    assert (segment.head.session_id, segment.head.transaction_id) in remote.done_transactions
     pair.net.inject(segment.data, MINION, MAIN)
     pair.net.run_for(0.5)
     assert len(pair.sent(MESSAGE, PacketKind.DONE, source=MAIN)) == 2

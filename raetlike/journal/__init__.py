@@ -7,6 +7,7 @@ from raetlike.journal._delivery import BODY_KEYS, Delivery, body_size, record_fr
 from raetlike.journal._reader import (
     JournalContents,
     SkippedLine,
+    durable_marks_after,
     journal_files,
     read_journal,
     read_segment,
@@ -40,6 +41,7 @@ __all__ = [
     "OPEN_SUFFIX",
     "SCHEMA_VERSION",
     "SEALED_SUFFIX",
+    "durable_marks_after",
     "Delivery",
     "Endpoint",
     "FsyncPolicy",

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from raetlike.journal._record import JournalRecord, decode_record
-from raetlike.journal._writer import OPEN_SUFFIX, SEALED_SUFFIX
+import orjson
 
-__all__ = ["JournalContents", "SkippedLine", "journal_files", "read_journal", "read_segment"]
+from raetlike.journal._writer import _SEGMENT_NAME, OPEN_SUFFIX, SEALED_SUFFIX
+
+__all__ = ["JournalContents", "SkippedLine", "durable_marks_after", "journal_files",
+           "read_journal", "read_segment"]
 
 log = logging.getLogger(__name__)
 
@@ -70,3 +74,40 @@ def read_journal(directories: Iterable[Path], *, include_open: bool = True) -> J
             contents.files.append(path)
             contents.records.extend(read_segment(path, contents.skipped))
     return contents
+
+
+_ANY_SEGMENT = re.compile(_SEGMENT_NAME.pattern.removesuffix(re.escape(OPEN_SUFFIX) + "$")
+                          + "(" + re.escape(OPEN_SUFFIX) + "|" + re.escape(SEALED_SUFFIX) + ")$")
+
+
+def durable_marks_after(directory: Path, node: str,
+                        position: list[int]) -> Iterator[tuple[str, int, int]]:
+    """``(source estate, durable_store, durable_id)`` of every line ``node``'s writer
+    journaled after ``position`` (:meth:`JournalWriter.position`) that carries a durable
+    id; a torn or bad line is skipped (it was never a delivery the writer finished)."""
+    pid, serial, offset = (int(part) for part in position)
+    segments = []
+    for path in Path(directory).glob(f"date=*/hour=*/{glob_escape(node)}.*"):
+        match = _ANY_SEGMENT.match(path.name)
+        if (match is not None and match["node"] == node and int(match["pid"]) == pid
+                and int(match["serial"]) >= serial):
+            segments.append((int(match["serial"]), path))
+    for number, path in sorted(segments):
+        with path.open("rb") as stream:
+            if number == serial:
+                stream.seek(offset)
+            for line in stream:
+                if not line.endswith(b"\n"):
+                    break
+                try:
+                    fields = orjson.loads(line)
+                    store, durable_id = fields.get("durable_store"), fields.get("durable_id")
+                    if type(store) is int and type(durable_id) is int:
+                        yield str(fields["source_estate"]), store, durable_id
+                except (orjson.JSONDecodeError, KeyError, AttributeError):
+                    continue
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob's special characters escaped."""
+    return re.sub(r"([*?\[])", r"[\1]", name)

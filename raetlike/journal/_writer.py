@@ -228,6 +228,26 @@ class JournalWriter:
                 return
         self._append_line(delivery_line(node, delivery, now_wall, resends=resends), now_wall)
 
+    def record_durable(self, node: str, delivery: Delivery, now_wall: float, *, store: int,
+                       durable_id: int, resends: int = 0) -> None:
+        """Journal a delivery of a durable message: :meth:`record_delivery`'s line plus
+        ``durable_store`` and ``durable_id`` (the sender's store and the message's id in
+        it), which make the line the receiver's dedup mark too (docs/reliability.md)."""
+        line = delivery_line(node, delivery, now_wall, resends=resends)
+        self._append_line(b"%s,\"durable_store\":%d,\"durable_id\":%d}\n"
+                          % (line[:-2], store, durable_id), now_wall)
+
+    def position(self) -> list[int]:
+        """Where the journal stands, everything appended written to the OS first:
+        ``[pid, serial, offset]``.  Lines after it are those at ``offset`` or later in this
+        writer's segment ``serial``, and in its later segments (see
+        :func:`raetlike.journal.lines_after`)."""
+        segment = self._segment
+        if segment is None:
+            return [os.getpid(), self._serial + 1, 0]
+        self._flush(segment)
+        return [os.getpid(), self._serial, segment.written]
+
     def _append_line(self, data: bytes, received: float) -> None:
         segment = self._segment_for(received, len(data))
         segment.waiting += data
@@ -271,6 +291,14 @@ class JournalWriter:
     def close(self) -> None:
         """Seal the open segment; the writer is then done."""
         self.rotate()
+
+    def abandon(self) -> None:
+        """Let go of the open segment as a killed process would: what waits unwritten is
+        lost, nothing is sealed (a test's crash; the next writer seals the segment)."""
+        segment, self._segment = self._segment, None
+        if segment is not None:
+            os.close(segment.fd)
+            _OPEN_PATHS.discard(segment.path)
 
     def __enter__(self) -> JournalWriter:
         return self

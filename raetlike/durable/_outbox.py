@@ -1,0 +1,204 @@
+"""The durable outbox: every accepted message on disk until its fate is known.
+
+Three kinds of record (msgpack lists) in a :class:`~raetlike.durable._log.RecordLog`:
+
+- ``[0, id, remote, expires, body]``: a message accepted for ``remote``; ``expires`` is
+  wall-clock seconds (so a restart knows how much time to live is left);
+- ``[1, id, ...]``: the messages with these ids are done (acknowledged, or expired and
+  reported): they are not sent again;
+- ``[2, store, next]``: the head of a segment: the store's random 64-bit id and the next
+  message id, so both survive when every older segment is gone.
+
+Ids count up from 1 for the life of the store, across restarts.  A put is written to the
+OS before :meth:`DurableOutbox.put` returns; done records wait for :meth:`flush` (a lost
+one only means a message is sent once more, which the receiver's dedup drops).
+
+The log is compacted as it rotates: old segments whose messages are all done go, and when
+more than :data:`MAX_SEGMENTS` remain, the oldest one's live messages are copied forward
+into the new segment and it goes too.  So the disk holds at most about ``MAX_SEGMENTS``
+segments plus the live messages.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from raetlike.durable._log import RecordLog, frame
+from raetlike.errors import BackpressureError, StoreError
+from raetlike.journal import FsyncPolicy
+
+__all__ = ["MAX_SEGMENTS", "DurableOutbox", "Stored"]
+
+_PUT, _DONE, _HEAD = 0, 1, 2
+MAX_SEGMENTS = 4
+"""Segments kept before the oldest one's live messages are copied forward."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """A message the outbox holds: accepted, its fate not yet known."""
+
+    id: int
+    remote: str
+    expires: float
+    """Wall-clock seconds."""
+    body: Any
+
+
+class DurableOutbox:
+    """Accepted messages on disk until done; see the module doc.
+
+    ``max_messages`` and ``max_bytes`` bound what it holds: past either, :meth:`put`
+    raises :class:`~raetlike.errors.BackpressureError` and stores nothing.
+    """
+
+    def __init__(self, directory: Path, *, fsync: FsyncPolicy = FsyncPolicy.INTERVAL,
+                 interval: float = 0.01, max_messages: int = 100_000,
+                 max_bytes: int = 256 * 1024 * 1024,
+                 segment_bytes: int = 16 * 1024 * 1024) -> None:
+        self.max_messages = max_messages
+        self.max_bytes = max_bytes
+        self.segment_bytes = segment_bytes
+        self.log = RecordLog(directory, fsync=fsync, interval=interval)
+        self._live: dict[int, tuple[int, bytes]] = {}  # id -> (segment, framed put)
+        self._counts: dict[int, int] = {}  # segment -> live puts in it
+        self._bytes = 0
+        self._done: list[int] = []  # ids done, not written yet
+        self.store = 0
+        self.next_id = 1
+        self._recover()
+
+    # == opening ===========================================================
+
+    def _recover(self) -> None:
+        live, store, next_id = self._live, 0, 1
+        for segment, payload in self.log.records():
+            try:
+                record = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+                kind = record[0]
+                if kind == _PUT:
+                    message_id = int(record[1])
+                    live[message_id] = (segment, frame(payload))
+                    next_id = max(next_id, message_id + 1)
+                elif kind == _DONE:
+                    for message_id in record[1:]:
+                        live.pop(message_id, None)
+                elif kind == _HEAD:
+                    store, next_id = int(record[1]), max(next_id, int(record[2]))
+                else:
+                    raise ValueError(f"unknown record kind {kind!r}")
+            except (ValueError, TypeError, IndexError, msgpack.UnpackException) as exc:
+                raise StoreError(f"{self.log.directory}: unreadable outbox record in "
+                                 f"segment {segment}: {exc}") from None
+        self.store = store or secrets.randbits(63) + 1
+        self.next_id = next_id
+        self._live = dict(sorted(live.items()))
+        for segment, framed in self._live.values():
+            self._counts[segment] = self._counts.get(segment, 0) + 1
+            self._bytes += len(framed)
+        if not store or self.log.size == 0:
+            self._write_head()
+
+    def _write_head(self) -> None:
+        self.log.append(msgpack.packb([_HEAD, self.store, self.next_id]))
+
+    def pending(self) -> list[Stored]:
+        """Every message held, oldest first (what a restart sends again)."""
+        out = []
+        for framed in (framed for _, framed in self._live.values()):
+            record = msgpack.unpackb(framed[8:], raw=False, strict_map_key=False)
+            out.append(Stored(record[1], record[2], record[3], record[4]))
+        return out
+
+    # == use ===============================================================
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the messages held (as stored)."""
+        return self._bytes
+
+    def put(self, remote: str, body: Mapping[str, Any] | bytes, expires: float) -> int:
+        """Store a message for ``remote``; returns its id once the OS has it."""
+        if len(self._live) >= self.max_messages:
+            raise BackpressureError(f"durable outbox is full ({self.max_messages} messages)")
+        message_id = self.next_id
+        framed = frame(msgpack.packb([_PUT, message_id, remote, expires, body]))
+        if self._bytes + len(framed) > self.max_bytes:
+            raise BackpressureError(f"durable outbox is full ({self.max_bytes} bytes)")
+        if self.log.size >= self.segment_bytes:
+            self._rotate()
+        self.log.write(framed)
+        self.next_id = message_id + 1
+        segment = self.log.index
+        self._live[message_id] = (segment, framed)
+        self._counts[segment] = self._counts.get(segment, 0) + 1
+        self._bytes += len(framed)
+        return message_id
+
+    def done(self, message_id: int) -> bool:
+        """The message's fate is known: never send it again.  False for an unknown id."""
+        held = self._live.pop(message_id, None)
+        if held is None:
+            return False
+        segment, framed = held
+        self._counts[segment] -= 1
+        self._bytes -= len(framed)
+        self._done.append(message_id)
+        return True
+
+    def flush(self) -> None:
+        """Write the done records that wait (one write)."""
+        if self._done:
+            done, self._done = self._done, []
+            self.log.append(msgpack.packb([_DONE, *done]))
+
+    def _rotate(self) -> None:
+        self.flush()
+        self.log.rotate()
+        self._write_head()
+        new = self.log.index
+        while True:
+            oldest = self.log.segments[0]
+            if oldest == new:
+                break
+            if self._counts.get(oldest, 0) and len(self.log.segments) <= MAX_SEGMENTS:
+                break
+            self._copy_forward(oldest, new)
+            self.log.drop_before(self.log.segments[1])
+            self._counts.pop(oldest, None)
+
+    def _copy_forward(self, old: int, new: int) -> None:
+        moved = [(message_id, framed) for message_id, (segment, framed) in self._live.items()
+                 if segment == old]
+        if not moved:
+            return
+        self.log.write(b"".join(framed for _, framed in moved))
+        for message_id, framed in moved:
+            self._live[message_id] = (new, framed)
+        self._counts[new] = self._counts.get(new, 0) + len(moved)
+
+    # == sync ==============================================================
+
+    def sync_due(self) -> float | None:
+        """When the fsync interval next wants a sync, or None."""
+        return self.log.sync_due()
+
+    def sync(self, now: float) -> None:
+        """Write waiting done records and force the log to stable storage."""
+        self.flush()
+        self.log.sync(now)
+
+    def close(self) -> None:
+        """Write what waits and close the log."""
+        self.flush()
+        self.log.close()
+

@@ -1,0 +1,378 @@
+"""DurableRoad: a RoadStack whose accepted messages and delivered ids survive a crash.
+
+It is driven exactly like the stack (the same sans-IO calls), so the loop, the UDP
+driver, asyncio and the simulated link drive it unchanged.  What it adds:
+
+- :meth:`DurableRoad.transmit` stores the message (written to the OS) before it
+  returns, and gives back its *durable id*: 1, 2, ... for the life of the store, across
+  restarts.  ``MessageSent`` and ``MessageExpired`` come out carrying that id.  A
+  message leaves the store when the remote acknowledged it or it expired; closing the
+  stack keeps it.  Opening the store again queues every message still held, in order,
+  with the time to live it had left.
+- The message travels in an envelope: a mapping body as ``{"durable": [store, id],
+  "body": body}``, a bytes body behind a 24-byte prefix (:data:`RAW_MAGIC`, then store
+  and id as little-endian u64), so raw bytes stay raw on the wire whatever the body
+  packing.  The receiving DurableRoad unwraps it, and hands over each (sender, store, id) once, however
+  often either side restarted.  A repeat is dropped and counted (``duplicates``).
+- The dedup marks of everything received are written before any datagram leaves the
+  process (:meth:`datagrams_to_send` commits first), so no acknowledgement can leave for
+  a message whose mark a crash would lose.  With a journal, each durable delivery is
+  journaled here, and that line is its mark (see :mod:`raetlike.durable._seen`).
+
+See docs/reliability.md, "Durable delivery", for what survives what.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import struct
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from raetlike.durable._outbox import DurableOutbox
+from raetlike.durable._seen import DurableSeen
+from raetlike.errors import BackpressureError, LocalProtocolError, StoreError
+from raetlike.journal import FsyncPolicy, JournalWriter, durable_marks_after
+from road import events
+from road.remote import Address
+from road.stack import RoadStack
+
+__all__ = ["DURABLE_KEY", "RAW_MAGIC", "DurableConfig", "DurableMessageReceived", "DurableRoad",
+           "is_durable_envelope"]
+
+log = logging.getLogger(__name__)
+
+DURABLE_KEY = "durable"
+"""The envelope's key for ``[store, id]`` (beside ``body``)."""
+RAW_MAGIC = b"\x00rlkdur1"
+"""The first eight bytes of a durable raw-bytes message (then store and id, u64 each).
+
+A plain bytes message that happens to begin so is read as durable: only a sender's own
+messages can be mistaken so, and only ones it built that way."""
+_RAW_HEAD = struct.Struct("<8sQQ")
+_BODY = "body"
+_ENVELOPE_KEYS = frozenset({DURABLE_KEY, _BODY})
+_CLOSING = "stack closed"
+
+
+@dataclass(frozen=True, slots=True)
+class DurableConfig:
+    """Settings of a durable store (docs/reliability.md, "Durable delivery")."""
+
+    fsync: FsyncPolicy = FsyncPolicy.INTERVAL
+    """``always``: fdatasync each message before ``transmit`` returns (survives power
+    loss); ``interval``: at most ``fsync_interval`` later; ``never``: the OS decides.
+    A killed process loses nothing under any of them."""
+    fsync_interval: float = 0.01
+    """Seconds between fdatasyncs under ``interval``."""
+    max_messages: int = 100_000
+    """Messages the outbox holds at most; past it ``transmit`` raises BackpressureError."""
+    max_bytes: int = 256 * 1024 * 1024
+    """Bytes of stored messages the outbox holds at most (the same error past it)."""
+    segment_bytes: int = 16 * 1024 * 1024
+    """Size at which the outbox's log starts a new segment (and compacts)."""
+    dedup_window: int = 4096
+    """Durable ids a sender's dedup window remembers below its highest one."""
+    max_senders: int = 65536
+    """Senders whose windows are kept (the least recently heard one goes first)."""
+    checkpoint_every: int = 10_000
+    """With a journal: deliveries between dedup snapshots (bounds what a restart reads)."""
+
+    def __post_init__(self) -> None:
+        for name in ("fsync_interval", "max_messages", "max_bytes", "segment_bytes",
+                     "dedup_window", "max_senders", "checkpoint_every"):
+            if not getattr(self, name) > 0:
+                raise LocalProtocolError(f"durable {name} must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class DurableMessageReceived(events.MessageReceived):
+    """A durable message delivered for the first time (``body`` is the original)."""
+
+    store: int
+    """The sender's store id."""
+    durable_id: int
+    """The message's id in the sender's store."""
+
+
+def is_durable_envelope(body: object) -> bool:
+    """True for a durable message as it travels (see the module doc)."""
+    return _opened(body) is not None
+
+
+def _opened(body: object) -> tuple[int, int, Any] | None:
+    """``(store, id, original body)`` of an envelope, or None for anything else."""
+    if type(body) is bytes:
+        if len(body) < _RAW_HEAD.size or not body.startswith(RAW_MAGIC):
+            return None
+        _, store, durable_id = _RAW_HEAD.unpack_from(body)
+        return (store, durable_id, body[_RAW_HEAD.size:]) if store and durable_id else None
+    if not isinstance(body, Mapping) or body.keys() != _ENVELOPE_KEYS:
+        return None
+    mark = body[DURABLE_KEY]
+    if (isinstance(mark, list | tuple) and len(mark) == 2
+            and all(type(n) is int and 0 < n < 1 << 64 for n in mark)):
+        return mark[0], mark[1], body[_BODY]
+    return None
+
+
+class DurableRoad:
+    """A :class:`RoadStack` with a durable outbox and durable dedup; see the module doc."""
+
+    def __init__(self, stack: RoadStack, directory: Path, config: DurableConfig | None = None,
+                 *, journal: JournalWriter | None = None,
+                 wall: Callable[[], float] = time.time) -> None:
+        """Open (or create) the store under ``directory`` and queue what it holds.
+
+        ``journal``: journal each durable delivery (the line is its dedup mark).
+        ``wall``: the wall clock that stored expiry times are kept in.
+        """
+        self.stack = stack
+        self.config = config = config or DurableConfig()
+        self.directory = Path(directory)
+        self.journal = journal
+        self.wall = wall
+        self.duplicates_seen = 0
+        """Durable messages received again and dropped."""
+        self.not_durable = 0
+        """Messages received without an envelope (handed over as they are)."""
+        self._lock = _lock(self.directory)
+        try:
+            self.outbox = DurableOutbox(
+                self.directory / "outbox", fsync=config.fsync,
+                interval=config.fsync_interval, max_messages=config.max_messages,
+                max_bytes=config.max_bytes, segment_bytes=config.segment_bytes)
+            marks = None if journal is None else (
+                lambda position: durable_marks_after(journal.directory, journal.node, position))
+            self.seen = DurableSeen(
+                self.directory / "seen", fsync=config.fsync, interval=config.fsync_interval,
+                window=config.dedup_window, max_senders=config.max_senders,
+                journal_marks=marks)
+        except BaseException:
+            self._lock.close()
+            raise
+        self.seen.checkpoint(None if journal is None else journal.position())
+        self._ids: dict[int, int] = {}  # the stack's message id -> durable id
+        self._events: deque[events.Event] = deque()
+        self._journaled = 0  # durable deliveries journaled since the last checkpoint
+        self._resends = stack.stats.resend_requests_sent
+        self.closed = False
+        self.resent = self._requeue()
+
+    # == what the store held ===============================================
+
+    def _requeue(self) -> int:
+        """Queue every held message again, in id order, with the time it had left."""
+        now = self.wall()
+        resent = 0
+        for stored in self.outbox.pending():
+            left = stored.expires - now
+            reason = None
+            if left <= 0:
+                reason = "time to live ran out while stopped"
+            elif stored.remote not in self.stack.names:
+                reason = f"remote {stored.remote} is no longer known"
+            if reason is not None:
+                self.outbox.done(stored.id)
+                self._events.append(events.MessageExpired(stored.remote, stored.id,
+                                                          stored.body, reason))
+                continue
+            message_id = self.stack.transmit(self._envelope(stored.id, stored.body),
+                                             to=stored.remote, ttl=left)
+            self._ids[message_id] = stored.id
+            resent += 1
+        if resent:
+            log.info("%s: %d message(s) held by the durable outbox queued again",
+                     self.stack.name, resent)
+        return resent
+
+    def _envelope(self, durable_id: int, body: Any) -> dict[str, Any] | bytes:
+        if type(body) is bytes:
+            return _RAW_HEAD.pack(RAW_MAGIC, self.outbox.store, durable_id) + body
+        return {DURABLE_KEY: [self.outbox.store, durable_id], _BODY: body}
+
+    # == commands ==========================================================
+
+    @property
+    def name(self) -> str:
+        """The local estate's name."""
+        return self.stack.name
+
+    @property
+    def next_id(self) -> int:
+        """The durable id the next accepted message will get."""
+        return self.outbox.next_id
+
+    def transmit(self, message: Mapping[str, Any] | bytes, to: str, *,
+                 ttl: float | None = None, now: float | None = None) -> int:
+        """Store ``message`` for the remote ``to`` and queue it; returns its durable id.
+
+        The message is written to the OS (and fdatasynced under ``fsync=always``) before
+        this returns.  Raises BackpressureError when the durable outbox or the stack's
+        outbox is full, LocalProtocolError for an unknown remote or a closed stack;
+        either way nothing is stored.
+        """
+        stack = self.stack
+        if self.closed:
+            raise LocalProtocolError("the stack is closed")
+        remote = stack.remote(to)
+        if len(remote.outbox) >= stack.config.outbox_limit:
+            raise BackpressureError(
+                f"outbox to {to} is full ({stack.config.outbox_limit} messages)")
+        if not isinstance(message, Mapping | bytes | bytearray):
+            raise LocalProtocolError(
+                f"a message must be a mapping or bytes, not {type(message).__name__}")
+        body = dict(message) if isinstance(message, Mapping) else bytes(message)
+        life = stack.config.message_ttl if ttl is None else ttl
+        durable_id = self.outbox.put(to, body, self.wall() + life)
+        message_id = stack.transmit(self._envelope(durable_id, body), to=to, ttl=life, now=now)
+        self._ids[message_id] = durable_id
+        return durable_id
+
+    def close(self, *, now: float | None = None) -> None:
+        """Close the stack; messages still held stay in the store for the next start."""
+        if self.closed:
+            return
+        self.stack.close(now=now)
+        self._take_all()
+        self._commit()
+        self.closed = True
+        self.outbox.close()
+        self.seen.close()
+        self._lock.close()
+
+    def abandon(self) -> None:
+        """Let go of the store as a killed process would: nothing more is written (what
+        waits in memory is lost) and the files and lock are released."""
+        self.closed = True
+        for store in (self.outbox.log, self.seen.log):
+            store.abandon()
+        self._lock.close()
+
+    # == sans-IO pump ======================================================
+
+    def receive_datagram(self, data: bytes, source: Address, now: float) -> None:
+        """Feed one datagram to the stack."""
+        self.stack.receive_datagram(data, source, now)
+
+    def datagrams_to_send(self, now: float) -> list[tuple[bytes, Address]]:
+        """Mark everything received (durably), then take the stack's datagrams."""
+        self._take_all()
+        self._commit()
+        return self.stack.datagrams_to_send(now)
+
+    def get_timer(self) -> float | None:
+        """The stack's next deadline, or the next interval fsync if sooner."""
+        times = [self.stack.get_timer(), self.outbox.sync_due(), self.seen.sync_due()]
+        return min((t for t in times if t is not None), default=None)
+
+    def handle_timer(self, now: float) -> None:
+        """Fire the stack's timers; fsync the stores when the interval is up."""
+        timer = self.stack.get_timer()
+        if timer is not None and timer <= now:
+            self.stack.handle_timer(now)
+        for store in (self.outbox, self.seen):
+            due = store.sync_due()
+            if due is not None and due <= now:
+                if store is self.seen:
+                    self._take_all()
+                    self._commit()
+                store.sync(now)
+
+    def next_event(self) -> events.Event | None:
+        """The next event, durable ids and original bodies in place of the stack's."""
+        while not self._events:
+            event = self.stack.next_event()
+            if event is None:
+                return None
+            self._take(event)
+        return self._events.popleft()
+
+    # == events ============================================================
+
+    def _take_all(self) -> None:
+        while (event := self.stack.next_event()) is not None:
+            self._take(event)
+
+    def _take(self, event: events.Event) -> None:
+        if isinstance(event, events.MessageReceived):
+            self._received(event)
+            return
+        if isinstance(event, events.MessageSent):
+            durable_id = self._ids.pop(event.message_id, None)
+            if durable_id is not None:
+                self.outbox.done(durable_id)
+                event = events.MessageSent(event.remote, durable_id)
+        elif isinstance(event, events.MessageExpired):
+            durable_id = self._ids.pop(event.message_id, None)
+            if durable_id is not None:
+                if event.reason != _CLOSING:  # closing keeps it for the next start
+                    self.outbox.done(durable_id)
+                opened = _opened(event.body)
+                body = event.body if opened is None else opened[2]
+                event = events.MessageExpired(event.remote, durable_id, body, event.reason)
+        self._events.append(event)
+
+    def _received(self, event: events.MessageReceived) -> None:
+        opened = _opened(event.body)
+        if opened is None:
+            self.not_durable += 1
+            self._events.append(event)
+            return
+        store, durable_id, body = opened
+        journal = self.journal
+        if not self.seen.admit(event.remote, store, durable_id, journaled=journal is not None):
+            self.duplicates_seen += 1
+            return
+        delivered = DurableMessageReceived(event.remote, body, event.session_id,
+                                           event.transaction_id, event.segments, store,
+                                           durable_id)
+        if journal is not None:
+            requested = self.stack.stats.resend_requests_sent
+            journal.record_durable(self.stack.name, delivered, self.wall(), store=store,
+                                   durable_id=durable_id, resends=requested - self._resends)
+            self._resends = requested
+            self._journaled += 1
+        self._events.append(delivered)
+
+    def _commit(self) -> None:
+        """Write marks (the journal's lines first), and done records."""
+        journal = self.journal
+        if journal is not None:
+            if self._journaled >= self.config.checkpoint_every:
+                self._journaled = 0
+                self.seen.checkpoint(journal.position())
+            else:
+                journal.flush()
+        self.seen.commit()
+        self.outbox.flush()
+
+
+class _Lock:
+    """An exclusive lock on a store directory (one process at a time)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _lock(directory: Path) -> _Lock:
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreError(f"{directory}: the durable store is in use by another process") \
+            from None
+    return _Lock(fd)

@@ -1,0 +1,169 @@
+"""Durable receive-side dedup: which durable message ids each sender has delivered.
+
+A sender's durable outbox numbers its messages 1, 2, ... for the life of its store (a
+random 64-bit ``store`` id names that life).  For each sender estate this keeps one
+:class:`~raetlike.dedup.SeenWindow` over those ids (mod 2**32), so a message the sender
+sends again after a restart is recognised however often either side restarted.  A sender
+that shows a new store id started afresh: its window starts over.
+
+Where the marks live:
+
+- **on their own**: marks wait in memory and :meth:`DurableSeen.commit` writes them in
+  one record, ``[0, sender, store, id, sender, store, id, ...]``.  The caller commits
+  before the acknowledgements of those messages leave the process.
+- **in the journal**: when the application's effect is a journal line, the line itself
+  carries the durable id (``durable_store``, ``durable_id``) and no mark is written here:
+  one append is both the effect and the mark, so a crash cannot fall between them.
+
+Either way a snapshot record, ``[1, {sender: [store, max_seen, low, [unseen...]]},
+journal_position]``, starts every segment; opening the store replays the newest snapshot,
+the marks after it and (with a journal) the journal lines written after its position.
+The snapshot is rewritten as the log grows (the old segments go), so opening never reads
+more than a segment of marks and the journal lines of one checkpoint period.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from raetlike.dedup import ID_MODULUS, SeenWindow
+from raetlike.durable._log import RecordLog
+from raetlike.errors import LocalProtocolError, StoreError
+from raetlike.journal import FsyncPolicy
+
+__all__ = ["DurableSeen", "JournalMarks", "Position"]
+
+log = logging.getLogger(__name__)
+
+_MARKS, _SNAPSHOT = 0, 1
+Position = list[Any]
+"""Where in a journal the marks of a snapshot end (see :mod:`raetlike.durable._journal`)."""
+JournalMarks = Callable[[Position], Iterable[tuple[str, int, int]]]
+"""Reads ``(sender, store, id)`` of every durable delivery journaled after a position."""
+
+
+class DurableSeen:
+    """Per-sender windows of delivered durable ids, kept on disk; see the module doc."""
+
+    def __init__(self, directory: Path, *, fsync: FsyncPolicy = FsyncPolicy.INTERVAL,
+                 interval: float = 0.01, window: int = 4096, max_senders: int = 65536,
+                 segment_bytes: int = 4 * 1024 * 1024,
+                 journal_marks: JournalMarks | None = None) -> None:
+        self.window = window
+        self.max_senders = max_senders
+        self.segment_bytes = segment_bytes
+        self.log = RecordLog(directory, fsync=fsync, interval=interval)
+        self._windows: OrderedDict[str, tuple[int, SeenWindow]] = OrderedDict()
+        self._marks: list[Any] = []  # sender, store, id, ... waiting for commit
+        self.duplicates = 0
+        """Messages refused as already delivered."""
+        self.recovered_from_journal = 0
+        """Marks found in the journal when the store was opened."""
+        self._recover(journal_marks)
+
+    # == opening ===========================================================
+
+    def _recover(self, journal_marks: JournalMarks | None) -> None:
+        position: Position | None = None
+        for segment, payload in self.log.records():
+            try:
+                record = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+                if record[0] == _SNAPSHOT:
+                    self._windows.clear()
+                    for sender, (store, *state) in record[1].items():
+                        self._windows[sender] = (store, SeenWindow.restored(
+                            self.window, (state[0], state[1], list(state[2]))))
+                    position = record[2]
+                elif record[0] == _MARKS:
+                    marks = record[1:]
+                    for i in range(0, len(marks) - 2, 3):
+                        self._admit(marks[i], marks[i + 1], marks[i + 2])
+                else:
+                    raise ValueError(f"unknown record kind {record[0]!r}")
+            except (ValueError, TypeError, IndexError, KeyError, LocalProtocolError,
+                    msgpack.UnpackException) as exc:
+                raise StoreError(f"{self.log.directory}: unreadable dedup record in segment "
+                                 f"{segment}: {exc}") from None
+        if position is not None and journal_marks is not None:
+            for sender, store, message_id in journal_marks(position):
+                self._admit(sender, store, message_id)
+                self.recovered_from_journal += 1
+        if self.recovered_from_journal:
+            log.info("%s: %d delivery mark(s) recovered from the journal",
+                     self.log.directory, self.recovered_from_journal)
+
+    # == use ===============================================================
+
+    def _admit(self, sender: str, store: int, message_id: int) -> bool:
+        held = self._windows.get(sender)
+        if held is None or held[0] != store:
+            if held is None and len(self._windows) >= self.max_senders:
+                self._windows.popitem(last=False)
+            held = (store, SeenWindow(self.window))
+            self._windows[sender] = held
+        else:
+            self._windows.move_to_end(sender)
+        return held[1].check_and_mark(message_id % ID_MODULUS)
+
+    def admit(self, sender: str, store: int, message_id: int, *, journaled: bool) -> bool:
+        """True when this durable message is new (now marked); False: delivered before.
+
+        ``journaled``: the caller's journal line carries the mark; otherwise it waits
+        for :meth:`commit`.
+        """
+        if not self._admit(sender, store, message_id):
+            self.duplicates += 1
+            return False
+        if not journaled:
+            self._marks += (sender, store, message_id)
+        return True
+
+    def commit(self) -> None:
+        """Write the marks that wait, in one record (before their acks may leave)."""
+        if self._marks:
+            marks, self._marks = self._marks, []
+            self.log.append(msgpack.packb([_MARKS, *marks]))
+            if self.log.size >= self.segment_bytes:
+                self.checkpoint(None)
+
+    def checkpoint(self, position: Position | None) -> None:
+        """Start a new segment with a snapshot (``position``: where the journal stands,
+        written up to there) and drop the old segments."""
+        self.commit()
+        self.log.rotate()
+        snapshot = {sender: [store, *_state(window)]
+                    for sender, (store, window) in self._windows.items()}
+        self.log.append(msgpack.packb([_SNAPSHOT, snapshot, position]))
+        self.log.drop_before(self.log.index)
+
+    def sync_due(self) -> float | None:
+        """When the fsync interval next wants a sync, or None."""
+        return self.log.sync_due()
+
+    def sync(self, now: float) -> None:
+        """Commit, and force the log to stable storage."""
+        self.commit()
+        self.log.sync(now)
+
+    def close(self) -> None:
+        """Commit and close."""
+        self.commit()
+        self.log.close()
+
+    @property
+    def senders(self) -> int:
+        """Senders with a window."""
+        return len(self._windows)
+
+
+def _state(window: SeenWindow) -> list[Any]:
+    state = window.state()
+    if state is None:  # pragma: no cover - a window is made to mark an id at once
+        raise StoreError("an empty dedup window")
+    return [state[0], state[1], state[2]]
