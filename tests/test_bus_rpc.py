@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from raetlike.bus import ANY, UPSTREAM, BusError, Errno, Request
+from raetlike.bus import ANY, UPSTREAM, BusError, BusNode, Errno, Request
+from raetlike.bus._glue import BusAttachment
+from raetlike.channels import RoadChannel
 from tests.buskit import make_bus
 
 
@@ -113,3 +115,25 @@ def test_a_role_restricted_service_refuses_other_roles_with_eperm() -> None:
     denied = bus.rpc("beta", ANY, "admin.get")
     assert denied.errno == Errno.EPERM
     assert "beta" in denied.error
+
+
+def test_a_restarted_node_numbering_from_one_again_is_answered_afresh() -> None:
+    """Regression: main took the new run's request 1 for the old run's and replayed the
+    old answer (with the old payload) to the new caller."""
+    bus = make_bus()
+    calls: list[object] = []
+
+    def count(request: Request) -> object:
+        calls.append(request.payload)
+        return request.payload
+
+    bus.nodes["main"].register_service("count", count)
+    assert bus.rpc("alpha", ANY, "count.it", "first run").payload == "first run"
+    hosted = bus.net.stacks[bus.addresses["alpha"]]
+    restarted = BusNode("alpha", config=bus.nodes["alpha"].config, now=bus.net.now)
+    hosted.attachments[:] = [BusAttachment(restarted)]  # type: ignore[attr-defined]
+    restarted.add_link(RoadChannel(bus.stacks["alpha"], "main", ttl=5.0), upstream=True,
+                       now=bus.net.now)
+    bus.nodes["alpha"] = restarted
+    assert bus.rpc("alpha", ANY, "count.it", "second run").payload == "second run"
+    assert calls == ["first run", "second run"]

@@ -183,6 +183,9 @@ class BusConfig:
     """Links a message may cross before it is refused (loops)."""
     dedup_window: int = 4096
     """Request numbers remembered per sender (raetlike.dedup.SeenWindow)."""
+    max_senders: int = 4096
+    """Senders (a node's name and its run, see ``BusMessage.epoch``) whose request and
+    event numbers are remembered; the least recently heard one is forgotten first."""
     answered_memory: int = 1024
     """Responses kept to answer resent requests again without running the handler."""
 

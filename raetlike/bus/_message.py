@@ -87,6 +87,9 @@ class BusMessage:
     """Pairs a response with its request (chosen by the requester)."""
     sequence: int = 0
     """Per-sender number: request numbers for dedup, event numbers for gap detection."""
+    epoch: int = 0
+    """The sender node's run: random for each start, so a restarted node's numbers,
+    which begin at 1 again, are never taken for the old run's (0 from older nodes)."""
     target: str = ANY
     """Requests: ANY, UPSTREAM or a node name."""
     errno: Errno = Errno.OK
@@ -134,6 +137,8 @@ def encode(message: BusMessage) -> dict[str, Any]:
     else:
         inner.update(to=message.topic, pl=message.payload, sq=message.sequence,
                      ui=message.userid, ro=message.role, rm=int(message.rolemask))
+        if message.epoch:
+            inner["ep"] = message.epoch
     if message.type in (MessageType.REQUEST, MessageType.RESPONSE):
         inner.update(mt=message.matchtag, rt=list(message.route))
     if message.type is MessageType.REQUEST:
@@ -173,6 +178,7 @@ def decode(body: object) -> BusMessage:
         payload=inner.get("pl"),
         matchtag=_get(inner, "mt", int, 0),
         sequence=_get(inner, "sq", int, 0),
+        epoch=_get(inner, "ep", int, 0),
         target=_get(inner, "ta", str, ANY),
         errno=errno,
         error=_get(inner, "er", str, ""),

@@ -12,6 +12,7 @@ peer changes through :meth:`BusNode.next_event`.  See docs/bus.md.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -97,9 +98,12 @@ class BusNode:
         self._matchtag = 0
         self._request_sequence = 0
         self._event_sequence = 0
-        self._seen: dict[str, SeenWindow] = {}
-        self._answered: OrderedDict[tuple[str, int], BusMessage] = OrderedDict()
-        self._event_seen: dict[str, SeenWindow] = {}
+        self.epoch = secrets.randbits(62) + 1
+        """This run of the node (stamped on its requests and events)."""
+        # (userid, epoch) -> numbers seen: a restarted sender is a new run, never a repeat
+        self._seen: OrderedDict[tuple[str, int], SeenWindow] = OrderedDict()
+        self._answered: OrderedDict[tuple[str, int, int], BusMessage] = OrderedDict()
+        self._event_seen: OrderedDict[tuple[str, int], SeenWindow] = OrderedDict()
         self._subscriptions: dict[str, list[OnEvent]] = {}
         self._advertised: frozenset[str] = frozenset()
         self._next_keepalive = now + self.config.keepalive_interval
@@ -193,7 +197,7 @@ class BusNode:
         self._request_sequence = self._request_sequence % (ID_MODULUS - 1) + 1
         request = BusMessage(MessageType.REQUEST, message.topic, message.payload,
                              matchtag=matchtag, sequence=self._request_sequence,
-                             target=destination, userid=self.name, role=self.role,
+                             epoch=self.epoch, target=destination, userid=self.name, role=self.role,
                              rolemask=Rolemask.OWNER)
         life = self.config.request_timeout if timeout is None else timeout
         self._pending[matchtag] = _Pending(request, on_reply, now + life,
@@ -218,7 +222,7 @@ class BusNode:
         self._tick(now)
         self._event_sequence = self._event_sequence % (ID_MODULUS - 1) + 1
         event = BusMessage(MessageType.EVENT, topic, payload, sequence=self._event_sequence,
-                           userid=self.name, role=self.role, rolemask=Rolemask.OWNER)
+                           epoch=self.epoch, userid=self.name, role=self.role, rolemask=Rolemask.OWNER)
         if self.upstream is None:
             self._distribute(event)
         else:
@@ -357,10 +361,8 @@ class BusNode:
 
     def _handle(self, request: BusMessage) -> None:
         """Run the service for ``request`` once per (sender, sequence); answer again if resent."""
-        window = self._seen.get(request.userid)
-        if window is None:
-            window = self._seen[request.userid] = SeenWindow(self.config.dedup_window)
-        key = (request.userid, request.sequence)
+        window = self._window(self._seen, (request.userid, request.epoch))
+        key = (request.userid, request.epoch, request.sequence)
         if not window.check_and_mark(request.sequence % ID_MODULUS):
             self.stats.duplicates += 1
             answered = self._answered.get(key)
@@ -403,6 +405,22 @@ class BusNode:
             logger.exception("%s: handler for %s failed", self.name, request.topic)
             return None, Errno.EIO, f"{type(error).__name__}: {error}"
 
+    def _window(self, windows: OrderedDict[tuple[str, int], SeenWindow],
+                key: tuple[str, int]) -> SeenWindow:
+        """The numbers seen from one run of a sender (made on first use, LRU-bounded; a
+        sender keeps its two latest runs, so one cannot push others' windows out)."""
+        window = windows.get(key)
+        if window is None:
+            runs = [run for run in windows if run[0] == key[0]] if len(windows) > 1 else []
+            for run in runs[:-1]:
+                del windows[run]
+            window = windows[key] = SeenWindow(self.config.dedup_window)
+            while len(windows) > self.config.max_senders:
+                windows.popitem(last=False)
+        else:
+            windows.move_to_end(key)
+        return window
+
     def _complete(self, response: BusMessage) -> None:
         """A response to one of our requests: run its callback once."""
         pending = self._pending.pop(response.matchtag, None)
@@ -414,9 +432,7 @@ class BusNode:
 
     def _distribute(self, event: BusMessage) -> None:
         """Main, or an event from upstream: deliver here and to subscribed links below."""
-        window = self._event_seen.get(event.userid)
-        if window is None:
-            window = self._event_seen[event.userid] = SeenWindow(self.config.dedup_window)
+        window = self._window(self._event_seen, (event.userid, event.epoch))
         before = window.max_seen
         if not window.check_and_mark(event.sequence % ID_MODULUS):
             self.stats.duplicates += 1
