@@ -17,8 +17,10 @@ from typing import Any, NoReturn
 
 from lane.yard import check_name as check_lane_name
 from raetlike import __version__
+from raetlike.durable import DurableConfig
 from raetlike.errors import AddressError, RaetError
 from raetlike.estate import EstateOptions, default_keep_dir, run_estate
+from raetlike.journal import FsyncPolicy
 from raetlike.keycmd import run_keys
 from raetlike.logs import FORMATS, setup_logging
 from raetlike.names import InvalidNameError, name_problem, quoted_name
@@ -120,6 +122,13 @@ examples:
   raetlike estate master --port 7530 --main
   raetlike estate master --host 127.0.0.1 --port 0 --main --auto once --echo --keep /tmp/keep
   raetlike estate minion1 --port 7531 --join 10.0.0.1:7530
+  raetlike estate minion1 --port 7531 --join 10.0.0.1:7530 --durable --durable-sync 10
+
+--durable keeps what transmit accepted on disk until acknowledged, and what
+was delivered, so a restart (even after kill -9) sends nothing twice and
+loses nothing (docs/reliability.md); the store is DIR, or 'durable' in the
+estate's keep.  --durable-sync: fdatasync 'always' (each message), every MS
+milliseconds (default 10), or 'never' (a killed process still loses nothing).
 
 A main estate leaves a new joiner pending (--auto never) and logs the
 'raetlike keys accept' command that lets it in; --auto once accepts any
@@ -247,6 +256,13 @@ def build_parser() -> argparse.ArgumentParser:
                              "routing (estate, yard, share) between road and lane")
     estate.add_argument("--dir", "--lane-dir", dest="lane_dir", type=Path, metavar="DIR",
                         help="the lane's socket directory (with --lane)")
+    estate.add_argument("--durable", nargs="?", const=_IN_KEEP, type=Path, metavar="DIR",
+                        help="keep the outbox and delivery dedup on disk (in DIR; default: "
+                             "'durable' in the keep), so nothing is lost or repeated across "
+                             "restarts")
+    estate.add_argument("--durable-sync", type=_durable_sync, default=_durable_sync("10"),
+                        metavar="always|MS|never",
+                        help="when the durable store is fdatasynced (default: every 10 ms)")
 
     yard = commands.add_parser(
         "yard", parents=[common], help="run a yard on a lane until interrupted",
@@ -400,14 +416,36 @@ def _resolved(option: str, address: Address, family: int = socket.AF_UNSPEC) -> 
         raise AddressError(f"{option} {address[0]}:{address[1]}: {exc}") from None
 
 
+_IN_KEEP = Path("\0keep")
+"""``--durable`` without a directory: the store goes into the estate's keep."""
+
+
+def _durable_sync(text: str) -> DurableConfig:
+    """``always``, ``never`` or milliseconds between fdatasyncs, as a DurableConfig."""
+    if text in ("always", "never"):
+        return DurableConfig(fsync=FsyncPolicy(text))
+    try:
+        milliseconds = float(text)
+    except ValueError:
+        milliseconds = -1.0
+    if not 0 < milliseconds <= 60_000:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not 'always', 'never' or milliseconds between 0 and 60000")
+    return DurableConfig(fsync=FsyncPolicy.INTERVAL, fsync_interval=milliseconds / 1000)
+
+
 def _estate(args: argparse.Namespace) -> int:
     join = None if args.join is None else _resolved("--join", args.join, family_of(args.host))
+    durable = args.durable
+    if durable == _IN_KEEP:
+        durable = (args.keep or default_keep_dir()) / args.name / "durable"
     options = EstateOptions(
         name=args.name, host=args.host, port=args.port, main=args.main, join=join,
         auto=None if args.auto is None else _AUTO[args.auto], keep_dir=args.keep,
         echo=args.echo, raet_mode=args.raet_mode,
         lane=args.lane, lane_dir=args.lane_dir, journal_dir=args.journal, bus=args.bus,
         metrics=args.metrics, stats_every=args.stats_every,
+        durable=durable, durable_config=args.durable_sync,
     )
     return run_estate(options, sys.stdout)
 

@@ -30,6 +30,7 @@ from typing import Any, TextIO
 from lane.yard import LocalYard, yard_path
 from raetlike.bus import BusNode
 from raetlike.bus._hosting import ECHO_PREFIX, EstateBus, echo, timer_task
+from raetlike.durable import DurableConfig, DurableMessageReceived, DurableRoad
 from raetlike.errors import BackpressureError, LocalProtocolError
 from raetlike.journal import JournalWriter
 from raetlike.keep import default_auto
@@ -92,6 +93,10 @@ class EstateOptions:
     """Serve Prometheus metrics at ``http://HOST:PORT/metrics`` (docs/operations.md)."""
     stats_every: float | None = None
     """Write a JSON stats line to stderr every so many seconds (and on SIGUSR1 anyway)."""
+    durable: Path | None = None
+    """Keep the outbox and the receive dedup on disk here (docs/reliability.md)."""
+    durable_config: DurableConfig = DurableConfig()
+    """The durable store's fsync policy and bounds (with ``durable``)."""
 
 
 def _journal(options: EstateOptions) -> JournalWriter:
@@ -139,8 +144,11 @@ class _Estate:
         config = RoadConfig(auto=auto, fast=not options.raet_mode)
         self.stack = RoadStack(local, config, keep=self.keep, now=clock())
         self.keep.restore_remotes(self.stack)
+        self.durable = None if options.durable is None else DurableRoad(
+            self.stack, options.durable, options.durable_config, journal=journal)
+        self.road: RoadStack | DurableRoad = self.stack if self.durable is None else self.durable
         self.loop = Loop(clock)
-        self.driver = UdpDriver(self.stack, sock=sock)
+        self.driver = UdpDriver(self.road, sock=sock)
         self.loop.add(self.driver)
         self.keep.record_address(self.driver.address)
         self.house = None if options.lane is None else ManorHouse(
@@ -153,7 +161,7 @@ class _Estate:
         self.resend_requests = 0  # stack.stats.resend_requests_sent at the last journal record
         self.pending: dict[str, str] = {}  # remote name -> role of a pending join, logged once
         self.bus = None if not options.bus else EstateBus(
-            BusNode(self.stack.name, now=clock()), self.stack,
+            BusNode(self.stack.name, now=clock()), self.road,
             None if self.house is None else self.house.lane)
         if self.bus is not None:
             self.bus.node.serve(ECHO_PREFIX, echo)
@@ -191,14 +199,14 @@ class _Estate:
 
     def close(self) -> None:
         self._stop_metrics()
-        self.stack.close(now=self.clock())
+        self.road.close(now=self.clock())
         self.handle_events()
         self.loop.close()
         if self.journal is not None:
             self.journal.close()
 
     def handle_events(self) -> None:
-        while (event := self.stack.next_event()) is not None:
+        while (event := self.road.next_event()) is not None:
             self.handle(event)
 
     def handle(self, event: events.Event) -> None:  # noqa: PLR0912 - one branch per event kind
@@ -209,8 +217,9 @@ class _Estate:
         if isinstance(event, events.MessageReceived):
             log.debug("estate %s: message from %s (transaction %d, %d segments)",
                      name, remote, event.transaction_id, event.segments)
-            if self.journal is not None:
-                self.record(event)
+            if self.journal is not None and not (self.durable is not None
+                                                 and isinstance(event, DurableMessageReceived)):
+                self.record(event)  # (a durable road journals its deliveries itself)
             if self.options.echo and not routed:
                 self.echo(event)
         elif isinstance(event, events.MessageSent):
@@ -279,7 +288,7 @@ class _Estate:
 
     def echo(self, event: events.MessageReceived) -> None:
         try:
-            self.stack.transmit(event.body, to=event.remote, now=self.clock())
+            self.road.transmit(event.body, to=event.remote, now=self.clock())
         except (BackpressureError, LocalProtocolError) as exc:
             log.warning("estate %s: cannot echo to %s: %s", self.name, event.remote, exc)
 

@@ -73,6 +73,15 @@ def _scan(data: bytes) -> Iterator[tuple[int, bytes | None]]:
         offset = start + length
 
 
+def _torn_tail(data: bytes, offset: int) -> bool:
+    """Whether a bad record at ``offset`` can be a torn append: it runs to or past the end
+    of the file, or only zeros (space the file system allocated, never written) follow."""
+    if len(data) - offset < HEAD.size:
+        return True
+    length = _LENGTH.unpack_from(data, offset)[0]
+    return offset + HEAD.size + length >= len(data) or not data[offset:].strip(b"\0")
+
+
 class RecordLog:
     """Numbered segments ``000000000001.log``, ... in one directory; see the module doc.
 
@@ -115,9 +124,10 @@ class RecordLog:
         payloads: list[bytes] = []
         for offset, payload in _scan(data):
             if payload is None:
-                if index != self.segments[-1]:
+                if index != self.segments[-1] or not _torn_tail(data, offset):
                     raise StoreError(f"{path}: bad record at byte {offset} of {len(data)} "
-                                     "(not the newest segment: not a torn append)")
+                                     "(whole data follows it, or it is not the newest "
+                                     "segment: not a torn append)")
                 self.torn += 1
                 log.warning("%s: torn record at byte %d of %d (a crash mid-append); "
                             "cut back to the last whole record", path, offset, len(data))
@@ -179,6 +189,9 @@ class RecordLog:
     def drop_before(self, index: int) -> int:
         """Delete the segments older than ``index`` (never the open one); how many went."""
         gone = [i for i in self.segments if i < min(index, self.index)]
+        if gone and self.dirty and self.fsync is not FsyncPolicy.NEVER:
+            os.fdatasync(self._fd)  # what was copied forward is on disk before the old goes
+            self.dirty = False
         for old in gone:
             self._path(old).unlink(missing_ok=True)
         self.segments = [i for i in self.segments if i not in gone]

@@ -40,7 +40,8 @@ from raetlike.durable._seen import DurableSeen
 from raetlike.errors import BackpressureError, LocalProtocolError, StoreError
 from raetlike.journal import FsyncPolicy, JournalWriter, durable_marks_after
 from road import events
-from road.remote import Address
+from road.config import LocalEstate
+from road.remote import Address, Remote
 from road.stack import RoadStack
 
 __all__ = ["DURABLE_KEY", "RAW_MAGIC", "DurableConfig", "DurableMessageReceived", "DurableRoad",
@@ -203,6 +204,16 @@ class DurableRoad:
     def name(self) -> str:
         """The local estate's name."""
         return self.stack.name
+
+    @property
+    def names(self) -> dict[str, Remote]:
+        """The stack's remotes by name."""
+        return self.stack.names
+
+    @property
+    def local(self) -> LocalEstate:
+        """The stack's local estate."""
+        return self.stack.local
 
     @property
     def next_id(self) -> int:

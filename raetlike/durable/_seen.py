@@ -65,6 +65,8 @@ class DurableSeen:
         """Messages refused as already delivered."""
         self.recovered_from_journal = 0
         """Marks found in the journal when the store was opened."""
+        self.position: Position | None = None
+        """Where the journal stood at the newest snapshot (None: no journal)."""
         self._recover(journal_marks)
 
     # == opening ===========================================================
@@ -90,6 +92,7 @@ class DurableSeen:
                     msgpack.UnpackException) as exc:
                 raise StoreError(f"{self.log.directory}: unreadable dedup record in segment "
                                  f"{segment}: {exc}") from None
+        self.position = position
         if position is not None and journal_marks is not None:
             for sender, store, message_id in journal_marks(position):
                 self._admit(sender, store, message_id)
@@ -107,6 +110,7 @@ class DurableSeen:
                 self._windows.popitem(last=False)
             held = (store, SeenWindow(self.window))
             self._windows[sender] = held
+            self._windows.move_to_end(sender)
         else:
             self._windows.move_to_end(sender)
         return held[1].check_and_mark(message_id % ID_MODULUS)
@@ -130,12 +134,13 @@ class DurableSeen:
             marks, self._marks = self._marks, []
             self.log.append(msgpack.packb([_MARKS, *marks]))
             if self.log.size >= self.segment_bytes:
-                self.checkpoint(None)
+                self.checkpoint(self.position)
 
     def checkpoint(self, position: Position | None) -> None:
         """Start a new segment with a snapshot (``position``: where the journal stands,
         written up to there) and drop the old segments."""
         self.commit()
+        self.position = position
         self.log.rotate()
         snapshot = {sender: [store, *_state(window)]
                     for sender, (store, window) in self._windows.items()}
