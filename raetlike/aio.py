@@ -29,11 +29,14 @@ import collections
 import dataclasses
 import logging
 import math
+import os
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from lane import LaneConfig, LaneStack, LocalYard
 from lane import events as lane_events
+from raetlike.durable import DurableConfig, DurableRoad
 from raetlike.errors import RaetError
 from raetlike.keep import default_auto
 from raetlike.names import check_name
@@ -140,6 +143,7 @@ class _Pump(Generic[_StackT]):
 
     def __init__(self, stack: _StackT) -> None:
         self.stack = stack
+        self._pumped: _Stack = stack  # what the socket and timers drive (a durable road's)
         self._driver: _Driver | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -180,7 +184,7 @@ class _Pump(Generic[_StackT]):
         if self._driver is None or self._loop is None:
             return
         driver, loop = self._driver, self._loop
-        self.stack.close(now=loop.time())
+        self._pumped.close(now=loop.time())
         self._service()
         self._driver = None
         loop.remove_reader(driver.fileno())
@@ -211,9 +215,9 @@ class _Pump(Generic[_StackT]):
         if driver is None:
             return
         now = loop.time()
-        timer = self.stack.get_timer()
+        timer = self._pumped.get_timer()
         if timer is not None and timer <= now:
-            self.stack.handle_timer(now)
+            self._pumped.handle_timer(now)
         driver.send(now)
         if driver.wants_write != self._writing:
             self._writing = driver.wants_write
@@ -221,10 +225,10 @@ class _Pump(Generic[_StackT]):
                 loop.add_writer(driver.fileno(), self._service)
             else:
                 loop.remove_writer(driver.fileno())
-        while (event := self.stack.next_event()) is not None:
+        while (event := self._pumped.next_event()) is not None:
             self._handle(event)
         self._settle()
-        self._arm(self.stack.get_timer())
+        self._arm(self._pumped.get_timer())
 
     def _arm(self, deadline: float | None) -> None:
         if deadline == self._armed:
@@ -260,8 +264,17 @@ class Estate(_Pump[RoadStack]):
     def __init__(self, estate: str | RoadStack, *, main: bool = False,
                  host: str = "127.0.0.1", port: int = 0,
                  config: RoadConfig | None = None,
-                 auto: AutoMode | str | None = None) -> None:
+                 auto: AutoMode | str | None = None,
+                 durable: str | os.PathLike[str] | None = None,
+                 durable_config: DurableConfig | None = None) -> None:
         """Wrap ``estate``, or make a stack of that name with an in-memory keep.
+
+        ``durable``: keep the outbox and the receive dedup in that directory
+        (:class:`~raetlike.durable.DurableRoad`, docs/reliability.md): a message
+        :meth:`transmit` or :meth:`send` accepted is on disk before it returns and is
+        sent again after a restart; message ids are then the store's durable ids.  A
+        restart keeps its identity only with a keep on disk: pass a stack from
+        :func:`road.persist.open_estate`.
 
         ``auto`` (an :class:`~raetlike.wire.kinds.AutoMode` or ``"never"``,
         ``"once"``, ``"always"``) decides on keys never seen before, in place
@@ -278,6 +291,12 @@ class Estate(_Pump[RoadStack]):
         elif auto is not None:
             raise RaetError("auto goes with an estate name: a RoadStack has its keep's own")
         super().__init__(estate)
+        self.durable = None if durable is None else DurableRoad(
+            estate, Path(durable), durable_config)
+        """The durable road when ``durable`` was given, else None."""
+        if self.durable is not None:
+            self._pumped = self.durable
+        self._road: RoadStack | DurableRoad = self.durable or estate
         self._host, self._port = host, port
         self._sends: dict[int, asyncio.Future[int]] = {}
         self._joins: list[tuple[set[str], Any, asyncio.Future[str]]] = []
@@ -303,7 +322,7 @@ class Estate(_Pump[RoadStack]):
         self._service()
 
     def _open(self) -> UdpDriver:
-        return UdpDriver(self.stack, self._host, self._port)
+        return UdpDriver(self._road, self._host, self._port)
 
     @property
     def address(self) -> Address:
@@ -344,7 +363,7 @@ class Estate(_Pump[RoadStack]):
     def transmit(self, message: Mapping[str, Any] | bytes, to: str, *,
                  ttl: float | None = None) -> int:
         """Queue ``message`` without waiting; its fate comes through :meth:`events`."""
-        message_id = self.stack.transmit(message, to=to, ttl=ttl, now=self.loop.time())
+        message_id = self._road.transmit(message, to=to, ttl=ttl, now=self.loop.time())
         self._service()
         return message_id
 
@@ -355,7 +374,7 @@ class Estate(_Pump[RoadStack]):
         Returns its message id.  Raises BackpressureError at once when the
         outbox is full, and :class:`MessageExpiredError` when it expires.
         """
-        message_id = self.stack.transmit(message, to=to, ttl=ttl, now=self.loop.time())
+        message_id = self._road.transmit(message, to=to, ttl=ttl, now=self.loop.time())
         future: asyncio.Future[int] = self.loop.create_future()
         self._sends[message_id] = future
         self._service()

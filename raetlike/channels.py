@@ -30,9 +30,11 @@ from raetlike.sp import Channel, Device, Payload, Rep, Req, Respondent, Surveyor
 from raetlike.sp._framing import BODY_KEY
 from raetlike.wire.tags import MAPPING_KEY
 from road import events as road_events
-from road.stack import RoadStack
+from road.config import LocalEstate
+from road.remote import Remote
 
 __all__ = [
+    "Road",
     "RoadChannel",
     "LaneChannel",
     "Attachment",
@@ -66,12 +68,37 @@ def received_from(event: object) -> tuple[str, Any] | None:
     return None
 
 
+class Road(Protocol):
+    """What a channel needs of a road: a :class:`RoadStack`, or a
+    :class:`raetlike.durable.DurableRoad` wrapping one."""
+
+    @property
+    def name(self) -> str:
+        """The local estate's name."""
+        ...
+
+    @property
+    def names(self) -> dict[str, Remote]:
+        """The remotes by name."""
+        ...
+
+    @property
+    def local(self) -> LocalEstate:
+        """The local estate."""
+        ...
+
+    def transmit(self, message: Mapping[str, Any] | bytes, to: str, *,
+                 ttl: float | None = None, now: float | None = None) -> int:
+        """Queue a message for the remote ``to``."""
+        ...
+
+
 class RoadChannel:
-    """One remote estate of a RoadStack as a channel (SP) or link (bus)."""
+    """One remote estate of a road (RoadStack or DurableRoad) as a channel (SP) or link (bus)."""
 
     __slots__ = ("priority", "remote_name", "stack", "ttl")
 
-    def __init__(self, stack: RoadStack, remote_name: str, *, priority: int = 0,
+    def __init__(self, stack: Road, remote_name: str, *, priority: int = 0,
                  ttl: float | None = None) -> None:
         """The remote ``remote_name`` of ``stack``; ``ttl`` bounds each message's life."""
         self.stack = stack

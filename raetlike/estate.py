@@ -50,6 +50,7 @@ __all__ = ["EstateOptions", "default_auto", "default_keep_dir", "run_estate"]
 
 log = logging.getLogger(__name__)
 
+DEFAULT_DURABLE = DurableConfig()
 IDLE_STEP = 0.5  # longest sleep in the selector, so a stop request is seen promptly
 
 
@@ -95,7 +96,7 @@ class EstateOptions:
     """Write a JSON stats line to stderr every so many seconds (and on SIGUSR1 anyway)."""
     durable: Path | None = None
     """Keep the outbox and the receive dedup on disk here (docs/reliability.md)."""
-    durable_config: DurableConfig = DurableConfig()
+    durable_config: DurableConfig = DEFAULT_DURABLE
     """The durable store's fsync policy and bounds (with ``durable``)."""
 
 

@@ -63,7 +63,8 @@ def main(argv: list[str]) -> int:
             except BackpressureError:
                 break
     road.close(now=time.monotonic())
-    print(f"done {args.count}", flush=True)
+    sys.stdout.write(f"done {args.count}\n")
+    sys.stdout.flush()
     return 0
 
 

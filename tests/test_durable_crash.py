@@ -116,4 +116,5 @@ def test_twenty_kills_lose_and_repeat_nothing(tmp_path: Path, victim: str,
                                           quiet=True), spark)
     rows = spark.read.parquet(str(result.tables["audit_summary"])).collect()
     (summary,) = [row.asDict() for row in rows if str(row["source"]).startswith("send")]
-    assert summary["complete"] and summary["records"] == COUNT, summary
+    assert summary["complete"], summary
+    assert summary["records"] == COUNT, summary

@@ -137,7 +137,8 @@ def test_a_journal_line_is_the_mark_a_crash_before_the_commit_cannot_lose(
     road.journal.flush()  # type: ignore[union-attr]  # the lines are out; no checkpoint since
     main.crash()
     main.start()
-    assert main.road is not None and main.road.seen.recovered_from_journal == 50
+    assert main.road is not None
+    assert main.road.seen.recovered_from_journal == 50
     # the minion never heard the acks: pretend so by sending the same ids again
     for durable_id in range(1, 51):
         minion.road.stack.transmit(  # type: ignore[union-attr]
@@ -153,7 +154,7 @@ def test_a_journal_line_is_the_mark_a_crash_before_the_commit_cannot_lose(
 
 def test_expired_while_stopped_comes_back_as_message_expired(tmp_path: Path) -> None:
     net = SimNet(seed=2)
-    main, minion = _pair(tmp_path, net, fast=True)
+    _main, minion = _pair(tmp_path, net, fast=True)
     net.stacks.pop(MAIN)  # main goes away
     road = minion.road
     assert road is not None
@@ -162,6 +163,8 @@ def test_expired_while_stopped_comes_back_as_message_expired(tmp_path: Path) -> 
     minion.crash()
     net.now += 10.0  # nothing runs: both are down
     restarted = minion.start()
+    assert restarted.resent == 0  # not before the first call that brings the time
+    restarted.handle_timer(net.now)
     assert restarted.resent == 1
     expired = [e for e in iter(restarted.next_event, None)
                if isinstance(e, events.MessageExpired)]
@@ -182,7 +185,8 @@ def test_a_full_durable_outbox_refuses_and_stores_nothing(tmp_path: Path) -> Non
         road.transmit({"seq": n}, to="main")
     with pytest.raises(BackpressureError, match="durable outbox is full"):
         road.transmit({"seq": 3}, to="main")
-    assert road.next_id == 4 and len(road.outbox) == 3
+    assert road.next_id == 4
+    assert len(road.outbox) == 3
     assert net.run_until(lambda: len(road.outbox) == 0, timeout=30)
     road.transmit({"seq": 3}, to="main")
 
@@ -197,7 +201,7 @@ def test_a_store_in_use_is_refused(tmp_path: Path) -> None:
 
 def test_delivered_events_carry_the_durable_id_and_the_original_body(tmp_path: Path) -> None:
     net = SimNet(seed=4)
-    main, minion = _pair(tmp_path, net, fast=False)
+    _main, minion = _pair(tmp_path, net, fast=False)
     road = minion.road
     assert road is not None
     ids = [road.transmit(b"raw bytes", to="main"), road.transmit({"k": [1, 2]}, to="main")]

@@ -22,12 +22,11 @@ from raetlike.bus._api import Call, Reply, Request
 from raetlike.bus._glue import BusAttachment
 from raetlike.bus._message import Errno, is_bus_body
 from raetlike.bus._node import BusNode
-from raetlike.channels import LaneChannel, RoadChannel
+from raetlike.channels import LaneChannel, Road, RoadChannel
 from raetlike.manor import Manor
 from raetlike.run import Loop, TaskBody
 from raetlike.uxd import UxdDriver
 from road import events as road_events
-from road.stack import RoadStack
 
 __all__ = ["ECHO_PREFIX", "EstateBus", "LoopBus", "bus_yard", "echo", "timer_task"]
 
@@ -62,7 +61,7 @@ class EstateBus:
 
     __slots__ = ("_attachment", "_remotes", "_yards", "lane", "node", "refused", "road", "ttl")
 
-    def __init__(self, node: BusNode, road: RoadStack, lane: LaneStack | None = None, *,
+    def __init__(self, node: BusNode, road: Road, lane: LaneStack | None = None, *,
                  ttl: float = ROAD_TTL) -> None:
         """Feed ``node`` from ``road`` (and ``lane``); road links get ``ttl``."""
         self.node = node

@@ -222,7 +222,8 @@ class BusNode:
         self._tick(now)
         self._event_sequence = self._event_sequence % (ID_MODULUS - 1) + 1
         event = BusMessage(MessageType.EVENT, topic, payload, sequence=self._event_sequence,
-                           epoch=self.epoch, userid=self.name, role=self.role, rolemask=Rolemask.OWNER)
+                           epoch=self.epoch, userid=self.name, role=self.role,
+                           rolemask=Rolemask.OWNER)
         if self.upstream is None:
             self._distribute(event)
         else:

@@ -12,8 +12,8 @@ driver, asyncio and the simulated link drive it unchanged.  What it adds:
 - The message travels in an envelope: a mapping body as ``{"durable": [store, id],
   "body": body}``, a bytes body behind a 24-byte prefix (:data:`RAW_MAGIC`, then store
   and id as little-endian u64), so raw bytes stay raw on the wire whatever the body
-  packing.  The receiving DurableRoad unwraps it, and hands over each (sender, store, id) once, however
-  often either side restarted.  A repeat is dropped and counted (``duplicates``).
+  packing.  The receiving DurableRoad unwraps it, and hands over each (sender, store,
+  id) once, however often either side restarted.  A repeat is dropped and counted (``duplicates``).
 - The dedup marks of everything received are written before any datagram leaves the
   process (:meth:`datagrams_to_send` commits first), so no acknowledgement can leave for
   a message whose mark a crash would lose.  With a journal, each durable delivery is
@@ -164,16 +164,20 @@ class DurableRoad:
         self._journaled = 0  # durable deliveries journaled since the last checkpoint
         self._resends = stack.stats.resend_requests_sent
         self.closed = False
-        self.resent = self._requeue()
+        self.resent = 0
+        """Messages the store held at start and queued again (at the first call that
+        brings the time: the stack's clock may not be set before)."""
+        self._held = True
 
     # == what the store held ===============================================
 
-    def _requeue(self) -> int:
+    def _requeue(self, now: float) -> None:
         """Queue every held message again, in id order, with the time it had left."""
-        now = self.wall()
+        self._held = False
+        wall = self.wall()
         resent = 0
         for stored in self.outbox.pending():
-            left = stored.expires - now
+            left = stored.expires - wall
             reason = None
             if left <= 0:
                 reason = "time to live ran out while stopped"
@@ -185,13 +189,13 @@ class DurableRoad:
                                                           stored.body, reason))
                 continue
             message_id = self.stack.transmit(self._envelope(stored.id, stored.body),
-                                             to=stored.remote, ttl=left)
+                                             to=stored.remote, ttl=left, now=now)
             self._ids[message_id] = stored.id
             resent += 1
         if resent:
             log.info("%s: %d message(s) held by the durable outbox queued again",
                      self.stack.name, resent)
-        return resent
+        self.resent = resent
 
     def _envelope(self, durable_id: int, body: Any) -> dict[str, Any] | bytes:
         if type(body) is bytes:
@@ -232,6 +236,8 @@ class DurableRoad:
         stack = self.stack
         if self.closed:
             raise LocalProtocolError("the stack is closed")
+        if self._held:  # what the store held goes first, in order
+            self._requeue(stack.now if now is None else now)
         remote = stack.remote(to)
         if len(remote.outbox) >= stack.config.outbox_limit:
             raise BackpressureError(
@@ -270,21 +276,29 @@ class DurableRoad:
 
     def receive_datagram(self, data: bytes, source: Address, now: float) -> None:
         """Feed one datagram to the stack."""
+        if self._held:
+            self._requeue(now)
         self.stack.receive_datagram(data, source, now)
 
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, Address]]:
         """Mark everything received (durably), then take the stack's datagrams."""
+        if self._held:
+            self._requeue(now)
         self._take_all()
         self._commit()
         return self.stack.datagrams_to_send(now)
 
     def get_timer(self) -> float | None:
         """The stack's next deadline, or the next interval fsync if sooner."""
+        if self._held:
+            return 0.0  # at once: queue what the store held
         times = [self.stack.get_timer(), self.outbox.sync_due(), self.seen.sync_due()]
         return min((t for t in times if t is not None), default=None)
 
     def handle_timer(self, now: float) -> None:
         """Fire the stack's timers; fsync the stores when the interval is up."""
+        if self._held:
+            self._requeue(now)
         timer = self.stack.get_timer()
         if timer is not None and timer <= now:
             self.stack.handle_timer(now)

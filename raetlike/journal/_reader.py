@@ -8,9 +8,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raetlike.journal._record import JournalRecord, decode_record
 import orjson
 
+from raetlike.journal._record import JournalRecord, decode_record
 from raetlike.journal._writer import _SEGMENT_NAME, OPEN_SUFFIX, SEALED_SUFFIX
 
 __all__ = ["JournalContents", "SkippedLine", "durable_marks_after", "journal_files",
