@@ -15,6 +15,7 @@ command that accepts it.  Names from the network are escaped in log lines
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shlex
 import signal
@@ -28,7 +29,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from lane.yard import LocalYard, yard_path
-from raetlike.bus import BusNode
+from raetlike.bus import BusConfig, BusNode
 from raetlike.bus._hosting import ECHO_PREFIX, EstateBus, echo, timer_task
 from raetlike.durable import DurableConfig, DurableMessageReceived, DurableRoad
 from raetlike.errors import BackpressureError, LocalProtocolError
@@ -161,8 +162,11 @@ class _Estate:
         self.journal = journal
         self.resend_requests = 0  # stack.stats.resend_requests_sent at the last journal record
         self.pending: dict[str, str] = {}  # remote name -> role of a pending join, logged once
+        # durable: the road delivers each bus message once across restarts, so the bus
+        # resends nothing (a resend is a new message, which a restarted peer would run again)
+        bus_config = BusConfig(retry_interval=math.inf) if self.durable is not None else None
         self.bus = None if not options.bus else EstateBus(
-            BusNode(self.stack.name, now=clock()), self.road,
+            BusNode(self.stack.name, config=bus_config, now=clock()), self.road,
             None if self.house is None else self.house.lane)
         if self.bus is not None:
             self.bus.node.serve(ECHO_PREFIX, echo)

@@ -114,3 +114,30 @@ def test_a_missing_libsodium_is_one_line_naming_the_package(tmp_path: Path) -> N
     line = _one_line(result.stderr)
     assert line.startswith("raetlike ping: error: libsodium not found: ")
     assert "apt-get install libsodium23" in line
+
+
+def test_a_bad_durable_sync_is_one_line_naming_the_option(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["estate", "e", "--port", "0", "--durable", "--durable-sync", "sometimes"])
+    assert exited.value.code == 2
+    line = _one_line(capsys.readouterr().err.splitlines()[-1])
+    assert "--durable-sync" in line
+    assert "'sometimes' is not 'always', 'never' or milliseconds" in line
+
+
+def test_a_durable_store_in_use_is_one_line_naming_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from raetlike.durable._road import _lock  # noqa: PLC0415 - the lock a live estate holds
+
+    store = tmp_path / "store"
+    held = _lock(store)
+    try:
+        status = main(["-q", "estate", "e", "--host", "127.0.0.1", "--port", "0",
+                       "--keep", str(tmp_path / "keep"), "--durable", str(store)])
+    finally:
+        held.close()
+    assert status == 1
+    line = _one_line(capsys.readouterr().err)
+    assert line == (f"raetlike estate: error: {store}: the durable store is in use by "
+                    "another process")

@@ -108,6 +108,7 @@ def test_twenty_kills_lose_and_repeat_nothing(tmp_path: Path, victim: str,
         run.receiver.wait(timeout=60)
     finally:
         run.stop()
+    assert (tmp_path / "recv-keep" / "recv" / "durable" / "outbox").is_dir()  # --durable: keep
     contents = read_journal([run.journal])
     numbers = Counter(r.sequence for r in contents.records if r.source.estate == "send")
     assert sorted(numbers) == list(range(1, COUNT + 1)), "messages lost"

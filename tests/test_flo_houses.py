@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from lane import events as lane_events
+from raetlike.durable import DurableMessageReceived
 from raetlike.flo import PlanError, run_plan
 from road import events as road_events
 from tests.flokit import free_udp_ports, lane_plan, road_plan
@@ -168,3 +169,25 @@ def test_houses_with_keeps_remember_each_other_across_runs(tmp_path: Path) -> No
     restored = [e for e in shares(second, "minion", ".raetlike.road.stack.")["events"]
                 if isinstance(e, road_events.Joined)]
     assert [e.remote for e in restored] == ["master"]
+
+
+def test_houses_with_durable_stores_exchange_messages_through_them(tmp_path: Path) -> None:
+    keeps, stores = tmp_path / "keeps", tmp_path / "durable"
+    master_port, minion_port = free_udp_ports(2)
+    plan = road_plan(tmp_path, master_port, minion_port)
+    text = plan.read_text()
+    text = text.replace("main true", f'main true keep "{keeps}" durable "{stores / "master"}"')
+    text = text.replace(f"port {minion_port}\n",
+                        f'port {minion_port} keep "{keeps}" durable "{stores / "minion"}"\n')
+    plan.write_text(text)
+
+    outcome = run_plan(plan, period=PERIOD, real=False)
+
+    assert outcome.ok, outcome.failures
+    for house in ("master", "minion"):
+        side = shares(outcome, house, ".raetlike.road.stack.")
+        assert side["status"]["sent"] == 1
+        (received,) = [e for e in side["events"] if isinstance(e, road_events.MessageReceived)]
+        assert isinstance(received, DurableMessageReceived)
+        assert received.durable_id == 1
+        assert sorted(p.name for p in (stores / house).iterdir()) == ["lock", "outbox", "seen"]

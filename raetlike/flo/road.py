@@ -24,7 +24,9 @@ given ``per inode "..."``)::
 :mod:`raetlike.names`), ``host`` (127.0.0.1), ``port`` (0: any free port),
 ``main`` (False), ``auto`` ("once", "always" or "never"; default never for a
 main estate, once otherwise), ``keep`` (a keep directory; "" keeps keys in
-memory only).  ``status`` counters: ``joined``, ``allowed``, ``received``,
+memory only), ``durable`` (a directory for a durable outbox and receive dedup,
+:class:`raetlike.durable.DurableRoad`; "" for none; use it with a ``keep``, so a
+restart keeps its identity).  ``status`` counters: ``joined``, ``allowed``, ``received``,
 ``sent`` (acknowledged), ``expired``, ``lost``, ``failed`` (refused by the
 stack).  ``address`` has the bound ``host`` and ``port``.
 """
@@ -32,8 +34,10 @@ stack).  ``address`` has the bound ``host`` and ``port``.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
+from raetlike.durable import DurableRoad
 from raetlike.errors import AddressError
 from raetlike.flo._deed import RaetlikeDeed, stack_ioinits
 from raetlike.keep import default_auto
@@ -59,7 +63,8 @@ log = logging.getLogger(__name__)
 ROAD_INODE = ".raetlike.road.stack."
 """Where the road deeds keep their shares unless the plan says otherwise."""
 
-_LOCAL = {"name": "", "host": "127.0.0.1", "port": 0, "main": False, "auto": "", "keep": ""}
+_LOCAL = {"name": "", "host": "127.0.0.1", "port": 0, "main": False, "auto": "", "keep": "",
+          "durable": ""}
 _STATUS = {"joined": 0, "allowed": 0, "received": 0, "sent": 0, "expired": 0, "lost": 0,
            "failed": 0}
 
@@ -108,7 +113,9 @@ class RaetlikeRoadStackSetup(_RoadDeed):
             keep.restore_remotes(stack)
         else:
             stack = RoadStack(LocalEstate(name=name, main=main), config, now=self.now)
-        driver = UdpDriver(stack, host, port)
+        durable = str(self.setting("durable", ""))
+        driver = UdpDriver(stack if not durable else DurableRoad(stack, Path(durable)),
+                           host, port)
         self.stack.value = stack
         self.driver.value = driver
         bound_host, bound_port = driver.address
@@ -129,10 +136,17 @@ class RaetlikeRoadStackService(_RoadDeed):
         stack = self.road()
         if stack is None:
             return
-        self.serve(stack.transmit, lambda: _collect_events(self, stack))
+        road = _pumped(self, stack)
+        self.serve(road.transmit, lambda: _collect_events(self, road))
 
 
-def _collect_events(deed: _RoadDeed, stack: RoadStack) -> None:
+def _pumped(deed: _RoadDeed, stack: RoadStack) -> RoadStack | DurableRoad:
+    """What the driver pumps: the durable road wrapping ``stack``, or ``stack``."""
+    road = getattr(deed.driver.value, "stack", None)
+    return road if isinstance(road, DurableRoad) else stack
+
+
+def _collect_events(deed: _RoadDeed, stack: RoadStack | DurableRoad) -> None:
     while (event := stack.next_event()) is not None:
         deed.events.value.append(event)
         if isinstance(event, events.MessageReceived):
@@ -214,5 +228,6 @@ class RaetlikeRoadStackCloser(_RoadDeed):
         stack = self.stack.value
         if not isinstance(stack, RoadStack):
             return
-        self.close_stack(stack.close, lambda: _collect_events(self, stack))
+        road = _pumped(self, stack)
+        self.close_stack(road.close, lambda: _collect_events(self, road))
         log.info("house %s: estate %s closed", self.house_name, stack.name)
