@@ -83,7 +83,8 @@ def expire(stack: RoadStack, remote: Remote, outgoing: Outgoing, reason: str) ->
 
 def delivered(stack: RoadStack, remote: Remote, messengent: Messengent, body: Any,
                segments: int) -> None:
-    remote.done_transactions[(messengent.session_id, messengent.transaction_id)] = stack.now + stack.config.done_memory
+    done = (messengent.session_id, messengent.transaction_id)
+    remote.done_transactions[done] = stack.now + stack.config.done_memory
     if len(remote.done_transactions) == 1:
         stack._schedule(remote)  # its cleanup time
     while len(remote.done_transactions) > 100_000:

@@ -29,7 +29,8 @@ from raetlike.bench._common import (
     spawn,
     stop,
 )
-from raetlike.journal import JournalWriter
+from raetlike.durable import DurableConfig, DurableRoad
+from raetlike.journal import FsyncPolicy, JournalWriter
 from raetlike.udp import UdpDriver
 from raetlike.wire.kinds import AutoMode
 from road import events
@@ -52,15 +53,20 @@ def _config(fast: bool, **more: Any) -> RoadConfig:
 _MANY_FROM_ONE_ADDRESS = {"join_rate_per_source": 1e6, "join_burst_per_source": 1_000_000}
 
 
-def serve_estate(fast: bool, journal: str | None = None) -> None:
+def serve_estate(fast: bool, journal: str | None = None, durable: str | None = None,
+                 fsync: str = "interval") -> None:
     """raetlike main estate: echoes messages whose bytes start with ``E``.
 
     With ``journal`` (a directory) it journals every delivery as ``raetlike
     estate --journal`` does: a record per message, the writer ticked each round.
+    With ``durable`` (a directory) it receives through a durable road (dedup marks on
+    disk, fdatasynced per ``fsync``) as ``raetlike estate --durable`` does.
     """
-    stack = RoadStack(LocalEstate("benchmain", main=True),
-                      _config(fast, **_MANY_FROM_ONE_ADDRESS),
-                      MemoryKeep(AutoMode.ALWAYS), now=time.monotonic())
+    raw = RoadStack(LocalEstate("benchmain", main=True),
+                    _config(fast, **_MANY_FROM_ONE_ADDRESS),
+                    MemoryKeep(AutoMode.ALWAYS), now=time.monotonic())
+    stack: RoadStack | DurableRoad = raw if durable is None else DurableRoad(
+        raw, Path(durable), DurableConfig(fsync=FsyncPolicy(fsync)))
     driver = UdpDriver(stack)
     writer = None if journal is None else JournalWriter(Path(journal), stack.name)
     sys.stdout.write(f"{driver.address[1]}\n")
@@ -70,7 +76,7 @@ def serve_estate(fast: bool, journal: str | None = None) -> None:
         while (event := stack.next_event()) is not None:
             if isinstance(event, events.MessageReceived):
                 if writer is not None:
-                    writer.record_delivery(stack.name, event, time.time())
+                    writer.record_delivery(raw.name, event, time.time())
                 if isinstance(event.body, bytes) and event.body[:1] == b"E":
                     stack.transmit(event.body, to=event.remote, now=time.monotonic())
         if writer is not None:
@@ -123,15 +129,19 @@ class _Pump:
 # -- the measuring side --------------------------------------------------------------------
 
 class Client:
-    """Our side of a raetlike measurement: one estate joined and allowed to the peer."""
+    """Our side of a raetlike measurement: one estate joined and allowed to the peer
+    (through a durable road on ``durable``, fdatasynced per ``fsync``)."""
 
-    def __init__(self, port: int, fast: bool) -> None:
-        self.stack = RoadStack(LocalEstate("benchclient"), _config(fast),
-                               MemoryKeep(AutoMode.ALWAYS), now=time.monotonic())
+    def __init__(self, port: int, fast: bool, durable: Path | None = None,
+                 fsync: str = "interval") -> None:
+        raw = RoadStack(LocalEstate("benchclient"), _config(fast),
+                        MemoryKeep(AutoMode.ALWAYS), now=time.monotonic())
+        self.stack: RoadStack | DurableRoad = raw if durable is None else DurableRoad(
+            raw, durable, DurableConfig(fsync=FsyncPolicy(fsync)))
         self.pump = _Pump([UdpDriver(self.stack)])
         self.sent = 0
         self.echoes: list[float] = []
-        self.remote = self.stack.join(("127.0.0.1", port), now=time.monotonic())
+        self.remote = raw.join(("127.0.0.1", port), now=time.monotonic())
         self.allowed = False
         if not self.pump.run(lambda: self.allowed, 20, self._drain):
             raise RuntimeError("bench client could not join and allow")
@@ -211,10 +221,47 @@ def joins(port: int, count: int, fast: bool, cap: float = 60.0) -> float | None:
     return elapsed if done else None
 
 
-def _peer(fast: bool, cpu: int | None, journal: str | None = None) -> tuple[Popen[str], int]:
+def _peer(fast: bool, cpu: int | None, journal: str | None = None,
+          durable: str | None = None, fsync: str = "interval") -> tuple[Popen[str], int]:
     process, line = spawn("from raetlike.bench import serve_estate; "
-                          f"serve_estate({fast}, {journal!r})", cpu)
+                          f"serve_estate({fast}, {journal!r}, {durable!r}, {fsync!r})", cpu)
     return process, int(line)
+
+
+def _durable_one_way(options: BenchOptions, count: int, progress: Progress,
+                     cpus: Cpus) -> dict[str, float]:
+    """Fast one-way msgs/s with both ends durable (outbox and dedup on disk, this
+    directory's file system), fdatasync batched every 10 ms and per message, beside the
+    in-memory pair: runs alternated on the same CPU, medians of each."""
+    pairs = 3 if options.quick else 5
+    figures: dict[str, list[float]] = {"memory": [], "interval": [], "always": []}
+    with tempfile.TemporaryDirectory(prefix="raetlike-bench-durable-",
+                                     dir=Path.cwd()) as root:
+        peers: dict[str, tuple[Popen[str], int]] = {}
+        try:
+            for kind in figures:
+                peers[kind] = _peer(True, cpus.peer, None,
+                                    None if kind == "memory" else f"{root}/peer-{kind}",
+                                    "interval" if kind == "memory" else kind)
+            clients = {kind: Client(port, True,
+                                    None if kind == "memory" else Path(root, f"client-{kind}"),
+                                    "interval" if kind == "memory" else kind)
+                       for kind, (_, port) in peers.items()}
+            for run in range(pairs):
+                progress(f"fast mode: one-way, durable and in memory, {count:,} messages "
+                         f"(round {run + 1}/{pairs})")
+                kinds = list(figures) if run % 2 == 0 else list(reversed(figures))
+                for kind in kinds:
+                    number = count if kind != "always" else max(500, count // 20)
+                    figures[kind].append(number / clients[kind].one_way(number))
+            for client in clients.values():
+                client.close()
+        finally:
+            for process, _ in peers.values():
+                stop(process)
+    return {"one_way_durable_msgs_per_s": median(figures["interval"]),
+            "one_way_durable_always_msgs_per_s": median(figures["always"]),
+            "one_way_durable_alongside_msgs_per_s": median(figures["memory"])}
 
 
 def _journaled_one_way(options: BenchOptions, count: int, progress: Progress,
@@ -296,6 +343,7 @@ def measure_raetlike(options: BenchOptions, fast: bool, progress: Progress = sil
         journaled, alongside = _journaled_one_way(options, count, progress, cpus)
         figures["one_way_journal_msgs_per_s"] = journaled
         figures["one_way_alongside_msgs_per_s"] = alongside
+        figures.update(_durable_one_way(options, count, progress, cpus))
     return figures
 
 
