@@ -166,6 +166,11 @@ class RoadStack:
             self._pump(remote)
         return self._message_id
 
+    def continue_ids(self, next_id: int) -> None:
+        """Number the next message ``next_id`` or later: ids that go on from a store's
+        (:class:`raetlike.durable.DurableRoad` keeps its ids and the stack's equal)."""
+        self._message_id = max(self._message_id, next_id - 1)
+
     def close(self, *, now: float | None = None) -> None:
         """End every transaction and give back every queued message as MessageExpired."""
         self._tick(now)

@@ -8,24 +8,30 @@ to the last whole record, so the next append follows whole records.  Nothing bef
 torn record is touched.  A bad record anywhere else is not a torn write: opening raises
 :class:`~raetlike.errors.StoreError` naming the file and offset, and changes nothing.
 
-Zeros (what a file system may leave after a power cut) never pass the check: the CRC of
-four zero bytes is not zero.
+Zeros never pass the check (the CRC of four zero bytes is not zero): zeros after the last
+record are the free space of a segment still open, or what a file system left after a
+power cut, never a record.  A torn record is recognised as such only when no whole record
+follows it.
 
-Appends go to the OS at once (``os.write``), so a killed process loses nothing it
-appended.  Whether they also reach stable storage before a power cut is the fsync policy
-(:class:`raetlike.journal.FsyncPolicy`): every record, at most every ``interval`` seconds
-(:meth:`RecordLog.sync_due` / :meth:`RecordLog.sync`), or never.
+Appends go to the page cache at once (a copy into the mapped segment), so a killed
+process loses nothing it appended.  Whether they also reach stable storage before a power
+cut is the fsync policy (:class:`raetlike.journal.FsyncPolicy`): every record (msync),
+at most every ``interval`` seconds (:meth:`RecordLog.sync_due` / :meth:`RecordLog.sync`),
+or never.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import mmap
 import os
 import re
 import struct
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from raetlike.errors import StoreError
 from raetlike.journal import FsyncPolicy
@@ -42,10 +48,17 @@ MAX_RECORD = 64 * 1024 * 1024
 _NAME = re.compile(r"^(?P<index>\d{12})\.log$")
 
 
-def frame(payload: bytes) -> bytes:
+def frame(payload: bytes, _crc32: Any = zlib.crc32, _pack: Any = HEAD.pack) -> bytes:
     """``payload`` as a record: head and payload."""
-    length = _LENGTH.pack(len(payload))
-    return HEAD.pack(len(payload), zlib.crc32(payload, zlib.crc32(length))) + payload
+    length = len(payload)
+    framed: bytes = _pack(length, _crc32(payload, _length_check(length))) + payload
+    return framed
+
+
+@functools.lru_cache(maxsize=4096)
+def _length_check(length: int) -> int:
+    """The CRC-32 of a length's four bytes (the start of every record's check)."""
+    return zlib.crc32(_LENGTH.pack(length))
 
 
 def _segment_name(index: int) -> str:
@@ -74,12 +87,19 @@ def _scan(data: bytes) -> Iterator[tuple[int, bytes | None]]:
 
 
 def _torn_tail(data: bytes, offset: int) -> bool:
-    """Whether a bad record at ``offset`` can be a torn append: it runs to or past the end
-    of the file, or only zeros (space the file system allocated, never written) follow."""
-    if len(data) - offset < HEAD.size:
-        return True
-    length = _LENGTH.unpack_from(data, offset)[0]
-    return offset + HEAD.size + length >= len(data) or not data[offset:].strip(b"\0")
+    """Whether what follows the last whole record, from ``offset``, can be a torn append:
+    no whole record starts anywhere after it (whole data after a bad record is damage,
+    not a crash mid-append)."""
+    end = len(data.rstrip(b"\0"))
+    for start in range(offset + 1, end):
+        if end - start < HEAD.size:
+            break
+        length, check = HEAD.unpack_from(data, start)
+        stop = start + HEAD.size + length
+        if length <= MAX_RECORD and stop <= len(data) and zlib.crc32(
+                data[start + HEAD.size:stop], zlib.crc32(data[start:start + 4])) == check:
+            return False
+    return True
 
 
 class RecordLog:
@@ -89,25 +109,34 @@ class RecordLog:
     :meth:`append`.  :meth:`rotate` starts a new segment; :meth:`drop_before` deletes old
     ones.  One process per directory: the caller holds a lock (see
     :mod:`raetlike.durable`).
+
+    The open segment is a file of ``segment_bytes`` (zeros past the records) mapped into
+    memory: an append is a copy into the page cache, which a killed process leaves to the
+    kernel as surely as a ``write``, without a system call.  A segment is cut to its
+    records when it is closed; zeros after the last record are free space, not damage.
     """
 
     def __init__(self, directory: Path, *, fsync: FsyncPolicy = FsyncPolicy.INTERVAL,
-                 interval: float = 0.01) -> None:
+                 interval: float = 0.01, segment_bytes: int = 16 * 1024 * 1024) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.fsync = fsync
         self.interval = interval
+        self.segment_bytes = segment_bytes
         self.torn = 0
         """Torn records found (and cut away) when the log was opened."""
         self.segments: list[int] = sorted(
             int(m["index"]) for p in self.directory.iterdir()
             if (m := _NAME.match(p.name)) is not None)
+        self.size = 0
+        """Bytes of whole records in the open segment (where the next append goes)."""
         self._loaded: list[tuple[int, list[bytes]]] = [self._load(i) for i in self.segments]
         if not self.segments:
             self.segments.append(1)
         self.index = self.segments[-1]
-        self._fd = self._open(self.index)
-        self.size = os.fstat(self._fd).st_size
+        self._fd = -1
+        self._map: mmap.mmap | None = None
+        self._open(self.index, self.size)
         self.dirty = False
         """Appended since the last sync."""
         self.synced_at = 0.0
@@ -115,15 +144,27 @@ class RecordLog:
     def _path(self, index: int) -> Path:
         return self.directory / _segment_name(index)
 
-    def _open(self, index: int) -> int:
-        return os.open(self._path(index), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    def _open(self, index: int, used: int, room: int = 0) -> None:
+        """Map segment ``index`` (``used`` bytes of records) with room for ``room`` more."""
+        fd = os.open(self._path(index), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            length = max(self.segment_bytes, used + room, os.fstat(fd).st_size, 1)
+            os.ftruncate(fd, length)
+            self._map = mmap.mmap(fd, length)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd, self.size = fd, used
 
     def _load(self, index: int) -> tuple[int, list[bytes]]:
         path = self._path(index)
         data = path.read_bytes()
         payloads: list[bytes] = []
+        end = 0
         for offset, payload in _scan(data):
             if payload is None:
+                if not data[offset:].strip(b"\0"):
+                    break  # free space of a segment that was not closed
                 if index != self.segments[-1] or not _torn_tail(data, offset):
                     raise StoreError(f"{path}: bad record at byte {offset} of {len(data)} "
                                      "(whole data follows it, or it is not the newest "
@@ -134,6 +175,9 @@ class RecordLog:
                 os.truncate(path, offset)
                 break
             payloads.append(payload)
+            end = offset + HEAD.size + len(payload)
+        if index == self.segments[-1]:
+            self.size = end
         return index, payloads
 
     def records(self) -> Iterator[tuple[int, bytes]]:
@@ -149,16 +193,29 @@ class RecordLog:
         return self.index
 
     def write(self, framed: bytes | bytearray) -> None:
-        """Write records already framed with :func:`frame`, in one ``write``."""
-        with memoryview(framed) as view:
-            done = 0
-            while done < len(view):
-                done += os.write(self._fd, view[done:])
-        self.size += len(framed)
+        """Append records already framed with :func:`frame` (to the page cache, at once)."""
+        size = self.size
+        end = size + len(framed)
+        mapped = self._map
+        if mapped is None:
+            raise StoreError(f"{self.directory}: the log is closed")
+        if end > len(mapped):
+            self._grow(len(framed))
+            mapped, size = self._map, self.size
+            end = size + len(framed)
+            assert mapped is not None  # noqa: S101 - _grow maps a segment
+        mapped[size:end] = framed
+        self.size = end
         if self.fsync is FsyncPolicy.ALWAYS:
-            os.fdatasync(self._fd)
+            mapped.flush()
         else:
             self.dirty = True
+
+    def _grow(self, room: int) -> None:
+        """Make room for ``room`` more bytes in the open segment (its owner decides when
+        to rotate; a segment grows past ``segment_bytes`` only for what it is given)."""
+        self._close_map(sync=False)
+        self._open(self.index, self.size, room)
 
     def sync_due(self) -> float | None:
         """When the interval policy wants the next sync (None: nothing waits)."""
@@ -168,29 +225,40 @@ class RecordLog:
 
     def sync(self, now: float) -> None:
         """Force what was appended to stable storage (a no-op when nothing waits)."""
-        if self.dirty:
-            os.fdatasync(self._fd)
+        if self.dirty and self._map is not None:
+            self._map.flush()
             self.dirty = False
         self.synced_at = now
 
+    def _close_map(self, *, sync: bool) -> None:
+        """Unmap and close the open segment, cut to its records (synced first if asked)."""
+        mapped, self._map = self._map, None
+        if mapped is not None:
+            if sync:
+                mapped.flush()
+            mapped.close()
+        if self._fd >= 0:
+            os.ftruncate(self._fd, self.size)
+            if sync:
+                os.fdatasync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+
     def rotate(self) -> int:
         """Start a new segment (the old one synced first); returns its index."""
-        if self.fsync is not FsyncPolicy.NEVER:
-            os.fdatasync(self._fd)
+        self._close_map(sync=self.fsync is not FsyncPolicy.NEVER)
         self.dirty = False
-        os.close(self._fd)
         self.index += 1
         self.segments.append(self.index)
-        self._fd = self._open(self.index)
-        self.size = 0
+        self._open(self.index, 0)
         self._sync_directory()
         return self.index
 
     def drop_before(self, index: int) -> int:
         """Delete the segments older than ``index`` (never the open one); how many went."""
         gone = [i for i in self.segments if i < min(index, self.index)]
-        if gone and self.dirty and self.fsync is not FsyncPolicy.NEVER:
-            os.fdatasync(self._fd)  # what was copied forward is on disk before the old goes
+        if gone and self.dirty and self.fsync is not FsyncPolicy.NEVER and self._map:
+            self._map.flush()  # what was copied forward is on disk before the old goes
             self.dirty = False
         for old in gone:
             self._path(old).unlink(missing_ok=True)
@@ -209,16 +277,16 @@ class RecordLog:
             os.close(fd)
 
     def abandon(self) -> None:
-        """Close without syncing (what a killed process leaves)."""
+        """Let go as a killed process would: the page cache keeps what was appended, the
+        segment keeps its free space, nothing is synced."""
+        mapped, self._map = self._map, None
+        if mapped is not None:
+            mapped.close()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
 
     def close(self) -> None:
-        """Sync (unless the policy is never) and close."""
-        if self._fd < 0:
-            return
-        if self.dirty and self.fsync is not FsyncPolicy.NEVER:
-            os.fdatasync(self._fd)
-        os.close(self._fd)
-        self._fd = -1
+        """Sync (unless the policy is never), cut the segment to its records and close."""
+        self._close_map(sync=self.dirty and self.fsync is not FsyncPolicy.NEVER)
+        self.dirty = False

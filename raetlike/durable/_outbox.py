@@ -36,6 +36,7 @@ from raetlike.journal import FsyncPolicy
 __all__ = ["MAX_SEGMENTS", "DurableOutbox", "Stored"]
 
 _PUT, _DONE, _HEAD = 0, 1, 2
+_packb = msgpack.Packer().pack
 MAX_SEGMENTS = 4
 """Segments kept before the oldest one's live messages are copied forward."""
 
@@ -65,7 +66,8 @@ class DurableOutbox:
         self.max_messages = max_messages
         self.max_bytes = max_bytes
         self.segment_bytes = segment_bytes
-        self.log = RecordLog(directory, fsync=fsync, interval=interval)
+        self.log = RecordLog(directory, fsync=fsync, interval=interval,
+                             segment_bytes=segment_bytes)
         self._live: dict[int, tuple[int, bytes]] = {}  # id -> (segment, framed put)
         self._counts: dict[int, int] = {}  # segment -> live puts in it
         self._bytes = 0
@@ -128,20 +130,24 @@ class DurableOutbox:
 
     def put(self, remote: str, body: Mapping[str, Any] | bytes, expires: float) -> int:
         """Store a message for ``remote``; returns its id once the OS has it."""
-        if len(self._live) >= self.max_messages:
+        live = self._live
+        if len(live) >= self.max_messages:
             raise BackpressureError(f"durable outbox is full ({self.max_messages} messages)")
         message_id = self.next_id
-        framed = frame(msgpack.packb([_PUT, message_id, remote, expires, body]))
-        if self._bytes + len(framed) > self.max_bytes:
+        framed = frame(_packb([_PUT, message_id, remote, expires, body]))
+        size = len(framed)
+        if self._bytes + size > self.max_bytes:
             raise BackpressureError(f"durable outbox is full ({self.max_bytes} bytes)")
-        if self.log.size >= self.segment_bytes:
+        log = self.log
+        if log.size + size > self.segment_bytes and log.size:
             self._rotate()
-        self.log.write(framed)
+        log.write(framed)
         self.next_id = message_id + 1
-        segment = self.log.index
-        self._live[message_id] = (segment, framed)
-        self._counts[segment] = self._counts.get(segment, 0) + 1
-        self._bytes += len(framed)
+        segment = log.index
+        live[message_id] = (segment, framed)
+        counts = self._counts
+        counts[segment] = counts.get(segment, 0) + 1
+        self._bytes += size
         return message_id
 
     def done(self, message_id: int) -> bool:

@@ -160,6 +160,7 @@ class DurableRoad:
             raise
         self.seen.checkpoint(None if journal is None else journal.position())
         self._ids: dict[int, int] = {}  # the stack's message id -> durable id
+        stack.continue_ids(self.outbox.next_id)  # so the two are equal while only we number
         self._events: deque[events.Event] = deque()
         self._journaled = 0  # durable deliveries journaled since the last checkpoint
         self._resends = stack.stats.resend_requests_sent
@@ -234,22 +235,27 @@ class DurableRoad:
         either way nothing is stored.
         """
         stack = self.stack
-        if self.closed:
-            raise LocalProtocolError("the stack is closed")
-        if self._held:  # what the store held goes first, in order
-            self._requeue(stack.now if now is None else now)
-        remote = stack.remote(to)
-        if len(remote.outbox) >= stack.config.outbox_limit:
-            raise BackpressureError(
-                f"outbox to {to} is full ({stack.config.outbox_limit} messages)")
-        if not isinstance(message, Mapping | bytes | bytearray):
-            raise LocalProtocolError(
-                f"a message must be a mapping or bytes, not {type(message).__name__}")
-        body = dict(message) if isinstance(message, Mapping) else bytes(message)
-        life = stack.config.message_ttl if ttl is None else ttl
-        durable_id = self.outbox.put(to, body, self.wall() + life)
-        message_id = stack.transmit(self._envelope(durable_id, body), to=to, ttl=life, now=now)
-        self._ids[message_id] = durable_id
+        if self.closed or self._held:
+            if self.closed:
+                raise LocalProtocolError("the stack is closed")
+            self._requeue(stack.now if now is None else now)  # what the store held goes first
+        remote = stack.names.get(to) or stack.remote(to)
+        config = stack.config
+        if len(remote.outbox) >= config.outbox_limit:
+            raise BackpressureError(f"outbox to {to} is full ({config.outbox_limit} messages)")
+        life = config.message_ttl if ttl is None else ttl
+        if type(message) is bytes:  # the common case: no ABC check, no copy
+            durable_id = self.outbox.put(to, message, self.wall() + life)
+            envelope: dict[str, Any] | bytes = _RAW_HEAD.pack(
+                RAW_MAGIC, self.outbox.store, durable_id) + message
+        else:
+            if not isinstance(message, Mapping | bytes | bytearray):
+                raise LocalProtocolError(
+                    f"a message must be a mapping or bytes, not {type(message).__name__}")
+            body = dict(message) if isinstance(message, Mapping) else bytes(message)
+            durable_id = self.outbox.put(to, body, self.wall() + life)
+            envelope = self._envelope(durable_id, body)
+        self._ids[stack.transmit(envelope, to=to, ttl=life, now=now)] = durable_id
         return durable_id
 
     def close(self, *, now: float | None = None) -> None:
@@ -326,14 +332,17 @@ class DurableRoad:
             self._take(event)
 
     def _take(self, event: events.Event) -> None:
-        if isinstance(event, events.MessageReceived):
-            self._received(event)
-            return
-        if isinstance(event, events.MessageSent):
-            durable_id = self._ids.pop(event.message_id, None)
+        kind = type(event)
+        if kind is events.MessageSent:  # the commonest: one per message sent
+            message_id = event.message_id  # type: ignore[attr-defined]
+            durable_id = self._ids.pop(message_id, None)
             if durable_id is not None:
                 self.outbox.done(durable_id)
-                event = events.MessageSent(event.remote, durable_id)
+                if durable_id != message_id:  # another sender numbered some in between
+                    event = events.MessageSent(event.remote, durable_id)
+        elif kind is events.MessageReceived:
+            self._received(event)  # type: ignore[arg-type]
+            return
         elif isinstance(event, events.MessageExpired):
             durable_id = self._ids.pop(event.message_id, None)
             if durable_id is not None:

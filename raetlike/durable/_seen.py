@@ -58,7 +58,8 @@ class DurableSeen:
         self.window = window
         self.max_senders = max_senders
         self.segment_bytes = segment_bytes
-        self.log = RecordLog(directory, fsync=fsync, interval=interval)
+        self.log = RecordLog(directory, fsync=fsync, interval=interval,
+                             segment_bytes=segment_bytes)
         self._windows: OrderedDict[str, tuple[int, SeenWindow]] = OrderedDict()
         self._marks: list[Any] = []  # sender, store, id, ... waiting for commit
         self.duplicates = 0
