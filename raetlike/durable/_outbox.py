@@ -1,16 +1,19 @@
 """The durable outbox: every accepted message on disk until its fate is known.
 
-Three kinds of record (msgpack lists) in a :class:`~raetlike.durable._log.RecordLog`:
+Four kinds of record in a :class:`~raetlike.durable._log.RecordLog`:
 
-- ``[0, id, remote, expires, body]``: a message accepted for ``remote``; ``expires`` is
-  wall-clock seconds (so a restart knows how much time to live is left);
+- ``[0, id, remote, expires, body]`` (msgpack): a message accepted for ``remote``;
+  ``expires`` is wall-clock seconds (so a restart knows how much time to live is left);
+- a raw-bytes message, in binary: ``0x00``, u64 id, f64 expires, u16 length of the
+  remote's name, the name (UTF-8), the body (little-endian; a msgpack list never starts
+  with ``0x00``).  :func:`raw_put` makes it, compiled (``_cdurable.c``) where built;
 - ``[1, id, ...]``: the messages with these ids are done (acknowledged, or expired and
   reported): they are not sent again;
 - ``[2, store, next]``: the head of a segment: the store's random 64-bit id and the next
   message id, so both survive when every older segment is gone.
 
-Ids count up from 1 for the life of the store, across restarts.  A put is written to the
-OS before :meth:`DurableOutbox.put` returns; done records wait for :meth:`flush` (a lost
+Ids count up from 1 for the life of the store, across restarts.  A put is in the page
+cache before :meth:`DurableOutbox.put` returns; done records wait for :meth:`flush` (a lost
 one only means a message is sent once more, which the receiver's dedup drops).
 
 The log is compacted as it rotates: old segments whose messages are all done go, and when
@@ -21,8 +24,11 @@ segments plus the live messages.
 
 from __future__ import annotations
 
+import os
 import secrets
-from collections.abc import Mapping
+import struct
+from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,10 +39,60 @@ from raetlike.durable._log import RecordLog, frame
 from raetlike.errors import BackpressureError, StoreError
 from raetlike.journal import FsyncPolicy
 
-__all__ = ["MAX_SEGMENTS", "DurableOutbox", "Stored"]
+__all__ = ["COMPILED", "MAX_SEGMENTS", "RAW_HEAD", "RAW_MAGIC", "DurableOutbox", "Stored",
+           "raw_put"]
 
 _PUT, _DONE, _HEAD = 0, 1, 2
+_RAW = 0  # the first byte of a binary raw-bytes put
+_RAW_PUT = struct.Struct("<BQdH")
 _packb = msgpack.Packer().pack
+RAW_MAGIC = b"\x00rlkdur1"
+"""The first eight bytes of a durable raw-bytes message as it travels (then store and id,
+u64 each, then the body).
+
+A plain bytes message that happens to begin so is read as durable: only a sender's own
+messages can be mistaken so, and only ones it built that way."""
+RAW_HEAD = struct.Struct("<8sQQ")
+
+
+def _raw_put_python(store: int, message_id: int, remote: bytes, expires: float,
+                    body: bytes) -> tuple[bytes, bytes]:
+    """A raw-bytes message's framed record and its envelope (see the module doc)."""
+    if len(remote) > 0xFFFF:
+        raise ValueError("a remote name of more than 65535 bytes")
+    payload = _RAW_PUT.pack(_RAW, message_id, expires, len(remote)) + remote + body
+    return frame(payload), RAW_HEAD.pack(RAW_MAGIC, store, message_id) + body
+
+
+def _compiled() -> Callable[[int, int, bytes, float, bytes], tuple[bytes, bytes]] | None:
+    """The C version of :func:`raw_put`, unless missing or ``RAETLIKE_PURE_PYTHON`` is set."""
+    if os.environ.get("RAETLIKE_PURE_PYTHON"):
+        return None
+    try:
+        from raetlike.durable._cdurable import raw_put as compiled  # noqa: PLC0415
+    except ImportError:
+        return None
+    return compiled
+
+
+raw_put: Callable[[int, int, bytes, float, bytes], tuple[bytes, bytes]] = \
+    _compiled() or _raw_put_python
+"""``raw_put(store, id, remote, expires, body) -> (framed record, envelope)``."""
+COMPILED = raw_put is not _raw_put_python
+"""Whether the compiled ``raw_put`` is in use."""
+
+
+def _decode_put(payload: bytes) -> tuple[int, str, float, Any]:
+    """``(id, remote, expires, body)`` of a put record's payload (either form)."""
+    if payload[:1] == b"\x00":
+        _, message_id, expires, size = _RAW_PUT.unpack_from(payload)
+        start = _RAW_PUT.size
+        return (message_id, payload[start:start + size].decode(), expires,
+                payload[start + size:])
+    record = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    if record[0] != _PUT:
+        raise ValueError(f"not a put record: kind {record[0]!r}")
+    return int(record[1]), str(record[2]), float(record[3]), record[4]
 MAX_SEGMENTS = 4
 """Segments kept before the oldest one's live messages are copied forward."""
 
@@ -69,9 +125,10 @@ class DurableOutbox:
         self.log = RecordLog(directory, fsync=fsync, interval=interval,
                              segment_bytes=segment_bytes)
         self._live: dict[int, tuple[int, bytes]] = {}  # id -> (segment, framed put)
-        self._counts: dict[int, int] = {}  # segment -> live puts in it
+        self._counts: defaultdict[int, int] = defaultdict(int)  # segment -> live puts in it
         self._bytes = 0
         self._done: list[int] = []  # ids done, not written yet
+        self._names: dict[str, bytes] = {}  # remote name -> its UTF-8 (a put's)
         self.store = 0
         self.next_id = 1
         self._recover()
@@ -82,6 +139,11 @@ class DurableOutbox:
         live, store, next_id = self._live, 0, 1
         for segment, payload in self.log.records():
             try:
+                if payload[:1] == b"\x00":
+                    message_id = _decode_put(payload)[0]
+                    live[message_id] = (segment, frame(payload))
+                    next_id = max(next_id, message_id + 1)
+                    continue
                 record = msgpack.unpackb(payload, raw=False, strict_map_key=False)
                 kind = record[0]
                 if kind == _PUT:
@@ -95,14 +157,15 @@ class DurableOutbox:
                     store, next_id = int(record[1]), max(next_id, int(record[2]))
                 else:
                     raise ValueError(f"unknown record kind {kind!r}")
-            except (ValueError, TypeError, IndexError, msgpack.UnpackException) as exc:
+            except (ValueError, TypeError, IndexError, UnicodeDecodeError, struct.error,
+                    msgpack.UnpackException) as exc:
                 raise StoreError(f"{self.log.directory}: unreadable outbox record in "
                                  f"segment {segment}: {exc}") from None
         self.store = store or secrets.randbits(63) + 1
         self.next_id = next_id
         self._live = dict(sorted(live.items()))
         for segment, framed in self._live.values():
-            self._counts[segment] = self._counts.get(segment, 0) + 1
+            self._counts[segment] += 1
             self._bytes += len(framed)
         if not store or self.log.size == 0:
             self._write_head()
@@ -112,11 +175,7 @@ class DurableOutbox:
 
     def pending(self) -> list[Stored]:
         """Every message held, oldest first (what a restart sends again)."""
-        out = []
-        for framed in (framed for _, framed in self._live.values()):
-            record = msgpack.unpackb(framed[8:], raw=False, strict_map_key=False)
-            out.append(Stored(record[1], record[2], record[3], record[4]))
-        return out
+        return [Stored(*_decode_put(framed[8:])) for _, framed in self._live.values()]
 
     # == use ===============================================================
 
@@ -145,10 +204,36 @@ class DurableOutbox:
         self.next_id = message_id + 1
         segment = log.index
         live[message_id] = (segment, framed)
-        counts = self._counts
-        counts[segment] = counts.get(segment, 0) + 1
+        self._counts[segment] += 1
         self._bytes += size
         return message_id
+
+    def put_raw(self, remote: str, body: bytes, expires: float) -> tuple[int, bytes]:
+        """Store a raw-bytes message for ``remote``: ``(its id, its envelope)``, once the
+        page cache has it (the same bounds as :meth:`put`)."""
+        live = self._live
+        if len(live) >= self.max_messages:
+            raise BackpressureError(f"durable outbox is full ({self.max_messages} messages)")
+        message_id = self.next_id
+        name = self._names.get(remote)
+        if name is None:
+            if len(self._names) >= 4096:
+                self._names.clear()
+            name = self._names[remote] = remote.encode()
+        framed, envelope = raw_put(self.store, message_id, name, expires, body)
+        size = len(framed)
+        if self._bytes + size > self.max_bytes:
+            raise BackpressureError(f"durable outbox is full ({self.max_bytes} bytes)")
+        log = self.log
+        if log.size + size > self.segment_bytes and log.size:
+            self._rotate()
+        log.write(framed)
+        self.next_id = message_id + 1
+        segment = log.index
+        live[message_id] = (segment, framed)
+        self._counts[segment] += 1
+        self._bytes += size
+        return message_id, envelope
 
     def done(self, message_id: int) -> bool:
         """The message's fate is known: never send it again.  False for an unknown id."""
@@ -190,7 +275,7 @@ class DurableOutbox:
         self.log.write(b"".join(framed for _, framed in moved))
         for message_id, framed in moved:
             self._live[message_id] = (new, framed)
-        self._counts[new] = self._counts.get(new, 0) + len(moved)
+        self._counts[new] += len(moved)
 
     # == sync ==============================================================
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import struct
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -35,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raetlike.durable._outbox import DurableOutbox
+from raetlike.durable._outbox import RAW_HEAD, RAW_MAGIC, DurableOutbox
 from raetlike.durable._seen import DurableSeen
 from raetlike.errors import BackpressureError, LocalProtocolError, StoreError
 from raetlike.journal import FsyncPolicy, JournalWriter, durable_marks_after
@@ -51,12 +50,7 @@ log = logging.getLogger(__name__)
 
 DURABLE_KEY = "durable"
 """The envelope's key for ``[store, id]`` (beside ``body``)."""
-RAW_MAGIC = b"\x00rlkdur1"
-"""The first eight bytes of a durable raw-bytes message (then store and id, u64 each).
-
-A plain bytes message that happens to begin so is read as durable: only a sender's own
-messages can be mistaken so, and only ones it built that way."""
-_RAW_HEAD = struct.Struct("<8sQQ")
+_RAW_HEAD = RAW_HEAD
 _BODY = "body"
 _ENVELOPE_KEYS = frozenset({DURABLE_KEY, _BODY})
 _CLOSING = "stack closed"
@@ -245,9 +239,8 @@ class DurableRoad:
             raise BackpressureError(f"outbox to {to} is full ({config.outbox_limit} messages)")
         life = config.message_ttl if ttl is None else ttl
         if type(message) is bytes:  # the common case: no ABC check, no copy
-            durable_id = self.outbox.put(to, message, self.wall() + life)
-            envelope: dict[str, Any] | bytes = _RAW_HEAD.pack(
-                RAW_MAGIC, self.outbox.store, durable_id) + message
+            envelope: dict[str, Any] | bytes
+            durable_id, envelope = self.outbox.put_raw(to, message, self.wall() + life)
         else:
             if not isinstance(message, Mapping | bytes | bytearray):
                 raise LocalProtocolError(
