@@ -94,6 +94,11 @@ class SeenWindow:
             self._max_seen = self._low = message_id
             return True
         ahead = (message_id - self._max_seen) % ID_MODULUS
+        if ahead == 1 and not self._gaps:  # in order, nothing missing: _advance's result
+            self._max_seen = message_id
+            if (message_id - self._low) % ID_MODULUS > self.window:
+                self._low = (message_id - self.window) % ID_MODULUS
+            return True
         if ahead == 0:
             return False
         if ahead < _HALF:
