@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from raetlike.bus import ANY, UPSTREAM, BusError, BusNode, Errno, Request
 from raetlike.bus._glue import BusAttachment
+from raetlike.bus._message import BusMessage, MessageType, encode
 from raetlike.channels import RoadChannel
 from tests.buskit import make_bus
 
@@ -137,3 +138,27 @@ def test_a_restarted_node_numbering_from_one_again_is_answered_afresh() -> None:
     bus.nodes["alpha"] = restarted
     assert bus.rpc("alpha", ANY, "count.it", "second run").payload == "second run"
     assert calls == ["first run", "second run"]
+
+
+def test_an_answer_to_a_run_before_a_restart_never_reaches_the_new_run_s_caller() -> None:
+    """Regression: matchtags begin at 1 again after a restart, so a late answer to the old
+    run's request 1 completed the new run's request 1 with the old payload."""
+    bus = make_bus()
+    old = bus.nodes["alpha"]
+    restarted = BusNode("alpha", config=old.config, now=bus.net.now)
+    hosted = bus.net.stacks[bus.addresses["alpha"]]
+    hosted.attachments[:] = [BusAttachment(restarted)]  # type: ignore[attr-defined]
+    restarted.add_link(RoadChannel(bus.stacks["alpha"], "main", ttl=5.0), upstream=True,
+                       now=bus.net.now)
+    bus.nodes["alpha"] = restarted
+    bus.net.blocked.add(bus.addresses["main"])  # the new request waits
+    got = bus.call("alpha", ANY, "count.it", "new run")
+    late = BusMessage(MessageType.RESPONSE, "count.it", "old run's answer", matchtag=1,
+                      sequence=1, epoch=old.epoch, userid="main", role="main")
+    restarted.receive("main", encode(late), bus.net.now)
+    assert got == []
+    assert restarted.stats.stray_responses == 1
+    same_run = BusMessage(MessageType.RESPONSE, "count.it", "its answer", matchtag=1,
+                          sequence=1, epoch=restarted.epoch, userid="main", role="main")
+    restarted.receive("main", encode(same_run), bus.net.now)
+    assert [reply.payload for reply in got] == ["its answer"]

@@ -354,6 +354,7 @@ class BusNode:
         """Send a response to ``request`` back along its route."""
         response = BusMessage(MessageType.RESPONSE, request.topic, payload,
                               matchtag=request.matchtag, sequence=request.sequence,
+                              epoch=request.epoch,
                               errno=errno, error=error, route=request.route,
                               userid=self.name, role=self.role, rolemask=Rolemask.OWNER)
         self._route_response(response)
@@ -373,7 +374,8 @@ class BusNode:
         payload, errno, error = self._run(request)
         self._answered[key] = BusMessage(
             MessageType.RESPONSE, request.topic, payload, matchtag=request.matchtag,
-            sequence=request.sequence, errno=errno, error=error, userid=self.name,
+            sequence=request.sequence, epoch=request.epoch, errno=errno, error=error,
+            userid=self.name,
             role=self.role, rolemask=Rolemask.OWNER)
         while len(self._answered) > self.config.answered_memory:
             self._answered.popitem(last=False)
@@ -424,10 +426,12 @@ class BusNode:
 
     def _complete(self, response: BusMessage) -> None:
         """A response to one of our requests: run its callback once."""
-        pending = self._pending.pop(response.matchtag, None)
-        if pending is None:
+        pending = self._pending.get(response.matchtag)
+        if pending is None or (response.epoch and response.epoch != self.epoch):
+            # (an answer to our run before a restart: its matchtag may be taken again)
             self.stats.stray_responses += 1
             return
+        del self._pending[response.matchtag]
         pending.on_reply(Reply(response.matchtag, response.topic, response.payload,
                                response.errno, response.error, response.userid))
 
