@@ -17,11 +17,13 @@ explicitly tracked range ``[low, max_seen]``; ids within the window below
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_right
 from collections import OrderedDict
 
 from raetlike.errors import LocalProtocolError
 
-__all__ = ["ID_MODULUS", "BitWindow", "SeenWindow"]
+__all__ = ["ID_MODULUS", "BitWindow", "RangeWindow", "SeenWindow"]
 
 ID_MODULUS = 1 << 32
 """Message ids are 32-bit and wrap around."""
@@ -205,3 +207,119 @@ class BitWindow:
             return False
         self._bits |= 1 << behind
         return True
+
+
+class RangeWindow:
+    """Tells new ids (1, 2, ... without wrapping, as a durable store numbers its messages)
+    from repeats, as ranges of ids seen.
+
+    Ids at or below ``floor`` count as seen.  Above it, the seen ids are inclusive ranges
+    kept in two arrays (16 bytes a range): in-order ids extend the last range, so in-order
+    traffic costs one comparison and memory never grows with it.  Each id out of order
+    opens at most one range, and bounds keep the cost of any sender's choice of ids:
+
+    - ``window``: the floor follows the highest id seen at that distance, so an id that
+      far behind counts as seen (a message overtaken by more than ``window`` of its
+      successors is refused);
+    - ``max_ranges``: past it, the lowest range is dropped and the floor raised to its end
+      (its holes count as seen).
+    """
+
+    __slots__ = ("_ends", "_starts", "floor", "max_ranges", "window")
+
+    def __init__(self, window: int = 1 << 20, max_ranges: int = 8192) -> None:
+        if window < 1 or max_ranges < 1:
+            raise LocalProtocolError("window and max_ranges must be positive")
+        self.window = window
+        self.max_ranges = max_ranges
+        self.floor = 0
+        self._starts = array("Q")
+        self._ends = array("Q")
+
+    @property
+    def ranges(self) -> list[tuple[int, int]]:
+        """The seen ranges above the floor, ascending."""
+        return list(zip(self._starts, self._ends, strict=True))
+
+    def check_and_mark(self, number: int) -> bool:
+        """True if ``number`` is new (and now marked seen), False for a repeat."""
+        if not 0 < number < 1 << 64:
+            raise LocalProtocolError(f"id {number} is not a positive 64-bit number")
+        if number <= self.floor:
+            return False
+        starts, ends = self._starts, self._ends
+        if ends:
+            top = ends[-1]
+            if number == top + 1:  # in order: the common case
+                ends[-1] = number
+                if number - self.window > self.floor:
+                    self._raise_floor(number - self.window)
+                return True
+            if number <= top:
+                return self._fill(number)
+        starts.append(number)
+        ends.append(number)
+        self._bound()
+        return True
+
+    def _fill(self, number: int) -> bool:
+        """Mark ``number``, below the highest seen, if it falls in a hole."""
+        starts, ends = self._starts, self._ends
+        at = bisect_right(starts, number) - 1  # the range starting at or below it, or -1
+        if at >= 0 and number <= ends[at]:
+            return False
+        joins_left = at >= 0 and ends[at] == number - 1
+        joins_right = at + 1 < len(starts) and starts[at + 1] == number + 1
+        if joins_left and joins_right:
+            ends[at] = ends[at + 1]
+            del starts[at + 1]
+            del ends[at + 1]
+        elif joins_left:
+            ends[at] = number
+        elif joins_right:
+            starts[at + 1] = number
+        else:
+            starts.insert(at + 1, number)
+            ends.insert(at + 1, number)
+            self._bound()
+        return True
+
+    def _bound(self) -> None:
+        top = self._ends[-1]
+        if top - self.window > self.floor:
+            self._raise_floor(top - self.window)
+        while len(self._starts) > self.max_ranges:
+            self._raise_floor(self._ends[0])
+
+    def _raise_floor(self, floor: int) -> None:
+        """Everything at or below ``floor`` counts as seen from now on."""
+        starts, ends = self._starts, self._ends
+        self.floor = floor
+        drop = bisect_right(ends, floor)
+        del starts[:drop]
+        del ends[:drop]
+        if starts and starts[0] <= floor:
+            starts[0] = floor + 1
+
+    def state(self) -> tuple[int, list[int], list[int]]:
+        """What :meth:`restored` needs: ``(floor, starts, ends)``."""
+        return self.floor, list(self._starts), list(self._ends)
+
+    @classmethod
+    def restored(cls, window: int, max_ranges: int,
+                 state: tuple[int, list[int], list[int]]) -> RangeWindow:
+        """A window as :meth:`state` described it (LocalProtocolError for anything else)."""
+        floor, starts, ends = state
+        seen = cls(window, max_ranges)
+        try:
+            seen._starts, seen._ends = array("Q", starts), array("Q", ends)
+        except (OverflowError, TypeError) as exc:
+            raise LocalProtocolError(f"not a range window's state: {exc}") from None
+        if len(starts) != len(ends) or len(starts) > max_ranges or floor < 0:
+            raise LocalProtocolError("not a range window's state")
+        lows = [floor + 1, *(end + 2 for end in ends[:-1])]  # each range after a hole
+        if any(start < low or start > end
+               for start, end, low in zip(starts, ends, lows, strict=True)):
+            raise LocalProtocolError("not a range window's state")
+        seen.floor = floor
+        return seen

@@ -189,5 +189,5 @@ def test_houses_with_durable_stores_exchange_messages_through_them(tmp_path: Pat
         assert side["status"]["sent"] == 1
         (received,) = [e for e in side["events"] if isinstance(e, road_events.MessageReceived)]
         assert isinstance(received, DurableMessageReceived)
-        assert received.durable_id == 1
+        assert received.durable_seq == 1
         assert sorted(p.name for p in (stores / house).iterdir()) == ["lock", "outbox", "seen"]

@@ -6,11 +6,12 @@
  * same bytes (a property test holds the two to it) and is used when this module is
  * missing or RAETLIKE_PURE_PYTHON is set.
  *
- *   raw_put(store, message_id, remote, expires, body) -> (framed, envelope)
+ *   raw_put(store, message_id, seq, remote, expires, body) -> (framed, envelope)
  *
  * framed   = u32 length, u32 CRC-32 (of the length's four bytes, then the payload),
- *            payload = 0x00, u64 message_id, f64 expires, u16 len(remote), remote, body
- * envelope = "\x00rlkdur1", u64 store, u64 message_id, body
+ *            payload = 0x00, u64 message_id, u64 seq, f64 expires, u16 len(remote),
+ *            remote, body
+ * envelope = "\x00rlkdur1", u64 store, u64 seq, body
  * (all little-endian).  remote and body are bytes; store and message_id fit 64 bits.
  * The CRC is zlib's crc32, as Python's zlib.crc32 computes it (the same library).
  */
@@ -42,20 +43,20 @@ static void put_u64(unsigned char *p, uint64_t v)
 
 static PyObject *raw_put(PyObject *self, PyObject *args)
 {
-    unsigned long long store, message_id;
+    unsigned long long store, message_id, seq;
     double expires;
     const char *remote, *body;
     Py_ssize_t remote_size, body_size;
     (void)self;
-    if (!PyArg_ParseTuple(args, "KKy#dy#", &store, &message_id, &remote, &remote_size,
-                          &expires, &body, &body_size)) {
+    if (!PyArg_ParseTuple(args, "KKKy#dy#", &store, &message_id, &seq, &remote,
+                          &remote_size, &expires, &body, &body_size)) {
         return NULL;
     }
     if (remote_size > 0xFFFF) {
         PyErr_SetString(PyExc_ValueError, "a remote name of more than 65535 bytes");
         return NULL;
     }
-    Py_ssize_t payload = 1 + 8 + 8 + 2 + remote_size + body_size;
+    Py_ssize_t payload = 1 + 8 + 8 + 8 + 2 + remote_size + body_size;
     if (payload > 0xFFFFFFF0) {
         PyErr_SetString(PyExc_ValueError, "a record of more than 4 GiB");
         return NULL;
@@ -75,10 +76,11 @@ static PyObject *raw_put(PyObject *self, PyObject *args)
     memcpy(&bits, &expires, 8);
     p[0] = 0;
     put_u64(p + 1, (uint64_t)message_id);
-    put_u64(p + 9, bits);
-    put_u16(p + 17, (uint16_t)remote_size);
-    memcpy(p + 19, remote, (size_t)remote_size);
-    memcpy(p + 19 + remote_size, body, (size_t)body_size);
+    put_u64(p + 9, (uint64_t)seq);
+    put_u64(p + 17, bits);
+    put_u16(p + 25, (uint16_t)remote_size);
+    memcpy(p + 27, remote, (size_t)remote_size);
+    memcpy(p + 27 + remote_size, body, (size_t)body_size);
     put_u32(f, (uint32_t)payload);
     uLong check = crc32(crc32(0L, f, 4), p, (uInt)payload);
     put_u32(f + 4, (uint32_t)check);
@@ -86,7 +88,7 @@ static PyObject *raw_put(PyObject *self, PyObject *args)
     unsigned char *e = (unsigned char *)PyBytes_AS_STRING(envelope);
     memcpy(e, "\x00rlkdur1", 8);
     put_u64(e + 8, (uint64_t)store);
-    put_u64(e + 16, (uint64_t)message_id);
+    put_u64(e + 16, (uint64_t)seq);
     memcpy(e + 24, body, (size_t)body_size);
     PyObject *pair = PyTuple_Pack(2, framed, envelope);
     Py_DECREF(framed);
@@ -96,7 +98,7 @@ static PyObject *raw_put(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"raw_put", raw_put, METH_VARARGS,
-     "raw_put(store, message_id, remote, expires, body) -> (framed, envelope)"},
+     "raw_put(store, message_id, seq, remote, expires, body) -> (framed, envelope)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -2,15 +2,20 @@
 
 Four kinds of record in a :class:`~raetlike.durable._log.RecordLog`:
 
-- ``[0, id, remote, expires, body]`` (msgpack): a message accepted for ``remote``;
+- ``[0, id, remote, expires, body, seq]`` (msgpack): a message accepted for ``remote``;
   ``expires`` is wall-clock seconds (so a restart knows how much time to live is left);
-- a raw-bytes message, in binary: ``0x00``, u64 id, f64 expires, u16 length of the
-  remote's name, the name (UTF-8), the body (little-endian; a msgpack list never starts
-  with ``0x00``).  :func:`raw_put` makes it, compiled (``_cdurable.c``) where built;
+  ``seq`` numbers the messages to that remote (1, 2, ...): it is what travels and what
+  the receiver's dedup keeps, so a receiver sees its own numbers without gaps, whatever
+  else the store sends;
+- a raw-bytes message, in binary: ``0x00``, u64 id, u64 seq, f64 expires, u16 length of
+  the remote's name, the name (UTF-8), the body (little-endian; a msgpack list never
+  starts with ``0x00``).  :func:`raw_put` makes it, compiled (``_cdurable.c``) where
+  built;
 - ``[1, id, ...]``: the messages with these ids are done (acknowledged, or expired and
   reported): they are not sent again;
-- ``[2, store, next]``: the head of a segment: the store's random 64-bit id and the next
-  message id, so both survive when every older segment is gone.
+- ``[2, store, next, {remote: seq}]``: the head of a segment: the store's random 64-bit
+  id, the next message id and each remote's last seq, so all survive when every older
+  segment is gone.
 
 Ids count up from 1 for the life of the store, across restarts.  A put is in the page
 cache before :meth:`DurableOutbox.put` returns; done records wait for :meth:`flush` (a lost
@@ -29,7 +34,7 @@ import secrets
 import struct
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +49,10 @@ __all__ = ["COMPILED", "MAX_SEGMENTS", "RAW_HEAD", "RAW_MAGIC", "DurableOutbox",
 
 _PUT, _DONE, _HEAD = 0, 1, 2
 _RAW = 0  # the first byte of a binary raw-bytes put
-_RAW_PUT = struct.Struct("<BQdH")
+_RAW_PUT = struct.Struct("<BQQdH")
 _packb = msgpack.Packer().pack
 RAW_MAGIC = b"\x00rlkdur1"
-"""The first eight bytes of a durable raw-bytes message as it travels (then store and id,
+"""The first eight bytes of a durable raw-bytes message as it travels (then store and seq,
 u64 each, then the body).
 
 A plain bytes message that happens to begin so is read as durable: only a sender's own
@@ -55,16 +60,20 @@ messages can be mistaken so, and only ones it built that way."""
 RAW_HEAD = struct.Struct("<8sQQ")
 
 
-def _raw_put_python(store: int, message_id: int, remote: bytes, expires: float,
+def _raw_put_python(store: int, message_id: int, seq: int, remote: bytes, expires: float,  # noqa: PLR0917 - as the C one
                     body: bytes) -> tuple[bytes, bytes]:
     """A raw-bytes message's framed record and its envelope (see the module doc)."""
     if len(remote) > 0xFFFF:
         raise ValueError("a remote name of more than 65535 bytes")
-    payload = _RAW_PUT.pack(_RAW, message_id, expires, len(remote)) + remote + body
-    return frame(payload), RAW_HEAD.pack(RAW_MAGIC, store, message_id) + body
+    payload = _RAW_PUT.pack(_RAW, message_id, seq, expires, len(remote)) + remote + body
+    return frame(payload), RAW_HEAD.pack(RAW_MAGIC, store, seq) + body
 
 
-def _compiled() -> Callable[[int, int, bytes, float, bytes], tuple[bytes, bytes]] | None:
+RawPut = Callable[[int, int, int, bytes, float, bytes], tuple[bytes, bytes]]
+"""``raw_put(store, id, seq, remote, expires, body) -> (framed record, envelope)``."""
+
+
+def _compiled() -> RawPut | None:
     """The C version of :func:`raw_put`, unless missing or ``RAETLIKE_PURE_PYTHON`` is set."""
     if os.environ.get("RAETLIKE_PURE_PYTHON"):
         return None
@@ -75,24 +84,23 @@ def _compiled() -> Callable[[int, int, bytes, float, bytes], tuple[bytes, bytes]
     return compiled
 
 
-raw_put: Callable[[int, int, bytes, float, bytes], tuple[bytes, bytes]] = \
-    _compiled() or _raw_put_python
-"""``raw_put(store, id, remote, expires, body) -> (framed record, envelope)``."""
+raw_put: RawPut = _compiled() or _raw_put_python
+"""Makes a raw-bytes put record and its envelope (:data:`RawPut`)."""
 COMPILED = raw_put is not _raw_put_python
 """Whether the compiled ``raw_put`` is in use."""
 
 
-def _decode_put(payload: bytes) -> tuple[int, str, float, Any]:
-    """``(id, remote, expires, body)`` of a put record's payload (either form)."""
+def _decode_put(payload: bytes) -> Stored:
+    """The message in a put record's payload (either form)."""
     if payload[:1] == b"\x00":
-        _, message_id, expires, size = _RAW_PUT.unpack_from(payload)
+        _, message_id, seq, expires, size = _RAW_PUT.unpack_from(payload)
         start = _RAW_PUT.size
-        return (message_id, payload[start:start + size].decode(), expires,
-                payload[start + size:])
+        return Stored(message_id, payload[start:start + size].decode(), expires,
+                      payload[start + size:], seq)
     record = msgpack.unpackb(payload, raw=False, strict_map_key=False)
     if record[0] != _PUT:
         raise ValueError(f"not a put record: kind {record[0]!r}")
-    return int(record[1]), str(record[2]), float(record[3]), record[4]
+    return Stored(int(record[1]), str(record[2]), float(record[3]), record[4], int(record[5]))
 MAX_SEGMENTS = 4
 """Segments kept before the oldest one's live messages are copied forward."""
 
@@ -106,6 +114,9 @@ class Stored:
     expires: float
     """Wall-clock seconds."""
     body: Any
+    seq: int = field(default=0, compare=False)
+    """Its number among the store's messages to ``remote`` (what travels; follows from
+    ``id``, so equality leaves it out)."""
 
 
 class DurableOutbox:
@@ -129,6 +140,7 @@ class DurableOutbox:
         self._bytes = 0
         self._done: list[int] = []  # ids done, not written yet
         self._names: dict[str, bytes] = {}  # remote name -> its UTF-8 (a put's)
+        self._seqs: dict[str, int] = {}  # remote name -> the last seq given a message to it
         self.store = 0
         self.next_id = 1
         self._recover()
@@ -136,29 +148,27 @@ class DurableOutbox:
     # == opening ===========================================================
 
     def _recover(self) -> None:
-        live, store, next_id = self._live, 0, 1
+        live, store, next_id, seqs = self._live, 0, 1, self._seqs
         for segment, payload in self.log.records():
             try:
-                if payload[:1] == b"\x00":
-                    message_id = _decode_put(payload)[0]
-                    live[message_id] = (segment, frame(payload))
-                    next_id = max(next_id, message_id + 1)
-                    continue
-                record = msgpack.unpackb(payload, raw=False, strict_map_key=False)
-                kind = record[0]
-                if kind == _PUT:
-                    message_id = int(record[1])
-                    live[message_id] = (segment, frame(payload))
-                    next_id = max(next_id, message_id + 1)
-                elif kind == _DONE:
+                record = None if payload[:1] == b"\x00" else msgpack.unpackb(
+                    payload, raw=False, strict_map_key=False)
+                if record is None or record[0] == _PUT:
+                    put = _decode_put(payload)
+                    live[put.id] = (segment, frame(payload))
+                    next_id = max(next_id, put.id + 1)
+                    seqs[put.remote] = max(seqs.get(put.remote, 0), put.seq)
+                elif record[0] == _DONE:
                     for message_id in record[1:]:
                         live.pop(message_id, None)
-                elif kind == _HEAD:
+                elif record[0] == _HEAD:
                     store, next_id = int(record[1]), max(next_id, int(record[2]))
+                    for remote, seq in record[3].items():
+                        seqs[str(remote)] = max(seqs.get(str(remote), 0), int(seq))
                 else:
-                    raise ValueError(f"unknown record kind {kind!r}")
-            except (ValueError, TypeError, IndexError, UnicodeDecodeError, struct.error,
-                    msgpack.UnpackException) as exc:
+                    raise ValueError(f"unknown record kind {record[0]!r}")
+            except (ValueError, TypeError, IndexError, AttributeError, UnicodeDecodeError,
+                    struct.error, msgpack.UnpackException) as exc:
                 raise StoreError(f"{self.log.directory}: unreadable outbox record in "
                                  f"segment {segment}: {exc}") from None
         self.store = store or secrets.randbits(63) + 1
@@ -171,11 +181,11 @@ class DurableOutbox:
             self._write_head()
 
     def _write_head(self) -> None:
-        self.log.append(msgpack.packb([_HEAD, self.store, self.next_id]))
+        self.log.append(msgpack.packb([_HEAD, self.store, self.next_id, self._seqs]))
 
     def pending(self) -> list[Stored]:
         """Every message held, oldest first (what a restart sends again)."""
-        return [Stored(*_decode_put(framed[8:])) for _, framed in self._live.values()]
+        return [_decode_put(framed[8:]) for _, framed in self._live.values()]
 
     # == use ===============================================================
 
@@ -188,39 +198,38 @@ class DurableOutbox:
         return self._bytes
 
     def put(self, remote: str, body: Mapping[str, Any] | bytes, expires: float) -> int:
-        """Store a message for ``remote``; returns its id once the OS has it."""
-        live = self._live
-        if len(live) >= self.max_messages:
-            raise BackpressureError(f"durable outbox is full ({self.max_messages} messages)")
-        message_id = self.next_id
-        framed = frame(_packb([_PUT, message_id, remote, expires, body]))
-        size = len(framed)
-        if self._bytes + size > self.max_bytes:
-            raise BackpressureError(f"durable outbox is full ({self.max_bytes} bytes)")
-        log = self.log
-        if log.size + size > self.segment_bytes and log.size:
-            self._rotate()
-        log.write(framed)
-        self.next_id = message_id + 1
-        segment = log.index
-        live[message_id] = (segment, framed)
-        self._counts[segment] += 1
-        self._bytes += size
+        """Store a message for ``remote``; its id, once the page cache has it (its seq is
+        then :meth:`last_seq`)."""
+        self._check_room()
+        message_id, seq = self.next_id, self._seqs.get(remote, 0) + 1
+        self._keep(message_id, remote, seq,
+                   frame(_packb([_PUT, message_id, remote, expires, body, seq])))
         return message_id
+
+    def last_seq(self, remote: str) -> int:
+        """The seq of the last message stored for ``remote`` (0: none yet)."""
+        return self._seqs.get(remote, 0)
 
     def put_raw(self, remote: str, body: bytes, expires: float) -> tuple[int, bytes]:
         """Store a raw-bytes message for ``remote``: ``(its id, its envelope)``, once the
         page cache has it (the same bounds as :meth:`put`)."""
-        live = self._live
-        if len(live) >= self.max_messages:
-            raise BackpressureError(f"durable outbox is full ({self.max_messages} messages)")
-        message_id = self.next_id
+        self._check_room()
         name = self._names.get(remote)
         if name is None:
             if len(self._names) >= 4096:
                 self._names.clear()
             name = self._names[remote] = remote.encode()
-        framed, envelope = raw_put(self.store, message_id, name, expires, body)
+        message_id, seq = self.next_id, self._seqs.get(remote, 0) + 1
+        framed, envelope = raw_put(self.store, message_id, seq, name, expires, body)
+        self._keep(message_id, remote, seq, framed)
+        return message_id, envelope
+
+    def _check_room(self) -> None:
+        if len(self._live) >= self.max_messages:
+            raise BackpressureError(f"durable outbox is full ({self.max_messages} messages)")
+
+    def _keep(self, message_id: int, remote: str, seq: int, framed: bytes) -> None:
+        """Append a framed put and count it held (BackpressureError past max_bytes)."""
         size = len(framed)
         if self._bytes + size > self.max_bytes:
             raise BackpressureError(f"durable outbox is full ({self.max_bytes} bytes)")
@@ -229,11 +238,11 @@ class DurableOutbox:
             self._rotate()
         log.write(framed)
         self.next_id = message_id + 1
+        self._seqs[remote] = seq
         segment = log.index
-        live[message_id] = (segment, framed)
+        self._live[message_id] = (segment, framed)
         self._counts[segment] += 1
         self._bytes += size
-        return message_id, envelope
 
     def done(self, message_id: int) -> bool:
         """The message's fate is known: never send it again.  False for an unknown id."""

@@ -9,11 +9,12 @@ driver, asyncio and the simulated link drive it unchanged.  What it adds:
   message leaves the store when the remote acknowledged it or it expired; closing the
   stack keeps it.  Opening the store again queues every message still held, in order,
   with the time to live it had left.
-- The message travels in an envelope: a mapping body as ``{"durable": [store, id],
+- The message travels in an envelope: a mapping body as ``{"durable": [store, seq],
   "body": body}``, a bytes body behind a 24-byte prefix (:data:`RAW_MAGIC`, then store
-  and id as little-endian u64), so raw bytes stay raw on the wire whatever the body
-  packing.  The receiving DurableRoad unwraps it, and hands over each (sender, store,
-  id) once, however often either side restarted.  A repeat is dropped and counted (``duplicates``).
+  and seq as little-endian u64), so raw bytes stay raw on the wire whatever the body
+  packing.  ``seq`` numbers the store's messages to that one remote (1, 2, ...).  The
+  receiving DurableRoad unwraps it, and hands over each (sender, store, seq) once,
+  however often either side restarted.  A repeat is dropped and counted (``duplicates``).
 - The dedup marks of everything received are written before any datagram leaves the
   process (:meth:`datagrams_to_send` commits first), so no acknowledgement can leave for
   a message whose mark a crash would lose.  With a journal, each durable delivery is
@@ -72,16 +73,21 @@ class DurableConfig:
     """Bytes of stored messages the outbox holds at most (the same error past it)."""
     segment_bytes: int = 16 * 1024 * 1024
     """Size at which the outbox's log starts a new segment (and compacts)."""
-    dedup_window: int = 4096
-    """Durable ids a sender's dedup window remembers below its highest one."""
-    max_senders: int = 65536
-    """Senders whose windows are kept (the least recently heard one goes first)."""
+    dedup_window: int = 1 << 20
+    """How far below a sender's highest number a late message is still told apart (more
+    than any sender keeps in flight: ``fast_messages_in_flight`` is 8192)."""
+    dedup_ranges: int = 4096
+    """Holes a sender's dedup window tracks at most (16 bytes each; past it the lowest
+    holes count as delivered)."""
+    max_senders: int = 1024
+    """Senders whose windows are kept (the least recently heard one goes first): at most
+    ``max_senders * dedup_ranges * 16`` bytes of dedup state."""
     checkpoint_every: int = 10_000
     """With a journal: deliveries between dedup snapshots (bounds what a restart reads)."""
 
     def __post_init__(self) -> None:
         for name in ("fsync_interval", "max_messages", "max_bytes", "segment_bytes",
-                     "dedup_window", "max_senders", "checkpoint_every"):
+                     "dedup_window", "dedup_ranges", "max_senders", "checkpoint_every"):
             if not getattr(self, name) > 0:
                 raise LocalProtocolError(f"durable {name} must be positive")
 
@@ -92,8 +98,9 @@ class DurableMessageReceived(events.MessageReceived):
 
     store: int
     """The sender's store id."""
-    durable_id: int
-    """The message's id in the sender's store."""
+    durable_seq: int
+    """The message's number among those the sender's store sent to this estate (1, 2, ...:
+    what the dedup keeps)."""
 
 
 def is_durable_envelope(body: object) -> bool:
@@ -106,8 +113,8 @@ def _opened(body: object) -> tuple[int, int, Any] | None:
     if type(body) is bytes:
         if len(body) < _RAW_HEAD.size or not body.startswith(RAW_MAGIC):
             return None
-        _, store, durable_id = _RAW_HEAD.unpack_from(body)
-        return (store, durable_id, body[_RAW_HEAD.size:]) if store and durable_id else None
+        _, store, seq = _RAW_HEAD.unpack_from(body)
+        return (store, seq, body[_RAW_HEAD.size:]) if store and seq else None
     if not isinstance(body, Mapping) or body.keys() != _ENVELOPE_KEYS:
         return None
     mark = body[DURABLE_KEY]
@@ -147,7 +154,8 @@ class DurableRoad:
                 lambda position: durable_marks_after(journal.directory, journal.node, position))
             self.seen = DurableSeen(
                 self.directory / "seen", fsync=config.fsync, interval=config.fsync_interval,
-                window=config.dedup_window, max_senders=config.max_senders,
+                window=config.dedup_window, max_ranges=config.dedup_ranges,
+                max_senders=config.max_senders,
                 journal_marks=marks)
         except BaseException:
             self._lock.close()
@@ -183,7 +191,7 @@ class DurableRoad:
                 self._events.append(events.MessageExpired(stored.remote, stored.id,
                                                           stored.body, reason))
                 continue
-            message_id = self.stack.transmit(self._envelope(stored.id, stored.body),
+            message_id = self.stack.transmit(self._envelope(stored.seq, stored.body),
                                              to=stored.remote, ttl=left, now=now)
             self._ids[message_id] = stored.id
             resent += 1
@@ -192,10 +200,10 @@ class DurableRoad:
                      self.stack.name, resent)
         self.resent = resent
 
-    def _envelope(self, durable_id: int, body: Any) -> dict[str, Any] | bytes:
+    def _envelope(self, seq: int, body: Any) -> dict[str, Any] | bytes:
         if type(body) is bytes:
-            return _RAW_HEAD.pack(RAW_MAGIC, self.outbox.store, durable_id) + body
-        return {DURABLE_KEY: [self.outbox.store, durable_id], _BODY: body}
+            return _RAW_HEAD.pack(RAW_MAGIC, self.outbox.store, seq) + body
+        return {DURABLE_KEY: [self.outbox.store, seq], _BODY: body}
 
     # == commands ==========================================================
 
@@ -247,7 +255,7 @@ class DurableRoad:
                     f"a message must be a mapping or bytes, not {type(message).__name__}")
             body = dict(message) if isinstance(message, Mapping) else bytes(message)
             durable_id = self.outbox.put(to, body, self.wall() + life)
-            envelope = self._envelope(durable_id, body)
+            envelope = self._envelope(self.outbox.last_seq(to), body)
         self._ids[stack.transmit(envelope, to=to, ttl=life, now=now)] = durable_id
         return durable_id
 
@@ -352,18 +360,17 @@ class DurableRoad:
             self.not_durable += 1
             self._events.append(event)
             return
-        store, durable_id, body = opened
+        store, seq, body = opened
         journal = self.journal
-        if not self.seen.admit(event.remote, store, durable_id, journaled=journal is not None):
+        if not self.seen.admit(event.remote, store, seq, journaled=journal is not None):
             self.duplicates_seen += 1
             return
         delivered = DurableMessageReceived(event.remote, body, event.session_id,
-                                           event.transaction_id, event.segments, store,
-                                           durable_id)
+                                           event.transaction_id, event.segments, store, seq)
         if journal is not None:
             requested = self.stack.stats.resend_requests_sent
             journal.record_durable(self.stack.name, delivered, self.wall(), store=store,
-                                   durable_id=durable_id, resends=requested - self._resends)
+                                   durable_seq=seq, resends=requested - self._resends)
             self._resends = requested
             self._journaled += 1
         self._events.append(delivered)

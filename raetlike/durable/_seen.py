@@ -1,10 +1,10 @@
 """Durable receive-side dedup: which durable message ids each sender has delivered.
 
-A sender's durable outbox numbers its messages 1, 2, ... for the life of its store (a
-random 64-bit ``store`` id names that life).  For each sender estate this keeps one
-:class:`~raetlike.dedup.SeenWindow` over those ids (mod 2**32), so a message the sender
-sends again after a restart is recognised however often either side restarted.  A sender
-that shows a new store id started afresh: its window starts over.
+A sender's durable outbox numbers its messages to each remote 1, 2, ... for the life of
+its store (a random 64-bit ``store`` id names that life).  For each sender estate this
+keeps one :class:`~raetlike.dedup.RangeWindow` over the numbers it sent us, so a message
+the sender sends again after a restart is recognised however often either side
+restarted.  A sender that shows a new store id started afresh: its window starts over.
 
 Where the marks live:
 
@@ -15,7 +15,7 @@ Where the marks live:
   carries the durable id (``durable_store``, ``durable_id``) and no mark is written here:
   one append is both the effect and the mark, so a crash cannot fall between them.
 
-Either way a snapshot record, ``[1, {sender: [store, max_seen, low, [unseen...]]},
+Either way a snapshot record, ``[1, {sender: [store, floor, [starts], [ends]]},
 journal_position]``, starts every segment; opening the store replays the newest snapshot,
 the marks after it and (with a journal) the journal lines written after its position.
 The snapshot is rewritten as the log grows (the old segments go), so opening never reads
@@ -32,7 +32,7 @@ from typing import Any
 
 import msgpack
 
-from raetlike.dedup import ID_MODULUS, SeenWindow
+from raetlike.dedup import RangeWindow
 from raetlike.durable._log import RecordLog
 from raetlike.errors import LocalProtocolError, StoreError
 from raetlike.journal import FsyncPolicy
@@ -52,15 +52,17 @@ class DurableSeen:
     """Per-sender windows of delivered durable ids, kept on disk; see the module doc."""
 
     def __init__(self, directory: Path, *, fsync: FsyncPolicy = FsyncPolicy.INTERVAL,
-                 interval: float = 0.01, window: int = 4096, max_senders: int = 65536,
+                 interval: float = 0.01, window: int = 1 << 20, max_ranges: int = 4096,
+                 max_senders: int = 1024,
                  segment_bytes: int = 4 * 1024 * 1024,
                  journal_marks: JournalMarks | None = None) -> None:
         self.window = window
+        self.max_ranges = max_ranges
         self.max_senders = max_senders
         self.segment_bytes = segment_bytes
         self.log = RecordLog(directory, fsync=fsync, interval=interval,
                              segment_bytes=segment_bytes)
-        self._windows: OrderedDict[str, tuple[int, SeenWindow]] = OrderedDict()
+        self._windows: OrderedDict[str, tuple[int, RangeWindow]] = OrderedDict()
         self._marks: list[Any] = []  # sender, store, id, ... waiting for commit
         self.duplicates = 0
         """Messages refused as already delivered."""
@@ -79,9 +81,9 @@ class DurableSeen:
                 record = msgpack.unpackb(payload, raw=False, strict_map_key=False)
                 if record[0] == _SNAPSHOT:
                     self._windows.clear()
-                    for sender, (store, *state) in record[1].items():
-                        self._windows[sender] = (store, SeenWindow.restored(
-                            self.window, (state[0], state[1], list(state[2]))))
+                    for sender, (store, floor, starts, ends) in record[1].items():
+                        self._windows[sender] = (store, RangeWindow.restored(
+                            self.window, self.max_ranges, (floor, starts, ends)))
                     position = record[2]
                 elif record[0] == _MARKS:
                     marks = record[1:]
@@ -109,12 +111,12 @@ class DurableSeen:
         if held is None or held[0] != store:
             if held is None and len(self._windows) >= self.max_senders:
                 self._windows.popitem(last=False)
-            held = (store, SeenWindow(self.window))
+            held = (store, RangeWindow(self.window, self.max_ranges))
             self._windows[sender] = held
             self._windows.move_to_end(sender)
         else:
             self._windows.move_to_end(sender)
-        return held[1].check_and_mark(message_id % ID_MODULUS)
+        return held[1].check_and_mark(message_id)
 
     def admit(self, sender: str, store: int, message_id: int, *, journaled: bool) -> bool:
         """True when this durable message is new (now marked); False: delivered before.
@@ -143,7 +145,7 @@ class DurableSeen:
         self.commit()
         self.position = position
         self.log.rotate()
-        snapshot = {sender: [store, *_state(window)]
+        snapshot = {sender: [store, *window.state()]
                     for sender, (store, window) in self._windows.items()}
         self.log.append(msgpack.packb([_SNAPSHOT, snapshot, position]))
         self.log.drop_before(self.log.index)
@@ -167,9 +169,3 @@ class DurableSeen:
         """Senders with a window."""
         return len(self._windows)
 
-
-def _state(window: SeenWindow) -> list[Any]:
-    state = window.state()
-    if state is None:  # pragma: no cover - a window is made to mark an id at once
-        raise StoreError("an empty dedup window")
-    return [state[0], state[1], state[2]]

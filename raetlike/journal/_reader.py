@@ -82,7 +82,7 @@ _ANY_SEGMENT = re.compile(_SEGMENT_NAME.pattern.removesuffix(re.escape(OPEN_SUFF
 
 def durable_marks_after(directory: Path, node: str,
                         position: list[int]) -> Iterator[tuple[str, int, int]]:
-    """``(source estate, durable_store, durable_id)`` of every line ``node``'s writer
+    """``(source estate, durable_store, durable_seq)`` of every line ``node``'s writer
     journaled after ``position`` (:meth:`JournalWriter.position`) that carries a durable
     id; a torn or bad line is skipped (it was never a delivery the writer finished)."""
     pid, serial, offset = (int(part) for part in position)
@@ -101,9 +101,9 @@ def durable_marks_after(directory: Path, node: str,
                     break
                 try:
                     fields = orjson.loads(line)
-                    store, durable_id = fields.get("durable_store"), fields.get("durable_id")
-                    if type(store) is int and type(durable_id) is int:
-                        yield str(fields["source_estate"]), store, durable_id
+                    store, seq = fields.get("durable_store"), fields.get("durable_seq")
+                    if type(store) is int and type(seq) is int:
+                        yield str(fields["source_estate"]), store, seq
                 except (orjson.JSONDecodeError, KeyError, AttributeError):
                     continue
 

@@ -229,13 +229,14 @@ class JournalWriter:
         self._append_line(delivery_line(node, delivery, now_wall, resends=resends), now_wall)
 
     def record_durable(self, node: str, delivery: Delivery, now_wall: float, *, store: int,
-                       durable_id: int, resends: int = 0) -> None:
+                       durable_seq: int, resends: int = 0) -> None:
         """Journal a delivery of a durable message: :meth:`record_delivery`'s line plus
-        ``durable_store`` and ``durable_id`` (the sender's store and the message's id in
-        it), which make the line the receiver's dedup mark too (docs/reliability.md)."""
+        ``durable_store`` and ``durable_seq`` (the sender's store, and the message's number
+        among those it sent this node), which make the line the receiver's dedup mark too
+        (docs/reliability.md)."""
         line = delivery_line(node, delivery, now_wall, resends=resends)
-        self._append_line(b"%s,\"durable_store\":%d,\"durable_id\":%d}\n"
-                          % (line[:-2], store, durable_id), now_wall)
+        self._append_line(b"%s,\"durable_store\":%d,\"durable_seq\":%d}\n"
+                          % (line[:-2], store, durable_seq), now_wall)
 
     def position(self) -> list[int]:
         """Where the journal stands, everything appended written to the OS first:
