@@ -22,6 +22,7 @@ __all__ = [
     "AddressError",
     "LibsodiumMissingError",
     "StoreError",
+    "StoreFullError",
 ]
 
 
@@ -86,6 +87,11 @@ class StoreError(RaetError):
 
 class BackpressureError(RaetError):
     """An outbox is full: the caller must slow down or drop the message itself."""
+
+
+class StoreFullError(StoreError, BackpressureError):
+    """The disk has no room for a durable store's next segment: nothing was stored, and the
+    store goes on when there is room (also a BackpressureError: slow down)."""
 
 
 class AddressError(RaetError, ValueError):

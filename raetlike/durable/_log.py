@@ -22,6 +22,7 @@ or never.
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import mmap
@@ -33,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from raetlike.errors import StoreError
+from raetlike.errors import StoreError, StoreFullError
 from raetlike.journal import FsyncPolicy
 
 __all__ = ["HEAD", "MAX_RECORD", "RecordLog", "frame"]
@@ -45,6 +46,7 @@ HEAD = struct.Struct("<II")
 _LENGTH = struct.Struct("<I")
 MAX_RECORD = 64 * 1024 * 1024
 """The largest payload a record may have (a longer length is corruption, not data)."""
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _NAME = re.compile(r"^(?P<index>\d{12})\.log$")
 
 
@@ -140,17 +142,27 @@ class RecordLog:
         self.dirty = False
         """Appended since the last sync."""
         self.synced_at = 0.0
+        self.closed = False
 
     def _path(self, index: int) -> Path:
         return self.directory / _segment_name(index)
 
     def _open(self, index: int, used: int, room: int = 0) -> None:
         """Map segment ``index`` (``used`` bytes of records) with room for ``room`` more."""
-        fd = os.open(self._path(index), os.O_RDWR | os.O_CREAT, 0o600)
+        path = self._path(index)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             length = max(self.segment_bytes, used + room, os.fstat(fd).st_size, 1)
             os.ftruncate(fd, length)
+            # blocks reserved now: a full disk is an error here, never SIGBUS at a copy
+            os.posix_fallocate(fd, 0, length)
             self._map = mmap.mmap(fd, length)
+        except OSError as exc:
+            os.ftruncate(fd, used)
+            os.close(fd)
+            kind = StoreFullError if exc.errno in _NO_ROOM else StoreError
+            raise kind(f"{path}: no room for a segment of {length} bytes: "
+                       f"{exc.strerror or exc}") from None
         except BaseException:
             os.close(fd)
             raise
@@ -197,8 +209,12 @@ class RecordLog:
         size = self.size
         end = size + len(framed)
         mapped = self._map
-        if mapped is None:
-            raise StoreError(f"{self.directory}: the log is closed")
+        if mapped is None:  # the last segment could not be made (disk full): again
+            if self.closed:
+                raise StoreError(f"{self.directory}: the log is closed")
+            self._open(self.index, size, len(framed))
+            mapped = self._map
+            assert mapped is not None  # noqa: S101 - _open maps it or raises
         if end > len(mapped):
             self._grow(len(framed))
             mapped, size = self._map, self.size
@@ -245,11 +261,13 @@ class RecordLog:
             self._fd = -1
 
     def rotate(self) -> int:
-        """Start a new segment (the old one synced first); returns its index."""
+        """Start a new segment (the old one synced first); returns its index.  When the
+        new one cannot be made (StoreError: disk full) the next append tries again."""
         self._close_map(sync=self.fsync is not FsyncPolicy.NEVER)
         self.dirty = False
         self.index += 1
         self.segments.append(self.index)
+        self.size = 0
         self._open(self.index, 0)
         self._sync_directory()
         return self.index
@@ -279,6 +297,7 @@ class RecordLog:
     def abandon(self) -> None:
         """Let go as a killed process would: the page cache keeps what was appended, the
         segment keeps its free space, nothing is synced."""
+        self.closed = True
         mapped, self._map = self._map, None
         if mapped is not None:
             mapped.close()
@@ -290,3 +309,4 @@ class RecordLog:
         """Sync (unless the policy is never), cut the segment to its records and close."""
         self._close_map(sync=self.dirty and self.fsync is not FsyncPolicy.NEVER)
         self.dirty = False
+        self.closed = True

@@ -141,6 +141,7 @@ class DurableOutbox:
         self._done: list[int] = []  # ids done, not written yet
         self._names: dict[str, bytes] = {}  # remote name -> its UTF-8 (a put's)
         self._seqs: dict[str, int] = {}  # remote name -> the last seq given a message to it
+        self._headless = False  # the open segment still wants its head record
         self.store = 0
         self.next_id = 1
         self._recover()
@@ -236,6 +237,9 @@ class DurableOutbox:
         log = self.log
         if log.size + size > self.segment_bytes and log.size:
             self._rotate()
+        if self._headless:  # a rotation the disk refused: the segment's head goes first
+            self._write_head()
+            self._headless = False
         log.write(framed)
         self.next_id = message_id + 1
         self._seqs[remote] = seq
@@ -263,8 +267,10 @@ class DurableOutbox:
 
     def _rotate(self) -> None:
         self.flush()
+        self._headless = True
         self.log.rotate()
         self._write_head()
+        self._headless = False
         new = self.log.index
         while True:
             oldest = self.log.segments[0]
