@@ -698,3 +698,39 @@ def test_outbox_model(ops: list[tuple[Any, ...]]) -> None:
         assert [(s.id, s.remote, s.expires, s.body) for s in outbox.pending()] == [
             (i, model[i][0], 7.0, model[i][1]) for i in sorted(model)]
         outbox.close()
+
+
+# == power cuts: numbers are never given twice =========================================
+
+
+def test_after_a_reboot_seqs_go_on_from_the_lease_so_none_is_given_twice(
+        tmp_path: Path) -> None:
+    """A power cut can take puts a receiver already has; numbering on from what survived
+    would give new messages numbers the receiver has seen (and would drop).  After a
+    reboot (another boot id) the store numbers on from each remote's lease instead."""
+    outbox = DurableOutbox(tmp_path, fsync=NEVER, segment_bytes=SMALL, boot_id=lambda: "a")
+    for n in range(10):
+        outbox.put("r", {"n": n}, 1.0)
+    assert outbox.last_seq("r") == 10
+    outbox.log.abandon()
+    segment = newest_segment(tmp_path)
+    cut = record_spans(segment)[-7][0]  # the last 7 puts never reached the disk
+    os.truncate(segment, cut)
+
+    same_boot = DurableOutbox(tmp_path, fsync=NEVER, segment_bytes=SMALL,
+                              boot_id=lambda: "a")
+    assert not same_boot.rebooted
+    assert same_boot.last_seq("r") == 3  # a kill loses nothing: numbering is exact
+    same_boot.log.abandon()
+
+    after_reboot = DurableOutbox(tmp_path, fsync=NEVER, segment_bytes=SMALL,
+                                 boot_id=lambda: "b")
+    assert after_reboot.rebooted
+    assert after_reboot.last_seq("r") >= 10  # past everything that may have been sent
+    after_reboot.put("r", {"n": "new"}, 1.0)
+    assert after_reboot.last_seq("r") > 10
+    after_reboot.close()
+    again = DurableOutbox(tmp_path, fsync=NEVER, segment_bytes=SMALL, boot_id=lambda: "b")
+    assert not again.rebooted
+    assert again.last_seq("r") == after_reboot.last_seq("r")
+    again.close()

@@ -246,6 +246,12 @@ class RecordLog:
             self.dirty = False
         self.synced_at = now
 
+    def force(self) -> None:
+        """Put what was appended on stable storage now, whatever the fsync policy."""
+        if self._map is not None:
+            self._map.flush()
+            self.dirty = False
+
     def _close_map(self, *, sync: bool) -> None:
         """Unmap and close the open segment, cut to its records (synced first if asked)."""
         mapped, self._map = self._map, None

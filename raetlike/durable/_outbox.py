@@ -13,9 +13,17 @@ Four kinds of record in a :class:`~raetlike.durable._log.RecordLog`:
   built;
 - ``[1, id, ...]``: the messages with these ids are done (acknowledged, or expired and
   reported): they are not sent again;
-- ``[2, store, next, {remote: seq}]``: the head of a segment: the store's random 64-bit
-  id, the next message id and each remote's last seq, so all survive when every older
-  segment is gone.
+- ``[2, store, next, {remote: seq}, {remote: lease}]``: the head of a segment: the
+  store's random 64-bit id, the next message id, each remote's last seq and lease, so
+  all survive when every older segment is gone;
+- ``[3, boot]``: the machine's boot id when the store was opened;
+- ``[4, remote, lease]``: no seq at or past ``lease`` was given to ``remote`` yet.  It is
+  forced to stable storage before the first put it covers, whatever the fsync policy.
+
+A power cut can lose puts the receiver already has (under the interval or never policy);
+numbering on from what survived would give new messages numbers the receiver has seen,
+and its dedup would drop them.  So opening the store after a reboot (the boot id changed)
+numbers on from each remote's lease instead: a jump of at most :data:`LEASE`.
 
 Ids count up from 1 for the life of the store, across restarts.  A put is in the page
 cache before :meth:`DurableOutbox.put` returns; done records wait for :meth:`flush` (a lost
@@ -47,7 +55,9 @@ from raetlike.journal import FsyncPolicy
 __all__ = ["COMPILED", "MAX_SEGMENTS", "RAW_HEAD", "RAW_MAGIC", "DurableOutbox", "Stored",
            "raw_put"]
 
-_PUT, _DONE, _HEAD = 0, 1, 2
+_PUT, _DONE, _HEAD, _BOOT, _LEASE = 0, 1, 2, 3, 4
+LEASE = 65536
+"""Seqs a lease covers: one forced sync per this many messages to a remote."""
 _RAW = 0  # the first byte of a binary raw-bytes put
 _RAW_PUT = struct.Struct("<BQQdH")
 _packb = msgpack.Packer().pack
@@ -90,6 +100,18 @@ COMPILED = raw_put is not _raw_put_python
 """Whether the compiled ``raw_put`` is in use."""
 
 
+def _raise(numbers: dict[str, int], remote: str, number: int) -> None:
+    numbers[remote] = max(numbers.get(remote, 0), number)
+
+
+def machine_boot_id() -> str:
+    """This boot's id (Linux), or "" when unknown (then every open counts as a reboot)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
 def _decode_put(payload: bytes) -> Stored:
     """The message in a put record's payload (either form)."""
     if payload[:1] == b"\x00":
@@ -129,7 +151,8 @@ class DurableOutbox:
     def __init__(self, directory: Path, *, fsync: FsyncPolicy = FsyncPolicy.INTERVAL,
                  interval: float = 0.01, max_messages: int = 100_000,
                  max_bytes: int = 256 * 1024 * 1024,
-                 segment_bytes: int = 16 * 1024 * 1024) -> None:
+                 segment_bytes: int = 16 * 1024 * 1024,
+                 boot_id: Callable[[], str] | None = None) -> None:
         self.max_messages = max_messages
         self.max_bytes = max_bytes
         self.segment_bytes = segment_bytes
@@ -141,48 +164,70 @@ class DurableOutbox:
         self._done: list[int] = []  # ids done, not written yet
         self._names: dict[str, bytes] = {}  # remote name -> its UTF-8 (a put's)
         self._seqs: dict[str, int] = {}  # remote name -> the last seq given a message to it
+        self._leases: dict[str, int] = {}  # remote name -> the first seq not yet leased
         self._headless = False  # the open segment still wants its head record
         self.store = 0
         self.next_id = 1
-        self._recover()
+        self.rebooted = False
+        """Opened after a reboot: seqs went on from the leases."""
+        self._recover((boot_id or machine_boot_id)())
 
     # == opening ===========================================================
 
-    def _recover(self) -> None:
-        live, store, next_id, seqs = self._live, 0, 1, self._seqs
+    def _recover(self, boot: str) -> None:
+        booted: str | None = None
         for segment, payload in self.log.records():
             try:
-                record = None if payload[:1] == b"\x00" else msgpack.unpackb(
-                    payload, raw=False, strict_map_key=False)
-                if record is None or record[0] == _PUT:
-                    put = _decode_put(payload)
-                    live[put.id] = (segment, frame(payload))
-                    next_id = max(next_id, put.id + 1)
-                    seqs[put.remote] = max(seqs.get(put.remote, 0), put.seq)
-                elif record[0] == _DONE:
-                    for message_id in record[1:]:
-                        live.pop(message_id, None)
-                elif record[0] == _HEAD:
-                    store, next_id = int(record[1]), max(next_id, int(record[2]))
-                    for remote, seq in record[3].items():
-                        seqs[str(remote)] = max(seqs.get(str(remote), 0), int(seq))
-                else:
-                    raise ValueError(f"unknown record kind {record[0]!r}")
+                booted = self._read(segment, payload) or booted
             except (ValueError, TypeError, IndexError, AttributeError, UnicodeDecodeError,
                     struct.error, msgpack.UnpackException) as exc:
                 raise StoreError(f"{self.log.directory}: unreadable outbox record in "
                                  f"segment {segment}: {exc}") from None
+        store, seqs = self.store, self._seqs
         self.store = store or secrets.randbits(63) + 1
-        self.next_id = next_id
-        self._live = dict(sorted(live.items()))
+        if store and booted != boot:  # a power cut may have lost puts: on from the leases
+            self.rebooted = True
+            for remote, lease in self._leases.items():
+                seqs[remote] = max(seqs.get(remote, 0), lease - 1)
+        self._live = dict(sorted(self._live.items()))
         for segment, framed in self._live.values():
             self._counts[segment] += 1
             self._bytes += len(framed)
         if not store or self.log.size == 0:
             self._write_head()
+        if booted != boot:
+            self.log.append(msgpack.packb([_BOOT, boot]))
+            self.log.force()
+
+    def _read(self, segment: int, payload: bytes) -> str | None:
+        """Apply one record found at open; a boot record's boot id, else None."""
+        record = None if payload[:1] == b"\x00" else msgpack.unpackb(
+            payload, raw=False, strict_map_key=False)
+        if record is None or record[0] == _PUT:
+            put = _decode_put(payload)
+            self._live[put.id] = (segment, frame(payload))
+            self.next_id = max(self.next_id, put.id + 1)
+            _raise(self._seqs, put.remote, put.seq)
+        elif record[0] == _DONE:
+            for message_id in record[1:]:
+                self._live.pop(message_id, None)
+        elif record[0] == _HEAD:
+            self.store, self.next_id = int(record[1]), max(self.next_id, int(record[2]))
+            for remote, seq in record[3].items():
+                _raise(self._seqs, str(remote), int(seq))
+            for remote, lease in (record[4] if len(record) > 4 else {}).items():
+                _raise(self._leases, str(remote), int(lease))
+        elif record[0] == _BOOT:
+            return str(record[1])
+        elif record[0] == _LEASE:
+            _raise(self._leases, str(record[1]), int(record[2]))
+        else:
+            raise ValueError(f"unknown record kind {record[0]!r}")
+        return None
 
     def _write_head(self) -> None:
-        self.log.append(msgpack.packb([_HEAD, self.store, self.next_id, self._seqs]))
+        self.log.append(msgpack.packb([_HEAD, self.store, self.next_id, self._seqs,
+                                       self._leases]))
 
     def pending(self) -> list[Stored]:
         """Every message held, oldest first (what a restart sends again)."""
@@ -240,6 +285,10 @@ class DurableOutbox:
         if self._headless:  # a rotation the disk refused: the segment's head goes first
             self._write_head()
             self._headless = False
+        if seq >= self._leases.get(remote, 0):  # on stable storage before the put it covers
+            self._leases[remote] = seq + LEASE
+            log.append(msgpack.packb([_LEASE, remote, seq + LEASE]))
+            log.force()
         log.write(framed)
         self.next_id = message_id + 1
         self._seqs[remote] = seq

@@ -37,7 +37,7 @@ from typing import Any
 
 from raetlike.durable._outbox import RAW_HEAD, RAW_MAGIC, DurableOutbox
 from raetlike.durable._seen import DurableSeen
-from raetlike.errors import BackpressureError, LocalProtocolError, StoreError
+from raetlike.errors import BackpressureError, LocalProtocolError, StoreError, StoreFullError
 from raetlike.journal import FsyncPolicy, JournalWriter, durable_marks_after
 from road import events
 from road.config import LocalEstate
@@ -144,6 +144,8 @@ class DurableRoad:
         """Durable messages received again and dropped."""
         self.not_durable = 0
         """Messages received without an envelope (handed over as they are)."""
+        self.held_for_room = 0
+        """Rounds whose datagrams waited because the disk had no room for the marks."""
         self._lock = _lock(self.directory)
         try:
             self.outbox = DurableOutbox(
@@ -288,11 +290,22 @@ class DurableRoad:
         self.stack.receive_datagram(data, source, now)
 
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, Address]]:
-        """Mark everything received (durably), then take the stack's datagrams."""
+        """Mark everything received (durably), then take the stack's datagrams.
+
+        When the marks cannot be written (StoreFullError: the disk is full) nothing leaves
+        this round: no acknowledgement may go out for a message whose mark is not down.
+        """
         if self._held:
             self._requeue(now)
         self._take_all()
-        self._commit()
+        try:
+            self._commit()
+        except StoreFullError as exc:
+            self.held_for_room += 1
+            if self.held_for_room % 1000 == 1:
+                log.warning("%s: datagrams held, the dedup marks cannot be written: %s",
+                            self.stack.name, exc)
+            return []
         return self.stack.datagrams_to_send(now)
 
     def get_timer(self) -> float | None:
