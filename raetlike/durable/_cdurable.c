@@ -12,7 +12,8 @@
  *            payload = 0x00, u64 message_id, u64 seq, f64 expires, u16 len(remote),
  *            remote, body
  * envelope = "\x00rlkdur1", u64 store, u64 seq, body
- * (all little-endian).  remote and body are bytes; store and message_id fit 64 bits.
+ * (all little-endian).  remote is a str (written as UTF-8), body bytes; store,
+ * message_id and seq fit 64 bits.
  * The CRC is zlib's crc32, as Python's zlib.crc32 computes it (the same library).
  */
 #define PY_SSIZE_T_CLEAN
@@ -48,7 +49,7 @@ static PyObject *raw_put(PyObject *self, PyObject *args)
     const char *remote, *body;
     Py_ssize_t remote_size, body_size;
     (void)self;
-    if (!PyArg_ParseTuple(args, "KKKy#dy#", &store, &message_id, &seq, &remote,
+    if (!PyArg_ParseTuple(args, "KKKs#dy#", &store, &message_id, &seq, &remote,
                           &remote_size, &expires, &body, &body_size)) {
         return NULL;
     }

@@ -1,2 +1,2 @@
-def raw_put(store: int, message_id: int, seq: int, remote: bytes, expires: float,
+def raw_put(store: int, message_id: int, seq: int, remote: str, expires: float,
             body: bytes) -> tuple[bytes, bytes]: ...

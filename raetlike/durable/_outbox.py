@@ -70,16 +70,17 @@ messages can be mistaken so, and only ones it built that way."""
 RAW_HEAD = struct.Struct("<8sQQ")
 
 
-def _raw_put_python(store: int, message_id: int, seq: int, remote: bytes, expires: float,  # noqa: PLR0917 - as the C one
+def _raw_put_python(store: int, message_id: int, seq: int, remote: str, expires: float,  # noqa: PLR0917 - as the C one
                     body: bytes) -> tuple[bytes, bytes]:
     """A raw-bytes message's framed record and its envelope (see the module doc)."""
-    if len(remote) > 0xFFFF:
+    name = remote.encode()
+    if len(name) > 0xFFFF:
         raise ValueError("a remote name of more than 65535 bytes")
-    payload = _RAW_PUT.pack(_RAW, message_id, seq, expires, len(remote)) + remote + body
+    payload = _RAW_PUT.pack(_RAW, message_id, seq, expires, len(name)) + name + body
     return frame(payload), RAW_HEAD.pack(RAW_MAGIC, store, seq) + body
 
 
-RawPut = Callable[[int, int, int, bytes, float, bytes], tuple[bytes, bytes]]
+RawPut = Callable[[int, int, int, str, float, bytes], tuple[bytes, bytes]]
 """``raw_put(store, id, seq, remote, expires, body) -> (framed record, envelope)``."""
 
 
@@ -162,7 +163,6 @@ class DurableOutbox:
         self._counts: defaultdict[int, int] = defaultdict(int)  # segment -> live puts in it
         self._bytes = 0
         self._done: list[int] = []  # ids done, not written yet
-        self._names: dict[str, bytes] = {}  # remote name -> its UTF-8 (a put's)
         self._seqs: dict[str, int] = {}  # remote name -> the last seq given a message to it
         self._leases: dict[str, int] = {}  # remote name -> the first seq not yet leased
         self._headless = False  # the open segment still wants its head record
@@ -259,14 +259,10 @@ class DurableOutbox:
     def put_raw(self, remote: str, body: bytes, expires: float) -> tuple[int, bytes]:
         """Store a raw-bytes message for ``remote``: ``(its id, its envelope)``, once the
         page cache has it (the same bounds as :meth:`put`)."""
-        self._check_room()
-        name = self._names.get(remote)
-        if name is None:
-            if len(self._names) >= 4096:
-                self._names.clear()
-            name = self._names[remote] = remote.encode()
+        if len(self._live) >= self.max_messages:
+            self._check_room()
         message_id, seq = self.next_id, self._seqs.get(remote, 0) + 1
-        framed, envelope = raw_put(self.store, message_id, seq, name, expires, body)
+        framed, envelope = raw_put(self.store, message_id, seq, remote, expires, body)
         self._keep(message_id, remote, seq, framed)
         return message_id, envelope
 
