@@ -40,7 +40,8 @@ from __future__ import annotations
 import os
 import secrets
 import struct
-from collections import defaultdict
+from bisect import bisect_right
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,7 @@ __all__ = ["COMPILED", "MAX_SEGMENTS", "RAW_HEAD", "RAW_MAGIC", "DurableOutbox",
            "raw_put"]
 
 _PUT, _DONE, _HEAD, _BOOT, _LEASE = 0, 1, 2, 3, 4
+_AFTER = 1 << 64  # sorts after any segment number: (id, _AFTER) after every (id, segment)
 LEASE = 65536
 """Seqs a lease covers: one forced sync per this many messages to a remote."""
 _RAW = 0  # the first byte of a binary raw-bytes put
@@ -159,8 +161,12 @@ class DurableOutbox:
         self.segment_bytes = segment_bytes
         self.log = RecordLog(directory, fsync=fsync, interval=interval,
                              segment_bytes=segment_bytes)
-        self._live: dict[int, tuple[int, bytes]] = {}  # id -> (segment, framed put)
-        self._counts: defaultdict[int, int] = defaultdict(int)  # segment -> live puts in it
+        self._live: dict[int, bytes] = {}  # id -> framed put, of every message held
+        # Which segment holds a put is worked out when a rotation needs it, not kept per
+        # put: the puts of this run are in the segment open when they came (the ids from
+        # each segment's first one on), the others (found at open, copied forward) listed.
+        self._firsts: list[tuple[int, int]] = []  # (first id put into it, segment), ascending
+        self._placed: dict[int, int] = {}  # id -> segment, for puts not of this run's order
         self._bytes = 0
         self._done: list[int] = []  # ids done, not written yet
         self._seqs: dict[str, int] = {}  # remote name -> the last seq given a message to it
@@ -190,9 +196,9 @@ class DurableOutbox:
             for remote, lease in self._leases.items():
                 seqs[remote] = max(seqs.get(remote, 0), lease - 1)
         self._live = dict(sorted(self._live.items()))
-        for segment, framed in self._live.values():
-            self._counts[segment] += 1
-            self._bytes += len(framed)
+        self._placed = {message_id: self._placed[message_id] for message_id in self._live}
+        self._bytes = sum(len(framed) for framed in self._live.values())
+        self._firsts.append((self.next_id, self.log.index))
         if not store or self.log.size == 0:
             self._write_head()
         if booted != boot:
@@ -205,12 +211,14 @@ class DurableOutbox:
             payload, raw=False, strict_map_key=False)
         if record is None or record[0] == _PUT:
             put = _decode_put(payload)
-            self._live[put.id] = (segment, frame(payload))
+            self._live[put.id] = frame(payload)
+            self._placed[put.id] = segment
             self.next_id = max(self.next_id, put.id + 1)
             _raise(self._seqs, put.remote, put.seq)
         elif record[0] == _DONE:
             for message_id in record[1:]:
                 self._live.pop(message_id, None)
+                self._placed.pop(message_id, None)
         elif record[0] == _HEAD:
             self.store, self.next_id = int(record[1]), max(self.next_id, int(record[2]))
             for remote, seq in record[3].items():
@@ -231,7 +239,7 @@ class DurableOutbox:
 
     def pending(self) -> list[Stored]:
         """Every message held, oldest first (what a restart sends again)."""
-        return [_decode_put(framed[8:]) for _, framed in self._live.values()]
+        return [_decode_put(framed[8:]) for framed in self._live.values()]
 
     # == use ===============================================================
 
@@ -288,21 +296,27 @@ class DurableOutbox:
         log.write(framed)
         self.next_id = message_id + 1
         self._seqs[remote] = seq
-        segment = log.index
-        self._live[message_id] = (segment, framed)
-        self._counts[segment] += 1
+        self._live[message_id] = framed
         self._bytes += size
 
     def done(self, message_id: int) -> bool:
         """The message's fate is known: never send it again.  False for an unknown id."""
-        held = self._live.pop(message_id, None)
-        if held is None:
+        framed = self._live.pop(message_id, None)
+        if framed is None:
             return False
-        segment, framed = held
-        self._counts[segment] -= 1
         self._bytes -= len(framed)
+        if self._placed:
+            self._placed.pop(message_id, None)
         self._done.append(message_id)
         return True
+
+    def _segment(self, message_id: int) -> int:
+        """The segment that holds the put of ``message_id`` (a message held)."""
+        placed = self._placed.get(message_id)
+        if placed is not None:
+            return placed
+        firsts = self._firsts
+        return firsts[bisect_right(firsts, (message_id, _AFTER)) - 1][1]
 
     def flush(self) -> None:
         """Write the done records that wait (one write)."""
@@ -317,25 +331,28 @@ class DurableOutbox:
         self._write_head()
         self._headless = False
         new = self.log.index
+        self._firsts.append((self.next_id, new))
+        held = Counter(self._segment(message_id) for message_id in self._live)
         while True:
             oldest = self.log.segments[0]
             if oldest == new:
                 break
-            if self._counts.get(oldest, 0) and len(self.log.segments) <= MAX_SEGMENTS:
+            if held[oldest] and len(self.log.segments) <= MAX_SEGMENTS:
                 break
-            self._copy_forward(oldest, new)
+            held[new] += self._copy_forward(oldest, new)
             self.log.drop_before(self.log.segments[1])
-            self._counts.pop(oldest, None)
+            del held[oldest]
+        live = self.log.segments[0]
+        self._firsts = [first for first in self._firsts if first[1] >= live] or self._firsts[-1:]
 
-    def _copy_forward(self, old: int, new: int) -> None:
-        moved = [(message_id, framed) for message_id, (segment, framed) in self._live.items()
-                 if segment == old]
-        if not moved:
-            return
-        self.log.write(b"".join(framed for _, framed in moved))
-        for message_id, framed in moved:
-            self._live[message_id] = (new, framed)
-        self._counts[new] += len(moved)
+    def _copy_forward(self, old: int, new: int) -> int:
+        """Write the puts ``old`` holds for messages still held into ``new``; how many."""
+        moved = [message_id for message_id in self._live if self._segment(message_id) == old]
+        if moved:
+            self.log.write(b"".join(self._live[message_id] for message_id in moved))
+            for message_id in moved:
+                self._placed[message_id] = new
+        return len(moved)
 
     # == sync ==============================================================
 
