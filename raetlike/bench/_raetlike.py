@@ -234,6 +234,7 @@ def _durable_one_way(options: BenchOptions, count: int, progress: Progress,
     directory's file system), fdatasync batched every 10 ms and per message, beside the
     in-memory pair: runs alternated on the same CPU, medians of each."""
     pairs = 3 if options.quick else 5
+    count *= 3  # a run of a third of a second or more, as the journaling pair's
     figures: dict[str, list[float]] = {"memory": [], "interval": [], "always": []}
     with tempfile.TemporaryDirectory(prefix="raetlike-bench-durable-",
                                      dir=Path.cwd()) as root:

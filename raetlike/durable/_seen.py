@@ -114,7 +114,7 @@ class DurableSeen:
             held = (store, RangeWindow(self.window, self.max_ranges))
             self._windows[sender] = held
             self._windows.move_to_end(sender)
-        else:
+        elif len(self._windows) > 1:  # (the order matters only among several)
             self._windows.move_to_end(sender)
         return held[1].check_and_mark(message_id)
 
