@@ -218,16 +218,16 @@ class RangeWindow:
     traffic costs one comparison and memory never grows with it.  Each id out of order
     opens at most one range, and bounds keep the cost of any sender's choice of ids:
 
-    - ``window``: the floor follows the highest id seen at that distance, so an id that
-      far behind counts as seen (a message overtaken by more than ``window`` of its
-      successors is refused);
+    - ``window``: the floor follows the highest id seen at that distance, so an id
+      ``window`` or more behind it counts as seen (a message overtaken by ``window`` or
+      more of its successors is refused);
     - ``max_ranges``: past it, the lowest range is dropped and the floor raised to its end
       (its holes count as seen).
     """
 
     __slots__ = ("_ends", "_starts", "floor", "max_ranges", "window")
 
-    def __init__(self, window: int = 1 << 20, max_ranges: int = 8192) -> None:
+    def __init__(self, window: int = 1 << 20, max_ranges: int = 4096) -> None:
         if window < 1 or max_ranges < 1:
             raise LocalProtocolError("window and max_ranges must be positive")
         self.window = window

@@ -62,3 +62,41 @@ def test_a_full_disk_refuses_puts_and_the_store_goes_on_when_there_is_room(
     assert last_is_after == "True"
     assert same_store == "True"
     assert "no room for a segment" in message
+
+
+_SEEN_CHILD = textwrap.dedent("""
+    import resource, signal, sys
+    from pathlib import Path
+    from raetlike.durable import DurableSeen
+    from raetlike.errors import StoreFullError
+    from raetlike.journal import FsyncPolicy
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    directory = Path(sys.argv[1])
+    seen = DurableSeen(directory, fsync=FsyncPolicy.NEVER, segment_bytes=16 * 1024)
+    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    resource.setrlimit(resource.RLIMIT_FSIZE, (8 * 1024, hard))  # no room for another
+    refused = 0
+    for n in range(1, 3001):
+        seen.admit("sender", 7, n, journaled=False)
+        try:
+            seen.commit()
+        except StoreFullError:
+            refused += 1
+    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+    seen.commit()  # room again: every mark that waited goes down now
+    seen.close()
+    again = DurableSeen(directory, fsync=FsyncPolicy.NEVER, segment_bytes=16 * 1024)
+    repeats = sum(not again.admit("sender", 7, n, journaled=False) for n in range(1, 3001))
+    print(refused, repeats)
+""")
+
+
+def test_marks_the_disk_had_no_room_for_wait_and_are_written_when_it_has(
+        tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", _SEEN_CHILD, str(tmp_path / "seen")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    refused, repeats = (int(n) for n in done.stdout.split())
+    assert refused > 0  # the disk was full for a while
+    assert repeats == 3000  # and no mark was lost to it

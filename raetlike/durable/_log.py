@@ -37,7 +37,7 @@ from typing import Any
 from raetlike.errors import StoreError, StoreFullError
 from raetlike.journal import FsyncPolicy
 
-__all__ = ["HEAD", "MAX_RECORD", "RecordLog", "frame"]
+__all__ = ["HEAD", "MAX_RECORD", "NO_ROOM", "RecordLog", "frame"]
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,8 @@ HEAD = struct.Struct("<II")
 _LENGTH = struct.Struct("<I")
 MAX_RECORD = 64 * 1024 * 1024
 """The largest payload a record may have (a longer length is corruption, not data)."""
-_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+"""The errors that mean the disk (or quota, or file size limit) has no room."""
 _NAME = re.compile(r"^(?P<index>\d{12})\.log$")
 
 
@@ -160,7 +161,7 @@ class RecordLog:
         except OSError as exc:
             os.ftruncate(fd, used)
             os.close(fd)
-            kind = StoreFullError if exc.errno in _NO_ROOM else StoreError
+            kind = StoreFullError if exc.errno in NO_ROOM else StoreError
             raise kind(f"{path}: no room for a segment of {length} bytes: "
                        f"{exc.strerror or exc}") from None
         except BaseException:

@@ -290,9 +290,9 @@ class DurableOutbox:
             self._write_head()
             self._headless = False
         if seq >= self._leases.get(remote, 0):  # on stable storage before the put it covers
-            self._leases[remote] = seq + LEASE
             log.append(msgpack.packb([_LEASE, remote, seq + LEASE]))
             log.force()
+            self._leases[remote] = seq + LEASE
         log.write(framed)
         self.next_id = message_id + 1
         self._seqs[remote] = seq
@@ -321,8 +321,8 @@ class DurableOutbox:
     def flush(self) -> None:
         """Write the done records that wait (one write)."""
         if self._done:
-            done, self._done = self._done, []
-            self.log.append(msgpack.packb([_DONE, *done]))
+            self.log.append(msgpack.packb([_DONE, *self._done]))
+            self._done = []
 
     def _rotate(self) -> None:
         self.flush()

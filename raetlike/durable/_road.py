@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from raetlike.durable._log import NO_ROOM
 from raetlike.durable._outbox import RAW_HEAD, RAW_MAGIC, DurableOutbox
 from raetlike.durable._seen import DurableSeen
 from raetlike.errors import BackpressureError, LocalProtocolError, StoreError, StoreFullError
@@ -50,7 +51,7 @@ __all__ = ["DURABLE_KEY", "RAW_MAGIC", "DurableConfig", "DurableMessageReceived"
 log = logging.getLogger(__name__)
 
 DURABLE_KEY = "durable"
-"""The envelope's key for ``[store, id]`` (beside ``body``)."""
+"""The envelope's key for ``[store, seq]`` (beside ``body``)."""
 _RAW_HEAD = RAW_HEAD
 _BODY = "body"
 _ENVELOPE_KEYS = frozenset({DURABLE_KEY, _BODY})
@@ -298,13 +299,7 @@ class DurableRoad:
         if self._held:
             self._requeue(now)
         self._take_all()
-        try:
-            self._commit()
-        except StoreFullError as exc:
-            self.held_for_room += 1
-            if self.held_for_room % 1000 == 1:
-                log.warning("%s: datagrams held, the dedup marks cannot be written: %s",
-                            self.stack.name, exc)
+        if not self._committed():
             return []
         return self.stack.datagrams_to_send(now)
 
@@ -327,8 +322,8 @@ class DurableRoad:
             if due is not None and due <= now:
                 if store is self.seen:
                     self._take_all()
-                    self._commit()
-                store.sync(now)
+                if self._committed():
+                    store.sync(now)
 
     def next_event(self) -> events.Event | None:
         """The next event, durable ids and original bodies in place of the stack's."""
@@ -388,15 +383,34 @@ class DurableRoad:
             self._journaled += 1
         self._events.append(delivered)
 
+    def _committed(self) -> bool:
+        """:meth:`_commit`; False (logged now and then, counted) when the disk has no room
+        for it, and then nothing that needs it may happen this round."""
+        try:
+            self._commit()
+        except StoreFullError as exc:
+            self.held_for_room += 1
+            if self.held_for_room % 1000 == 1:
+                log.warning("%s: datagrams held, the dedup marks cannot be written: %s",
+                            self.stack.name, exc)
+            return False
+        return True
+
     def _commit(self) -> None:
         """Write marks (the journal's lines first), and done records."""
         journal = self.journal
         if journal is not None:
-            if self._journaled >= self.config.checkpoint_every:
-                self._journaled = 0
-                self.seen.checkpoint(journal.position())
-            else:
-                journal.flush()
+            try:
+                if self._journaled >= self.config.checkpoint_every:
+                    self.seen.checkpoint(journal.position())
+                    self._journaled = 0
+                else:
+                    journal.flush()
+            except OSError as exc:
+                if exc.errno not in NO_ROOM:
+                    raise
+                raise StoreFullError(f"journal {journal.directory}: "
+                                     f"{exc.strerror or exc}") from None
         self.seen.commit()
         self.outbox.flush()
 

@@ -12,7 +12,7 @@ Where the marks live:
   one record, ``[0, sender, store, id, sender, store, id, ...]``.  The caller commits
   before the acknowledgements of those messages leave the process.
 - **in the journal**: when the application's effect is a journal line, the line itself
-  carries the durable id (``durable_store``, ``durable_id``) and no mark is written here:
+  carries the durable id (``durable_store``, ``durable_seq``) and no mark is written here:
   one append is both the effect and the mark, so a crash cannot fall between them.
 
 Either way a snapshot record, ``[1, {sender: [store, floor, [starts], [ends]]},
@@ -134,8 +134,8 @@ class DurableSeen:
     def commit(self) -> None:
         """Write the marks that wait, in one record (before their acks may leave)."""
         if self._marks:
-            marks, self._marks = self._marks, []
-            self.log.append(msgpack.packb([_MARKS, *marks]))
+            self.log.append(msgpack.packb([_MARKS, *self._marks]))
+            self._marks = []  # (only once written: a full disk keeps them for the next try)
             if self.log.size >= self.segment_bytes:
                 self.checkpoint(self.position)
 
