@@ -134,12 +134,16 @@ class RecordLog:
         self.size = 0
         """Bytes of whole records in the open segment (where the next append goes)."""
         self._loaded: list[tuple[int, list[bytes]]] = [self._load(i) for i in self.segments]
-        if not self.segments:
+        new = not self.segments
+        if new:
             self.segments.append(1)
         self.index = self.segments[-1]
         self._fd = -1
         self._map: mmap.mmap | None = None
         self._open(self.index, self.size)
+        if new:  # a new file (and maybe directory) is safe from a power cut once synced in
+            self._sync_directory()
+            self._sync_directory(self.directory.parent)
         self.dirty = False
         """Appended since the last sync."""
         self.synced_at = 0.0
@@ -292,10 +296,10 @@ class RecordLog:
             self._sync_directory()
         return len(gone)
 
-    def _sync_directory(self) -> None:
+    def _sync_directory(self, directory: Path | None = None) -> None:
         if self.fsync is FsyncPolicy.NEVER:
             return
-        fd = os.open(self.directory, os.O_RDONLY)
+        fd = os.open(directory or self.directory, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:

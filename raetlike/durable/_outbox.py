@@ -13,9 +13,9 @@ Four kinds of record in a :class:`~raetlike.durable._log.RecordLog`:
   built;
 - ``[1, id, ...]``: the messages with these ids are done (acknowledged, or expired and
   reported): they are not sent again;
-- ``[2, store, next, {remote: seq}, {remote: lease}]``: the head of a segment: the
-  store's random 64-bit id, the next message id, each remote's last seq and lease, so
-  all survive when every older segment is gone;
+- ``[2, store, next, {remote: seq}, {remote: lease}, boot]``: the head of a segment: the
+  store's random 64-bit id, the next message id, each remote's last seq and lease and
+  the boot id, so all survive when every older segment is gone;
 - ``[3, boot]``: the machine's boot id when the store was opened;
 - ``[4, remote, lease]``: no seq at or past ``lease`` was given to ``remote`` yet.  It is
   forced to stable storage before the first put it covers, whatever the fsync policy.
@@ -176,7 +176,8 @@ class DurableOutbox:
         self.next_id = 1
         self.rebooted = False
         """Opened after a reboot: seqs went on from the leases."""
-        self._recover((boot_id or machine_boot_id)())
+        self._boot = (boot_id or machine_boot_id)()
+        self._recover(self._boot)
 
     # == opening ===========================================================
 
@@ -225,6 +226,8 @@ class DurableOutbox:
                 _raise(self._seqs, str(remote), int(seq))
             for remote, lease in (record[4] if len(record) > 4 else {}).items():
                 _raise(self._leases, str(remote), int(lease))
+            if len(record) > 5:
+                return str(record[5])
         elif record[0] == _BOOT:
             return str(record[1])
         elif record[0] == _LEASE:
@@ -235,7 +238,7 @@ class DurableOutbox:
 
     def _write_head(self) -> None:
         self.log.append(msgpack.packb([_HEAD, self.store, self.next_id, self._seqs,
-                                       self._leases]))
+                                       self._leases, self._boot]))
 
     def pending(self) -> list[Stored]:
         """Every message held, oldest first (what a restart sends again)."""
