@@ -92,6 +92,10 @@ class Road(Protocol):
         """Queue a message for the remote ``to``."""
         ...
 
+    def next_event(self) -> Any:
+        """The next event, or None."""
+        ...
+
 
 class RoadChannel:
     """One remote estate of a road (RoadStack or DurableRoad) as a channel (SP) or link (bus)."""

@@ -154,7 +154,7 @@ class _Estate:
         self.loop.add(self.driver)
         self.keep.record_address(self.driver.address)
         self.house = None if options.lane is None else ManorHouse(
-            self.stack, self.loop, options.lane,
+            self.road, self.loop, options.lane,
             None if options.lane_dir is None else str(options.lane_dir),
             echo=options.echo, clock=clock)
         self.stopping = False

@@ -7,6 +7,7 @@ the lane is a simulated lane (tests/lanekit.py) with real yards behind it.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from lane import LaneConfig
 from lane import events as lane_events
 from lane.yard import yard_path
+from raetlike.durable import DurableRoad
 from raetlike.manor import (
     Delivered,
     Manor,
@@ -294,3 +296,19 @@ def test_other_stack_events_are_not_the_manors_business(main: Estate) -> None:
     assert not main.manor.handle_road_event(road_events.Alive("minion"), 0.0)
     assert not main.manor.handle_lane_event(lane_events.YardAdded("echo", "/x"), 0.0)
     assert main.manor_events() == []
+
+
+def test_a_durable_manor_stores_what_it_routes_onto_the_road(tmp_path: Path) -> None:
+    """With ``raetlike estate --durable --lane``, the manor routes through the durable road:
+    a yard's message for another estate is on disk before it waits for the road."""
+    estate = Estate("minion", main=False, remotes={"main": True}, yards=("asker",), lane="sun")
+    durable = DurableRoad(estate.road, tmp_path / "durable")
+    estate.manor = Manor(durable, estate.lane)
+    body = {"route": _route([None, None, "q"], ["main", "echo", "s"]), "n": 1}
+    estate.from_yard("asker", body)
+    (stored,) = durable.outbox.pending()
+    assert stored.remote == "main"
+    assert stored.body == {"route": _route(["minion", "asker", "q"], ["main", "echo", "s"]),
+                           "n": 1}
+    assert estate.on_road("main") == [{"durable": [durable.outbox.store, 1], "body": stored.body}]
+    durable.close()

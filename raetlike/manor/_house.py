@@ -14,13 +14,13 @@ import stat
 from collections.abc import Callable
 
 from lane import LaneConfig, LaneStack, LocalYard, events
+from raetlike.channels import Road
 from raetlike.manor._manor import Delivered, Manor, Undelivered
 from raetlike.manor._route import is_error
 from raetlike.names import safe_name
 from raetlike.run import Loop
 from raetlike.uxd import UxdDriver
 from road import events as road_events
-from road.stack import RoadStack
 
 __all__ = ["MANOR_YARD", "ManorHouse"]
 
@@ -33,7 +33,7 @@ MANOR_YARD = "main"
 class ManorHouse:
     """The lane side of a manor process: main yard, UXD driver, manor, echo."""
 
-    def __init__(self, road: RoadStack, loop: Loop, lane: str, directory: str | None = None,
+    def __init__(self, road: Road, loop: Loop, lane: str, directory: str | None = None,
                  *, yard: str = MANOR_YARD, echo: bool = False,
                  clock: Callable[[], float]) -> None:
         """Bind the main yard of ``lane`` (in ``directory``) on ``loop`` next to ``road``.

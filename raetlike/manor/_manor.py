@@ -32,6 +32,7 @@ from typing import Any
 
 from lane import LaneStack
 from lane import events as lane_events
+from raetlike.channels import Road
 from raetlike.errors import BackpressureError, RaetError
 from raetlike.manor._route import (
     Problem,
@@ -45,7 +46,6 @@ from raetlike.manor._route import (
 )
 from raetlike.names import safe_name
 from road import events as road_events
-from road.stack import RoadStack
 
 __all__ = ["Delivered", "Manor", "ManorEvent", "ManorStats", "Undelivered", "Via"]
 
@@ -137,7 +137,7 @@ class ManorStats:
 class Manor:
     """Routes routed messages between one estate's road and its lane (sans-IO)."""
 
-    def __init__(self, road: RoadStack, lane: LaneStack, *,
+    def __init__(self, road: Road, lane: LaneStack, *,
                  yard_known: Callable[[str], bool] | None = None) -> None:
         """``yard_known(name)`` tells whether a yard not yet heard from exists on the lane."""
         self.road = road
