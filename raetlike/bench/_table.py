@@ -14,6 +14,7 @@ COLUMNS = (("raw_udp", "raw UDP"), ("pyzmq_curve", "pyzmq+CURVE"), ("fast", "fas
 ROWS = (("one-way msgs/s (100 B)", "one_way_msgs_per_s", 0),
         ("  the main journaling", "one_way_journal_msgs_per_s", 0),
         ("  not, alternated with it", "one_way_alongside_msgs_per_s", 0),
+        ("  sender durable, 10 ms", "one_way_durable_sender_msgs_per_s", 0),
         ("  both ends durable, 10 ms", "one_way_durable_msgs_per_s", 0),
         ("  durable, fsync each", "one_way_durable_always_msgs_per_s", 0),
         ("  in memory, alternated", "one_way_durable_alongside_msgs_per_s", 0),
