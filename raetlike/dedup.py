@@ -308,18 +308,21 @@ class RangeWindow:
     @classmethod
     def restored(cls, window: int, max_ranges: int,
                  state: tuple[int, list[int], list[int]]) -> RangeWindow:
-        """A window as :meth:`state` described it (LocalProtocolError for anything else)."""
+        """A window as :meth:`state` described it (LocalProtocolError for anything else);
+        one kept with larger bounds is brought within these (its floor raised)."""
         floor, starts, ends = state
         seen = cls(window, max_ranges)
         try:
             seen._starts, seen._ends = array("Q", starts), array("Q", ends)
         except (OverflowError, TypeError) as exc:
             raise LocalProtocolError(f"not a range window's state: {exc}") from None
-        if len(starts) != len(ends) or len(starts) > max_ranges or floor < 0:
+        if len(starts) != len(ends) or floor < 0:
             raise LocalProtocolError("not a range window's state")
-        lows = [floor + 1, *(end + 2 for end in ends[:-1])]  # each range after a hole
+        lows = [floor + 1, *(end + 2 for end in ends[:-1])][:len(starts)]  # after a hole
         if any(start < low or start > end
                for start, end, low in zip(starts, ends, lows, strict=True)):
             raise LocalProtocolError("not a range window's state")
         seen.floor = floor
+        if starts:
+            seen._bound()
         return seen

@@ -85,3 +85,7 @@ def test_ids_outside_64_bits_are_refused() -> None:
     for bad in (0, -1, 1 << 64):
         with pytest.raises(LocalProtocolError):
             seen.check_and_mark(bad)
+
+
+def test_an_empty_window_s_state_round_trips() -> None:
+    assert RangeWindow.restored(100, 10, (7, [], [])).state() == (7, [], [])

@@ -49,8 +49,8 @@ from typing import Any
 
 import msgpack
 
-from raetlike.durable._log import RecordLog, frame
-from raetlike.errors import BackpressureError, StoreError
+from raetlike.durable._log import MAX_RECORD, RecordLog, frame
+from raetlike.errors import BackpressureError, LocalProtocolError, StoreError
 from raetlike.journal import FsyncPolicy
 
 __all__ = ["COMPILED", "MAX_SEGMENTS", "RAW_HEAD", "RAW_MAGIC", "DurableOutbox", "Stored",
@@ -200,9 +200,9 @@ class DurableOutbox:
         self._placed = {message_id: self._placed[message_id] for message_id in self._live}
         self._bytes = sum(len(framed) for framed in self._live.values())
         self._firsts.append((self.next_id, self.log.index))
-        if not store or self.log.size == 0:
-            self._write_head()
-        if booted != boot:
+        if not store or self.log.size == 0 or self.rebooted:
+            self._write_head()  # after a reboot: the seqs past the leases, kept before
+        if booted != boot:  # the boot record that ends "rebooted" for the next open
             self.log.append(msgpack.packb([_BOOT, boot]))
             self.log.force()
 
@@ -284,6 +284,9 @@ class DurableOutbox:
     def _keep(self, message_id: int, remote: str, seq: int, framed: bytes) -> None:
         """Append a framed put and count it held (BackpressureError past max_bytes)."""
         size = len(framed)
+        if size > MAX_RECORD:
+            raise LocalProtocolError(f"a message of {size} bytes is past the durable store's "
+                                     f"largest record ({MAX_RECORD} bytes)")
         if self._bytes + size > self.max_bytes:
             raise BackpressureError(f"durable outbox is full ({self.max_bytes} bytes)")
         log = self.log

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from raetlike.durable._log import NO_ROOM
-from raetlike.durable._outbox import RAW_HEAD, RAW_MAGIC, DurableOutbox
+from raetlike.durable._outbox import RAW_HEAD, RAW_MAGIC, DurableOutbox, Stored
 from raetlike.durable._seen import DurableSeen
 from raetlike.errors import BackpressureError, LocalProtocolError, StoreError, StoreFullError
 from raetlike.journal import FsyncPolicy, JournalWriter, durable_marks_after
@@ -56,6 +56,9 @@ _RAW_HEAD = RAW_HEAD
 _BODY = "body"
 _ENVELOPE_KEYS = frozenset({DURABLE_KEY, _BODY})
 _CLOSING = "stack closed"
+MAX_RANGES = 1 << 20
+"""The most ranges a dedup window may keep (a window's snapshot record stays far below
+the store's largest record)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +94,8 @@ class DurableConfig:
                      "dedup_window", "dedup_ranges", "max_senders", "checkpoint_every"):
             if not getattr(self, name) > 0:
                 raise LocalProtocolError(f"durable {name} must be positive")
+        if self.dedup_ranges > MAX_RANGES:
+            raise LocalProtocolError(f"durable dedup_ranges is at most {MAX_RANGES}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +107,16 @@ class DurableMessageReceived(events.MessageReceived):
     durable_seq: int
     """The message's number among those the sender's store sent to this estate (1, 2, ...:
     what the dedup keeps)."""
+
+
+def _body(message: object) -> dict[str, Any] | bytes:
+    """``message`` as the stack carries it (a dict or bytes); LocalProtocolError else."""
+    if isinstance(message, Mapping):
+        return dict(message)
+    if isinstance(message, bytes | bytearray):
+        return bytes(message)
+    raise LocalProtocolError(
+        f"a message must be a mapping or bytes, not {type(message).__name__}")
 
 
 def is_durable_envelope(body: object) -> bool:
@@ -147,6 +162,8 @@ class DurableRoad:
         """Messages received without an envelope (handed over as they are)."""
         self.held_for_room = 0
         """Rounds whose datagrams waited because the disk had no room for the marks."""
+        self.journal_failures = 0
+        """Durable deliveries the journal could not take (their marks kept in the store)."""
         self._lock = _lock(self.directory)
         try:
             self.outbox = DurableOutbox(
@@ -171,37 +188,52 @@ class DurableRoad:
         self._resends = stack.stats.resend_requests_sent
         self.closed = False
         self.resent = 0
-        """Messages the store held at start and queued again (at the first call that
+        """Messages the store held at start and queued again (from the first call that
         brings the time: the stack's clock may not be set before)."""
         self._held = True
+        self._backlog: dict[str, deque[Stored]] = {}  # remote -> held, waiting for room
 
     # == what the store held ===============================================
 
     def _requeue(self, now: float) -> None:
-        """Queue every held message again, in id order, with the time it had left."""
+        """Queue every held message again, in id order per remote, with the time it had
+        left; what the stack's outbox has no room for yet waits in :attr:`_backlog`."""
         self._held = False
-        wall = self.wall()
-        resent = 0
         for stored in self.outbox.pending():
-            left = stored.expires - wall
-            reason = None
-            if left <= 0:
-                reason = "time to live ran out while stopped"
-            elif stored.remote not in self.stack.names:
-                reason = f"remote {stored.remote} is no longer known"
-            if reason is not None:
-                self.outbox.done(stored.id)
-                self._events.append(events.MessageExpired(stored.remote, stored.id,
-                                                          stored.body, reason))
-                continue
-            message_id = self.stack.transmit(self._envelope(stored.seq, stored.body),
-                                             to=stored.remote, ttl=left, now=now)
-            self._ids[message_id] = stored.id
-            resent += 1
-        if resent:
-            log.info("%s: %d message(s) held by the durable outbox queued again",
-                     self.stack.name, resent)
-        self.resent = resent
+            self._backlog.setdefault(stored.remote, deque()).append(stored)
+        self._drain(now)
+        if self.resent:
+            log.info("%s: %d message(s) held by the durable outbox queued again%s",
+                     self.stack.name, self.resent,
+                     f", {self.backlog} waiting for room" if self._backlog else "")
+
+    def _drain(self, now: float) -> None:
+        """Queue waiting held messages, each remote's in order, while its outbox has room."""
+        wall, limit = self.wall(), self.stack.config.outbox_limit
+        for remote_name in list(self._backlog):
+            waiting = self._backlog[remote_name]
+            remote = self.stack.names.get(remote_name)
+            while waiting and (remote is None or len(remote.outbox) < limit):
+                stored = waiting.popleft()
+                left = stored.expires - wall
+                if left <= 0 or remote is None:
+                    self.outbox.done(stored.id)
+                    reason = ("time to live ran out while stopped" if left <= 0 else
+                              f"remote {remote_name} is no longer known")
+                    self._events.append(events.MessageExpired(remote_name, stored.id,
+                                                              stored.body, reason))
+                    continue
+                message_id = self.stack.transmit(self._envelope(stored.seq, stored.body),
+                                                 to=remote_name, ttl=left, now=now)
+                self._ids[message_id] = stored.id
+                self.resent += 1
+            if not waiting:
+                del self._backlog[remote_name]
+
+    @property
+    def backlog(self) -> int:
+        """Held messages waiting for room in the stack's outbox (after a restart)."""
+        return sum(len(waiting) for waiting in self._backlog.values())
 
     def _envelope(self, seq: int, body: Any) -> dict[str, Any] | bytes:
         if type(body) is bytes:
@@ -249,16 +281,19 @@ class DurableRoad:
         if len(remote.outbox) >= config.outbox_limit:
             raise BackpressureError(f"outbox to {to} is full ({config.outbox_limit} messages)")
         life = config.message_ttl if ttl is None else ttl
-        if type(message) is bytes:  # the common case: no ABC check, no copy
-            envelope: dict[str, Any] | bytes
+        envelope: dict[str, Any] | bytes
+        if type(message) is bytes and not self._backlog:  # the common case: no ABC check
             durable_id, envelope = self.outbox.put_raw(to, message, self.wall() + life)
         else:
-            if not isinstance(message, Mapping | bytes | bytearray):
-                raise LocalProtocolError(
-                    f"a message must be a mapping or bytes, not {type(message).__name__}")
-            body = dict(message) if isinstance(message, Mapping) else bytes(message)
-            durable_id = self.outbox.put(to, body, self.wall() + life)
-            envelope = self._envelope(self.outbox.last_seq(to), body)
+            body = _body(message)
+            expires = self.wall() + life
+            durable_id = self.outbox.put(to, body, expires)
+            seq = self.outbox.last_seq(to)
+            waiting = self._backlog.get(to)
+            if waiting:  # held messages to it wait for room: this one goes behind them
+                waiting.append(Stored(durable_id, to, expires, body, seq))
+                return durable_id
+            envelope = self._envelope(seq, body)
         self._ids[stack.transmit(envelope, to=to, ttl=life, now=now)] = durable_id
         return durable_id
 
@@ -298,6 +333,8 @@ class DurableRoad:
         """
         if self._held:
             self._requeue(now)
+        elif self._backlog:
+            self._drain(now)
         self._take_all()
         if not self._committed():
             return []
@@ -314,6 +351,8 @@ class DurableRoad:
         """Fire the stack's timers; fsync the stores when the interval is up."""
         if self._held:
             self._requeue(now)
+        elif self._backlog:
+            self._drain(now)
         timer = self.stack.get_timer()
         if timer is not None and timer <= now:
             self.stack.handle_timer(now)
@@ -377,10 +416,19 @@ class DurableRoad:
                                            event.transaction_id, event.segments, store, seq)
         if journal is not None:
             requested = self.stack.stats.resend_requests_sent
-            journal.record_durable(self.stack.name, delivered, self.wall(), store=store,
-                                   durable_seq=seq, resends=requested - self._resends)
+            try:
+                journal.record_durable(self.stack.name, delivered, self.wall(), store=store,
+                                       durable_seq=seq, resends=requested - self._resends)
+            except Exception:  # a journal that cannot take it must not lose the mark
+                self.journal_failures += 1
+                self.seen.mark(event.remote, store, seq)
+                if self.journal_failures % 1000 == 1:
+                    log.exception("%s: a delivery could not be journaled (%d so far); its "
+                                  "mark kept in the dedup store", self.stack.name,
+                                  self.journal_failures)
+            else:
+                self._journaled += 1
             self._resends = requested
-            self._journaled += 1
         self._events.append(delivered)
 
     def _committed(self) -> bool:

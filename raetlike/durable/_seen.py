@@ -15,9 +15,12 @@ Where the marks live:
   carries the durable id (``durable_store``, ``durable_seq``) and no mark is written here:
   one append is both the effect and the mark, so a crash cannot fall between them.
 
-Either way a snapshot record, ``[1, {sender: [store, floor, [starts], [ends]]},
-journal_position]``, starts every segment; opening the store replays the newest snapshot,
-the marks after it and (with a journal) the journal lines written after its position.
+Either way a snapshot starts every segment: a record per sender's window, ``[2, sender,
+store, floor, [starts], [ends]]`` (at most ``max_ranges`` ranges: each record stays
+small), then ``[1, journal_position, windows]``, which makes the snapshot whole (one cut
+short by a crash is not used: the segments before it are still there).  Opening the
+store replays the newest whole snapshot, the marks after it and (with a journal) the
+journal lines written after its position.
 The snapshot is rewritten as the log grows (the old segments go), so opening never reads
 more than a segment of marks and the journal lines of one checkpoint period.
 """
@@ -41,7 +44,7 @@ __all__ = ["DurableSeen", "JournalMarks", "Position"]
 
 log = logging.getLogger(__name__)
 
-_MARKS, _SNAPSHOT = 0, 1
+_MARKS, _SNAPSHOT, _WINDOW = 0, 1, 2
 Position = list[Any]
 """Where in a journal the marks of a snapshot end (see :mod:`raetlike.durable._journal`)."""
 JournalMarks = Callable[[Position], Iterable[tuple[str, int, int]]]
@@ -76,15 +79,17 @@ class DurableSeen:
 
     def _recover(self, journal_marks: JournalMarks | None) -> None:
         position: Position | None = None
+        pending: list[tuple[str, int, RangeWindow]] = []  # a snapshot's windows so far
         for segment, payload in self.log.records():
             try:
                 record = msgpack.unpackb(payload, raw=False, strict_map_key=False)
-                if record[0] == _SNAPSHOT:
-                    self._windows.clear()
-                    for sender, (store, floor, starts, ends) in record[1].items():
-                        self._windows[sender] = (store, RangeWindow.restored(
-                            self.window, self.max_ranges, (floor, starts, ends)))
-                    position = record[2]
+                if record[0] == _SNAPSHOT:  # the snapshot is whole: it replaces all
+                    position = self._restore(pending, record)
+                    pending = []
+                elif record[0] == _WINDOW:
+                    _, sender, store, floor, starts, ends = record
+                    pending.append((str(sender), int(store), RangeWindow.restored(
+                        self.window, self.max_ranges, (floor, starts, ends))))
                 elif record[0] == _MARKS:
                     marks = record[1:]
                     for i in range(0, len(marks) - 2, 3):
@@ -97,12 +102,27 @@ class DurableSeen:
                                  f"{segment}: {exc}") from None
         self.position = position
         if position is not None and journal_marks is not None:
-            for sender, store, message_id in journal_marks(position):
-                self._admit(sender, store, message_id)
-                self.recovered_from_journal += 1
+            try:
+                for sender, store, message_id in journal_marks(position):
+                    self._admit(sender, store, message_id)
+                    self.recovered_from_journal += 1
+            except (ValueError, TypeError, IndexError, LocalProtocolError) as exc:
+                raise StoreError(f"{self.log.directory}: the journal position of its "
+                                 f"snapshot, {position!r}, cannot be read: {exc}") from None
         if self.recovered_from_journal:
             log.info("%s: %d delivery mark(s) recovered from the journal",
                      self.log.directory, self.recovered_from_journal)
+
+    def _restore(self, windows: list[tuple[str, int, RangeWindow]],
+                 record: list[Any]) -> Position | None:
+        """Make a snapshot's windows the ones kept; its journal position."""
+        if len(windows) != record[2]:
+            raise ValueError(f"a snapshot of {record[2]} windows has {len(windows)}")
+        self._windows.clear()
+        for sender, store, window in windows[-self.max_senders:]:
+            self._windows[sender] = (store, window)
+        position: Position | None = record[1]
+        return position
 
     # == use ===============================================================
 
@@ -131,6 +151,11 @@ class DurableSeen:
             self._marks += (sender, store, message_id)
         return True
 
+    def mark(self, sender: str, store: int, message_id: int) -> None:
+        """Write the mark of a delivery already admitted as journaled at the next
+        :meth:`commit` after all (its journal line could not be made)."""
+        self._marks += (sender, store, message_id)
+
     def commit(self) -> None:
         """Write the marks that wait, in one record (before their acks may leave)."""
         if self._marks:
@@ -145,9 +170,9 @@ class DurableSeen:
         self.commit()
         self.position = position
         self.log.rotate()
-        snapshot = {sender: [store, *window.state()]
-                    for sender, (store, window) in self._windows.items()}
-        self.log.append(msgpack.packb([_SNAPSHOT, snapshot, position]))
+        for sender, (store, window) in self._windows.items():  # a record each: bounded
+            self.log.append(msgpack.packb([_WINDOW, sender, store, *window.state()]))
+        self.log.append(msgpack.packb([_SNAPSHOT, position, len(self._windows)]))
         self.log.drop_before(self.log.index)
 
     def sync_due(self) -> float | None:

@@ -66,9 +66,12 @@ def body_size(body: object) -> int:
         return len(body)
     try:
         return len(orjson.dumps(body, default=str, option=orjson.OPT_NON_STR_KEYS))
-    except (orjson.JSONEncodeError, TypeError):  # integers past 64 bits, odd keys
-        return len(json.dumps(body, separators=(",", ":"), default=str,
-                              ensure_ascii=False).encode())
+    except (orjson.JSONEncodeError, TypeError):  # integers past 64 bits, odd keys, surrogates
+        try:
+            return len(json.dumps(body, separators=(",", ":"), default=str, skipkeys=True,
+                                  ensure_ascii=False).encode(errors="surrogatepass"))
+        except (TypeError, ValueError, RecursionError):  # what no JSON encoder takes
+            return len(repr(body).encode(errors="surrogatepass"))
 
 
 _LONG = 1 << 63

@@ -81,29 +81,32 @@ _ANY_SEGMENT = re.compile(_SEGMENT_NAME.pattern.removesuffix(re.escape(OPEN_SUFF
 
 
 def durable_marks_after(directory: Path, node: str,
-                        position: list[int]) -> Iterator[tuple[str, int, int]]:
-    """``(source estate, durable_store, durable_seq)`` of every line ``node``'s writer
+                        position: list[int | str]) -> Iterator[tuple[str, int, int]]:
+    """``(durable_from, durable_store, durable_seq)`` of every line ``node``'s writer
     journaled after ``position`` (:meth:`JournalWriter.position`) that carries a durable
     id; a torn or bad line is skipped (it was never a delivery the writer finished)."""
-    pid, serial, offset = (int(part) for part in position)
+    pid, stamp, serial, offset = int(position[0]), str(position[1]), int(position[2]), \
+        int(position[3])
+    start = (stamp, serial)
     segments = []
     for path in Path(directory).glob(f"date=*/hour=*/{glob_escape(node)}.*"):
         match = _ANY_SEGMENT.match(path.name)
         if (match is not None and match["node"] == node and int(match["pid"]) == pid
-                and int(match["serial"]) >= serial):
-            segments.append((int(match["serial"]), path))
-    for number, path in sorted(segments):
+                and (match["stamp"], int(match["serial"])) >= start):
+            segments.append(((match["stamp"], int(match["serial"])), path))
+    for key, path in sorted(segments):
         with path.open("rb") as stream:
-            if number == serial:
+            if key == start:
                 stream.seek(offset)
             for line in stream:
                 if not line.endswith(b"\n"):
                     break
                 try:
                     fields = orjson.loads(line)
+                    sender = fields.get("durable_from")
                     store, seq = fields.get("durable_store"), fields.get("durable_seq")
-                    if type(store) is int and type(seq) is int:
-                        yield str(fields["source_estate"]), store, seq
+                    if type(sender) is str and type(store) is int and type(seq) is int:
+                        yield sender, store, seq
                 except (orjson.JSONDecodeError, KeyError, AttributeError):
                     continue
 

@@ -106,13 +106,15 @@ def encode_fields(fields: dict[str, Any]) -> bytes:
     """The JSON line of a record's flat fields, in the schema's key order.
 
     orjson writes it (UTF-8, compact, floats in their shortest round-trip
-    form); an integer past 64 bits, which orjson refuses, goes through the
-    standard library instead.  Both give the same keys and values.
+    form); an integer past 64 bits, or a string with a lone surrogate (valid
+    JSON, ``"\\ud800"``, but not UTF-8), which orjson refuses, goes through the
+    standard library instead, with non-ASCII escaped.  Both give the same keys
+    and values: a journal never refuses a record for what its text holds.
     """
     try:
         return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
     except orjson.JSONEncodeError:
-        return (json.dumps(fields, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+        return (json.dumps(fields, separators=(",", ":")) + "\n").encode()
 
 
 def _text(value: object, name: str) -> str:

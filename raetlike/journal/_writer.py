@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from raetlike.journal._delivery import PLAIN_ROOM, Delivery, PlainLines, delivery_line
-from raetlike.journal._record import JournalRecord, encode_record
+from raetlike.journal._record import JournalRecord, encode_fields, encode_record
 
 __all__ = ["DEFAULT_FLUSH_BYTES", "DEFAULT_FSYNC", "DEFAULT_FSYNC_INTERVAL", "DEFAULT_MAX_AGE",
            "DEFAULT_MAX_BYTES",
@@ -74,6 +74,11 @@ def _partition_of_hour(hour: int) -> str:
 def partition_of(wall: float) -> str:
     """The ``date=YYYY-MM-DD/hour=HH`` directory (UTC) for a wall-clock time."""
     return _partition_of_hour(int(wall // 3600))
+
+
+def _stamp(wall: float) -> str:
+    """A segment name's time stamp (UTC, to the microsecond: sorts as time does)."""
+    return datetime.fromtimestamp(wall, UTC).strftime("%Y%m%dT%H%M%S%f")
 
 
 def _sync(fd: int) -> None:
@@ -231,23 +236,28 @@ class JournalWriter:
     def record_durable(self, node: str, delivery: Delivery, now_wall: float, *, store: int,
                        durable_seq: int, resends: int = 0) -> None:
         """Journal a delivery of a durable message: :meth:`record_delivery`'s line plus
-        ``durable_store`` and ``durable_seq`` (the sender's store, and the message's number
-        among those it sent this node), which make the line the receiver's dedup mark too
-        (docs/reliability.md)."""
+        ``durable_from`` (the remote that sent it: the road's authenticated name, which a
+        routed body's source estate need not be), ``durable_store`` and ``durable_seq``
+        (its store, and the message's number among those it sent this node), which make
+        the line the receiver's dedup mark too (docs/reliability.md)."""
         line = delivery_line(node, delivery, now_wall, resends=resends)
-        self._append_line(b"%s,\"durable_store\":%d,\"durable_seq\":%d}\n"
-                          % (line[:-2], store, durable_seq), now_wall)
+        sender = encode_fields({"durable_from": delivery.remote})[1:-2]
+        self._append_line(b"%s,%s,\"durable_store\":%d,\"durable_seq\":%d}\n"
+                          % (line[:-2], sender, store, durable_seq), now_wall)
 
-    def position(self) -> list[int]:
+    def position(self) -> list[int | str]:
         """Where the journal stands, everything appended written to the OS first:
-        ``[pid, serial, offset]``.  Lines after it are those at ``offset`` or later in this
-        writer's segment ``serial``, and in its later segments (see
-        :func:`raetlike.journal.lines_after`)."""
+        ``[pid, stamp, serial, offset]``.  Lines after it are those at ``offset`` or later
+        in this writer's segment (``stamp`` and ``serial`` as in its name) and in the
+        segments it opens later (see :func:`raetlike.journal.durable_marks_after`); the
+        stamp tells this writer's segments from an older one's that had the same pid."""
         segment = self._segment
         if segment is None:
-            return [os.getpid(), self._serial + 1, 0]
+            return [os.getpid(), _stamp(self.clock()), self._serial + 1, 0]
         self._flush(segment)
-        return [os.getpid(), self._serial, segment.written]
+        match = _SEGMENT_NAME.match(segment.path.name)
+        assert match is not None  # noqa: S101 - the writer named it so
+        return [os.getpid(), match["stamp"], self._serial, segment.written]
 
     def _append_line(self, data: bytes, received: float) -> None:
         segment = self._segment_for(received, len(data))
@@ -341,7 +351,7 @@ class JournalWriter:
     def _open(self, hour: int) -> _Segment:
         partition = _partition_of_hour(hour)
         opened = self.clock()
-        stamp = datetime.fromtimestamp(opened, UTC).strftime("%Y%m%dT%H%M%S%f")
+        stamp = _stamp(opened)
         while True:
             self._serial += 1
             name = f"{self.node}.{stamp}.{os.getpid()}.{self._serial}{OPEN_SUFFIX}"
