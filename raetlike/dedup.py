@@ -58,28 +58,6 @@ class SeenWindow:
         """Ids tracked below ``max_seen`` and not seen yet (never more than ``window``)."""
         return frozenset(self._gaps)
 
-    def state(self) -> tuple[int, int, list[int]] | None:
-        """What :meth:`restored` needs to rebuild this window: ``(max_seen, low, unseen)``,
-        or None before the first id."""
-        if not self._started:
-            return None
-        return self._max_seen, self._low, list(self._gaps)
-
-    @classmethod
-    def restored(cls, window: int, state: tuple[int, int, list[int]] | None) -> SeenWindow:
-        """A window as :meth:`state` described it (ids outside 32 bits, or more unseen ids
-        than ``window``, are refused: LocalProtocolError)."""
-        seen = cls(window)
-        if state is None:
-            return seen
-        max_seen, low, gaps = state
-        if not all(0 <= n < ID_MODULUS for n in (max_seen, low, *gaps)) or len(gaps) > window:
-            raise LocalProtocolError("not a dedup window's state")
-        seen._started = True
-        seen._max_seen, seen._low = max_seen, low
-        seen._gaps.update((gap, None) for gap in gaps)
-        return seen
-
     def _behind(self, message_id: int) -> int:
         """How far ``message_id`` lies below max_seen, mod 2**32."""
         return (self._max_seen - message_id) % ID_MODULUS

@@ -11,9 +11,9 @@ import pytest
 from raetlike import aio
 from raetlike.durable import DurableConfig
 from raetlike.journal import FsyncPolicy
-from road import events
 from road.persist import open_estate
 from road.stack import RoadConfig, RoadStack
+from tests.test_aio_estates import collect
 
 TIMEOUT = 10.0
 
@@ -25,15 +25,6 @@ def _estate(root: Path, name: str, *, main: bool, port: int = 0) -> aio.Estate:
     keep.restore_remotes(stack)
     return aio.Estate(stack, port=port, durable=root / "durable",
                       durable_config=DurableConfig(fsync=FsyncPolicy.ALWAYS))
-
-
-async def _received(estate: aio.Estate, count: int) -> list[events.MessageReceived]:
-    got: list[events.MessageReceived] = []
-    async for message in estate.messages():
-        got.append(message)
-        if len(got) == count:
-            break
-    return got
 
 
 @pytest.mark.asyncio
@@ -48,7 +39,7 @@ async def test_messages_accepted_before_a_restart_arrive_once_after_it(tmp_path:
         port = main.address[1]
         async with _estate(minion_root, "minion", main=False, port=there) as minion:
             await minion.join(("127.0.0.1", port), timeout=TIMEOUT)
-            receiving = asyncio.ensure_future(_received(main, 2))
+            receiving = asyncio.ensure_future(collect(main, 2))
             sent = [await asyncio.wait_for(minion.send({"n": n}, to="main"), TIMEOUT)
                     for n in range(2)]
             assert sent == [1, 2]  # durable ids
@@ -65,7 +56,7 @@ async def test_messages_accepted_before_a_restart_arrive_once_after_it(tmp_path:
         assert minion.durable is not None
         assert minion.durable.resent == 3
         await minion.join(("127.0.0.1", port), timeout=TIMEOUT)  # a restart joins again
-        received = await asyncio.wait_for(_received(main, 3), TIMEOUT)
+        received = await asyncio.wait_for(collect(main, 3), TIMEOUT)
         assert [m.body for m in received] == [{"n": 2}, {"n": 3}, {"n": 4}]
 
         async def emptied() -> None:

@@ -17,18 +17,37 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-_CHILD = textwrap.dedent("""
+_LIMITS = textwrap.dedent("""
     import resource, signal, sys
     from pathlib import Path
-    from raetlike.durable import DurableOutbox
     from raetlike.errors import BackpressureError, StoreFullError
     from raetlike.journal import FsyncPolicy
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     directory = Path(sys.argv[1])
-    outbox = DurableOutbox(directory, fsync=FsyncPolicy.NEVER, segment_bytes=64 * 1024)
     hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
-    resource.setrlimit(resource.RLIMIT_FSIZE, (32 * 1024, hard))  # no room for another
+
+    def no_room(size):  # files past size cannot be made: the next segment will not fit
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+
+    def room():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+""")
+
+
+def _run(child: str, directory: Path) -> str:
+    """Run ``child`` (after :data:`_LIMITS`) on ``directory``; its output."""
+    done = subprocess.run([sys.executable, "-c", _LIMITS + child, str(directory)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+_CHILD = textwrap.dedent("""
+    from raetlike.durable import DurableOutbox
+
+    outbox = DurableOutbox(directory, fsync=FsyncPolicy.NEVER, segment_bytes=64 * 1024)
+    no_room(32 * 1024)
     stored = refused = 0
     for n in range(2000):
         try:
@@ -38,7 +57,7 @@ _CHILD = textwrap.dedent("""
             assert isinstance(exc, BackpressureError)
             refused += 1
             message = str(exc)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+    room()
     after = outbox.put("r", b"after", 1.0)  # room again: the next put makes the segment
     outbox.close()
     again = DurableOutbox(directory, fsync=FsyncPolicy.NEVER, segment_bytes=64 * 1024)
@@ -50,10 +69,7 @@ _CHILD = textwrap.dedent("""
 
 def test_a_full_disk_refuses_puts_and_the_store_goes_on_when_there_is_room(
         tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path / "store")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    counts, message = done.stdout.splitlines()
+    counts, message = _run(_CHILD, tmp_path / "store").splitlines()
     stored, refused, held, last_is_after, same_store = counts.split()
     assert int(stored) > 0
     assert int(refused) > 0
@@ -65,17 +81,10 @@ def test_a_full_disk_refuses_puts_and_the_store_goes_on_when_there_is_room(
 
 
 _SEEN_CHILD = textwrap.dedent("""
-    import resource, signal, sys
-    from pathlib import Path
     from raetlike.durable import DurableSeen
-    from raetlike.errors import StoreFullError
-    from raetlike.journal import FsyncPolicy
 
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    directory = Path(sys.argv[1])
     seen = DurableSeen(directory, fsync=FsyncPolicy.NEVER, segment_bytes=16 * 1024)
-    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
-    resource.setrlimit(resource.RLIMIT_FSIZE, (8 * 1024, hard))  # no room for another
+    no_room(8 * 1024)
     refused = 0
     for n in range(1, 3001):
         seen.admit("sender", 7, n, journaled=False)
@@ -83,7 +92,7 @@ _SEEN_CHILD = textwrap.dedent("""
             seen.commit()
         except StoreFullError:
             refused += 1
-    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+    room()
     seen.commit()  # room again: every mark that waited goes down now
     seen.close()
     again = DurableSeen(directory, fsync=FsyncPolicy.NEVER, segment_bytes=16 * 1024)
@@ -94,9 +103,6 @@ _SEEN_CHILD = textwrap.dedent("""
 
 def test_marks_the_disk_had_no_room_for_wait_and_are_written_when_it_has(
         tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", _SEEN_CHILD, str(tmp_path / "seen")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    refused, repeats = (int(n) for n in done.stdout.split())
+    refused, repeats = (int(n) for n in _run(_SEEN_CHILD, tmp_path / "seen").split())
     assert refused > 0  # the disk was full for a while
     assert repeats == 3000  # and no mark was lost to it

@@ -105,6 +105,16 @@ def _build_outbox(directory: Path, last: str) -> tuple[list[Stored], int]:
     return before, next_id
 
 
+def _cut_copy(tmp_path: Path, original: Path, cut: int) -> tuple[Path, Path]:
+    """A copy of the store ``original`` whose newest segment is cut at byte ``cut`` (a
+    torn append); the copy and that segment."""
+    copy = tmp_path / f"cut-{cut}"
+    shutil.copytree(original, copy)
+    segment = newest_segment(copy)
+    os.truncate(segment, cut)
+    return copy, segment
+
+
 def _assert_cut_at(log: RecordLog, segment: Path, end: int) -> None:
     """The open segment holds whole records up to ``end`` and only zeros (free space of
     the mapped segment) after it."""
@@ -123,11 +133,7 @@ def test_outbox_torn_last_record_at_every_byte(tmp_path: Path, last: str) -> Non
         assert [s.id for s in before] == [1, 3, 4, 5]
 
     for cut in range(start, end):
-        copy = tmp_path / f"cut-{cut}"
-        shutil.copytree(original, copy)
-        segment = newest_segment(copy)
-        os.truncate(segment, cut)
-
+        copy, segment = _cut_copy(tmp_path, original, cut)
         outbox = open_outbox(copy)
         assert outbox.log.torn == (0 if cut == start else 1), cut
         _assert_cut_at(outbox.log, segment, start)  # cut back to the last whole record
@@ -170,11 +176,7 @@ def test_seen_torn_last_marks_record_at_every_byte(tmp_path: Path) -> None:
     start, end = record_spans(newest_segment(original))[-1]
 
     for cut in range(start, end):
-        copy = tmp_path / f"cut-{cut}"
-        shutil.copytree(original, copy)
-        segment = newest_segment(copy)
-        os.truncate(segment, cut)
-
+        copy, segment = _cut_copy(tmp_path, original, cut)
         seen = open_seen(copy)
         assert seen.log.torn == (0 if cut == start else 1), cut
         _assert_cut_at(seen.log, segment, start)

@@ -37,7 +37,6 @@ segments plus the live messages.
 
 from __future__ import annotations
 
-import os
 import secrets
 import struct
 from bisect import bisect_right
@@ -49,6 +48,7 @@ from typing import Any
 
 import msgpack
 
+from raetlike._native import compiled
 from raetlike.durable._log import MAX_RECORD, RecordLog, frame
 from raetlike.errors import BackpressureError, LocalProtocolError, StoreError
 from raetlike.journal import FsyncPolicy
@@ -86,19 +86,9 @@ RawPut = Callable[[int, int, int, str, float, bytes], tuple[bytes, bytes]]
 """``raw_put(store, id, seq, remote, expires, body) -> (framed record, envelope)``."""
 
 
-def _compiled() -> RawPut | None:
-    """The C version of :func:`raw_put`, unless missing or ``RAETLIKE_PURE_PYTHON`` is set."""
-    if os.environ.get("RAETLIKE_PURE_PYTHON"):
-        return None
-    try:
-        from raetlike.durable._cdurable import raw_put as compiled  # noqa: PLC0415
-    except ImportError:
-        return None
-    return compiled
-
-
-raw_put: RawPut = _compiled() or _raw_put_python
-"""Makes a raw-bytes put record and its envelope (:data:`RawPut`)."""
+raw_put: RawPut = compiled("raetlike.durable._cdurable", "raw_put") or _raw_put_python
+"""Makes a raw-bytes put record and its envelope (:data:`RawPut`): the C version
+(``_cdurable.c``) unless missing or ``RAETLIKE_PURE_PYTHON`` is set."""
 COMPILED = raw_put is not _raw_put_python
 """Whether the compiled ``raw_put`` is in use."""
 

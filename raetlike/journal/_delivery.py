@@ -18,12 +18,12 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import orjson
 
+from raetlike._native import compiled
 from raetlike.journal._record import (
     SCHEMA_VERSION,
     Endpoint,
@@ -214,19 +214,9 @@ def _fill_plain(line: dict[str, Any], delivery: Delivery, received: float, resen
     return encode_fields(line)
 
 
-def _compiled() -> Callable[[bytearray, dict[str, dict[str, bytes]], str, Delivery, float, int],
-                           int] | None:
-    """The C hot path (``_cjournal.c``), unless missing or ``RAETLIKE_PURE_PYTHON`` is set."""
-    if os.environ.get("RAETLIKE_PURE_PYTHON"):
-        return None
-    try:
-        from raetlike.journal._cjournal import append_kept  # noqa: PLC0415
-    except ImportError:
-        return None
-    return append_kept
-
-
-_APPEND_PLAIN = _compiled()
+_APPEND_PLAIN: Callable[[bytearray, dict[str, dict[str, bytes]], str, Delivery, float, int],
+                        int] | None = compiled("raetlike.journal._cjournal", "append_kept")
+"""The C hot path (``_cjournal.c``), unless missing or ``RAETLIKE_PURE_PYTHON`` is set."""
 COMPILED = _APPEND_PLAIN is not None
 """Whether raw-bytes deliveries are journaled by the compiled path (the same bytes)."""
 
