@@ -87,9 +87,9 @@ def test_twenty_kills_lose_and_repeat_nothing(tmp_path: Path, victim: str,
     run.start_receiver()
     run.start_sender()
     try:
-        # the stream first: a main killed between answering the first join and the joiner's
-        # ack keeps no record of it, and the joiner's immutable road refuses the next answer
-        # (a join matter, not the durable store's; see the issue 18 note)
+        # the stream first: the kills fall in a running stream, as the issue asks (a receiver
+        # killed over and over before the sender was ever allowed once left the pair unable
+        # to join for minutes: a join matter, not the durable store's; see the issue 18 note)
         started = time.monotonic() + 120.0
         while not run.journaled() and time.monotonic() < started:
             time.sleep(0.05)
