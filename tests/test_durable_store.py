@@ -15,7 +15,7 @@ import shutil
 import struct
 import tempfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raetlike.durable import DurableOutbox, DurableSeen, RecordLog, Stored
-from raetlike.durable._outbox import MAX_SEGMENTS
+from raetlike.durable._outbox import MAX_SEGMENTS, RAW_HEAD, RAW_MAGIC
 from raetlike.errors import BackpressureError, StoreError
 from raetlike.journal import FsyncPolicy
 
@@ -417,43 +417,74 @@ def test_outbox_copies_live_messages_forward_in_id_order(tmp_path: Path) -> None
 # == bounds ===============================================================
 
 
-def test_outbox_max_messages_refuses_and_stores_nothing(tmp_path: Path) -> None:
+def _put_by(path: str) -> Callable[[DurableOutbox, str, bytes, float], int]:
+    """A put of bytes by one of the outbox's two paths (the hot one returns the envelope
+    too: only the id is wanted here)."""
+    if path == "mapping-capable":
+        return DurableOutbox.put
+    return lambda outbox, remote, body, expires: outbox.put_raw(remote, body, expires)[0]
+
+
+@pytest.mark.parametrize("path", ["mapping-capable", "raw"])
+def test_outbox_max_messages_refuses_and_stores_nothing(tmp_path: Path, path: str) -> None:
+    put = _put_by(path)
     outbox = open_outbox(tmp_path, max_messages=3)
     for i in range(3):
-        outbox.put("r", {"i": i}, 1.0)
+        put(outbox, "r", bytes([i]), 1.0)
     before, next_id, held = disk_state(tmp_path), outbox.next_id, outbox.held_bytes
     with pytest.raises(BackpressureError, match="3 messages"):
-        outbox.put("r", {"i": 99}, 1.0)
+        put(outbox, "r", b"99", 1.0)
     assert outbox.next_id == next_id
     assert outbox.held_bytes == held
     assert len(outbox) == 3
     assert disk_state(tmp_path) == before
     outbox.done(2)
-    assert outbox.put("r", {"i": 3}, 1.0) == next_id
+    assert put(outbox, "r", b"3", 1.0) == next_id
     outbox.close()
     outbox = open_outbox(tmp_path, max_messages=3)
     assert [s.id for s in outbox.pending()] == [1, 3, 4]
     outbox.close()
 
 
-def test_outbox_max_bytes_refuses_and_stores_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("path", ["mapping-capable", "raw"])
+def test_outbox_max_bytes_refuses_and_stores_nothing(tmp_path: Path, path: str) -> None:
+    put = _put_by(path)
     outbox = open_outbox(tmp_path, max_bytes=300)
-    first = outbox.put("r", b"a" * 150, 1.0)
+    first = put(outbox, "r", b"a" * 150, 1.0)
     before, next_id, held = disk_state(tmp_path), outbox.next_id, outbox.held_bytes
     assert 150 < held <= 300
     with pytest.raises(BackpressureError, match="300 bytes"):
-        outbox.put("r", b"b" * 150, 1.0)
+        put(outbox, "r", b"b" * 150, 1.0)
     with pytest.raises(BackpressureError):
-        outbox.put("r", b"c" * 1000, 1.0)
+        put(outbox, "r", b"c" * 1000, 1.0)
     assert (outbox.next_id, outbox.held_bytes) == (next_id, held)
     assert disk_state(tmp_path) == before
     outbox.done(first)
     assert outbox.held_bytes == 0
-    assert outbox.put("r", b"b" * 150, 1.0) == next_id
+    assert put(outbox, "r", b"b" * 150, 1.0) == next_id
     outbox.close()
     outbox = open_outbox(tmp_path, max_bytes=300)
     assert [(s.id, s.body) for s in outbox.pending()] == [(next_id, b"b" * 150)]
     outbox.close()
+
+
+@pytest.mark.parametrize("policy", list(FsyncPolicy))
+def test_raw_puts_under_each_policy_rotate_and_read_back(tmp_path: Path,
+                                                        policy: FsyncPolicy) -> None:
+    """The raw put's in-line append (taken while the open segment has room and no single
+    record wants a sync) and its fallback (rotation; ``always``, which syncs each) keep
+    the same records."""
+    outbox = DurableOutbox(tmp_path, fsync=policy, segment_bytes=1024)
+    ids = [outbox.put_raw("r", bytes([n]) * 40, 9.0)[0] for n in range(80)]
+    assert len(segment_files(tmp_path)) > 1
+    assert outbox.log.dirty is (policy is not FsyncPolicy.ALWAYS)
+    for message_id in ids[:70]:
+        outbox.done(message_id)
+    outbox.close()
+    again = DurableOutbox(tmp_path, fsync=policy, segment_bytes=1024)
+    assert [(s.id, s.seq, s.body) for s in again.pending()] == [
+        (n + 1, n + 1, bytes([n]) * 40) for n in range(70, 80)]
+    again.close()
 
 
 # == the dedup store ======================================================
@@ -633,6 +664,7 @@ _op = st.one_of(
               st.one_of(st.binary(max_size=40),
                         st.dictionaries(st.text(max_size=3), st.integers(-5, 5),
                                         max_size=3))),
+    st.tuples(st.just("put-raw"), st.sampled_from(["a", "b", "c"]), st.binary(max_size=90)),
     st.tuples(st.just("done"), st.integers(0, 50)),
     st.tuples(st.just("done-unknown"), st.integers(1, 1000)),
     st.tuples(st.just("flush")),
@@ -657,8 +689,13 @@ def test_outbox_model(ops: list[tuple[Any, ...]]) -> None:
         next_id = 1
         for op in ops:
             kind = op[0]
-            if kind == "put":
-                message_id = outbox.put(op[1], op[2], 7.0)
+            if kind in {"put", "put-raw"}:
+                if kind == "put":
+                    message_id = outbox.put(op[1], op[2], 7.0)
+                else:  # the hot path: in line while the open segment has room
+                    message_id, envelope = outbox.put_raw(op[1], op[2], 7.0)
+                    assert envelope == RAW_HEAD.pack(RAW_MAGIC, store,
+                                                     outbox.last_seq(op[1])) + op[2]
                 assert message_id == next_id
                 next_id += 1
                 model[message_id] = (op[1], op[2])

@@ -140,6 +140,7 @@ class RecordLog:
         self.index = self.segments[-1]
         self._fd = -1
         self._map: mmap.mmap | None = None
+        self._room = 0  # where write_within stops: 0 while there is no such fast path
         self._open(self.index, self.size)
         if new:  # a new file (and maybe directory) is safe from a power cut once synced in
             self._sync_directory()
@@ -172,6 +173,7 @@ class RecordLog:
             os.close(fd)
             raise
         self._fd, self.size = fd, used
+        self._room = 0 if self.fsync is FsyncPolicy.ALWAYS else min(length, self.segment_bytes)
 
     def _load(self, index: int) -> tuple[int, list[bytes]]:
         path = self._path(index)
@@ -232,6 +234,19 @@ class RecordLog:
         else:
             self.dirty = True
 
+    def write_within(self, framed: bytes) -> bool:
+        """:meth:`write`'s fast path: append ``framed`` if it fits in the open segment
+        below ``segment_bytes`` and the policy syncs no single record; False (nothing
+        written) otherwise, and then the caller rotates or calls :meth:`write`."""
+        size = self.size
+        end = size + len(framed)
+        if end > self._room:
+            return False
+        self._map[size:end] = framed  # type: ignore[index]  # _room is 0 while unmapped
+        self.size = end
+        self.dirty = True
+        return True
+
     def _grow(self, room: int) -> None:
         """Make room for ``room`` more bytes in the open segment (its owner decides when
         to rotate; a segment grows past ``segment_bytes`` only for what it is given)."""
@@ -260,6 +275,7 @@ class RecordLog:
     def _close_map(self, *, sync: bool) -> None:
         """Unmap and close the open segment, cut to its records (synced first if asked)."""
         mapped, self._map = self._map, None
+        self._room = 0
         if mapped is not None:
             if sync:
                 mapped.flush()
@@ -310,6 +326,7 @@ class RecordLog:
         segment keeps its free space, nothing is synced."""
         self.closed = True
         mapped, self._map = self._map, None
+        self._room = 0
         if mapped is not None:
             mapped.close()
         if self._fd >= 0:

@@ -259,12 +259,26 @@ class DurableOutbox:
 
     def put_raw(self, remote: str, body: bytes, expires: float) -> tuple[int, bytes]:
         """Store a raw-bytes message for ``remote``: ``(its id, its envelope)``, once the
-        page cache has it (the same bounds as :meth:`put`)."""
-        if len(self._live) >= self.max_messages:
-            self._check_room()
+        page cache has it (the same bounds as :meth:`put`).
+
+        This is the durable hot path: one compiled call makes the record, and while it is
+        within the bounds, the lease and the open segment it is appended in line;
+        anything else (a bound, a lease, a rotation) takes :meth:`_keep`'s way.
+        """
         message_id, seq = self.next_id, self._seqs.get(remote, 0) + 1
         framed, envelope = raw_put(self.store, message_id, seq, remote, expires, body)
-        self._keep(message_id, remote, seq, framed)
+        size = len(framed)
+        live = self._live
+        if (len(live) < self.max_messages and self._bytes + size <= self.max_bytes
+                and seq < self._leases.get(remote, 0) and not self._headless
+                and self.log.write_within(framed)):
+            self.next_id = message_id + 1
+            self._seqs[remote] = seq
+            live[message_id] = framed
+            self._bytes += size
+        else:
+            self._check_room()
+            self._keep(message_id, remote, seq, framed)
         return message_id, envelope
 
     def _check_room(self) -> None:

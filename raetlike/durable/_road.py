@@ -182,6 +182,7 @@ class DurableRoad:
             raise
         self.seen.checkpoint(None if journal is None else journal.position())
         self._ids: dict[int, int] = {}  # the stack's message id -> durable id
+        self._put_raw, self._queue = self.outbox.put_raw, stack.transmit  # the hot path's
         stack.continue_ids(self.outbox.next_id)  # so the two are equal while only we number
         self._events: deque[events.Event] = deque()
         self._journaled = 0  # durable deliveries journaled since the last checkpoint
@@ -283,7 +284,7 @@ class DurableRoad:
         life = config.message_ttl if ttl is None else ttl
         envelope: dict[str, Any] | bytes
         if type(message) is bytes and not self._backlog:  # the common case: no ABC check
-            durable_id, envelope = self.outbox.put_raw(to, message, self.wall() + life)
+            durable_id, envelope = self._put_raw(to, message, self.wall() + life)
         else:
             body = _body(message)
             expires = self.wall() + life
@@ -294,7 +295,7 @@ class DurableRoad:
                 waiting.append(Stored(durable_id, to, expires, body, seq))
                 return durable_id
             envelope = self._envelope(seq, body)
-        self._ids[stack.transmit(envelope, to=to, ttl=life, now=now)] = durable_id
+        self._ids[self._queue(envelope, to=to, ttl=life, now=now)] = durable_id
         return durable_id
 
     def close(self, *, now: float | None = None) -> None:
@@ -366,32 +367,36 @@ class DurableRoad:
 
     def next_event(self) -> events.Event | None:
         """The next event, durable ids and original bodies in place of the stack's."""
-        while not self._events:
-            event = self.stack.next_event()
-            if event is None:
-                return None
-            self._take(event)
-        return self._events.popleft()
+        if not self._events:
+            self._take_all()
+        return self._events.popleft() if self._events else None
 
     # == events ============================================================
 
     def _take_all(self) -> None:
-        while (event := self.stack.next_event()) is not None:
-            self._take(event)
+        """Move every event of the stack to ours, in order, durable ids in place of the
+        stack's (a message sent, the commonest event, in line)."""
+        pull, take, append = self.stack.next_event, self._take, self._events.append
+        ids, done, sent = self._ids, self.outbox.done, events.MessageSent
+        while (event := pull()) is not None:
+            if type(event) is not sent:
+                take(event)
+                continue
+            message_id = event.message_id
+            durable_id = ids.pop(message_id, None)
+            if durable_id is not None:
+                done(durable_id)
+                if durable_id != message_id:  # another sender numbered some in between
+                    event = sent(event.remote, durable_id)
+            append(event)
 
     def _take(self, event: events.Event) -> None:
+        """Every event but MessageSent (see :meth:`_take_all`)."""
         kind = type(event)
-        if kind is events.MessageSent:  # the commonest: one per message sent
-            message_id = event.message_id  # type: ignore[attr-defined]
-            durable_id = self._ids.pop(message_id, None)
-            if durable_id is not None:
-                self.outbox.done(durable_id)
-                if durable_id != message_id:  # another sender numbered some in between
-                    event = events.MessageSent(event.remote, durable_id)
-        elif kind is events.MessageReceived:
+        if kind is events.MessageReceived:
             self._received(event)  # type: ignore[arg-type]
             return
-        elif isinstance(event, events.MessageExpired):
+        if isinstance(event, events.MessageExpired):
             durable_id = self._ids.pop(event.message_id, None)
             if durable_id is not None:
                 if event.reason != _CLOSING:  # closing keeps it for the next start
