@@ -20,7 +20,6 @@ from raetlike.errors import PacketError
 from raetlike.wire.body import parse_body
 from raetlike.wire.kinds import BodyKind
 from road import events
-from road._fast_events import message_received
 from road._fast_state import NEVER, LinkState
 from road._fast_wire import MessageFields, read_frames
 from road.stats import Drop
@@ -170,7 +169,7 @@ class ReceivingSide(LinkState):
         made: list[events.Event] = []
         delivered, partials = self.delivered, self.partials
         name, session = self.remote.name, self.remote.remote_session_id
-        received = message_received
+        received = events.MessageReceived
         refused = False
         for fields in messages:
             number, total, _, chunks, body_kind, data = fields

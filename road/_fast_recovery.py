@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from road._fast_events import message_sent
+from road import events
 from road._fast_send import Carried, Sending, Sent
 from road._fast_state import LinkState
 from road.stats import Drop
@@ -79,7 +79,7 @@ class RecoverySide(LinkState):
         if done:
             stack = self.stack
             stack.stats.messages_sent += len(done)
-            name, sent_event = self.remote.name, message_sent
+            name, sent_event = self.remote.name, events.MessageSent
             stack._emit_all([sent_event(name, sending.outgoing.message_id) for sending in done])
         self.largest_acked = max(self.largest_acked, largest)
         if newest is not None:

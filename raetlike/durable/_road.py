@@ -98,7 +98,7 @@ class DurableConfig:
             raise LocalProtocolError(f"durable dedup_ranges is at most {MAX_RANGES}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DurableMessageReceived(events.MessageReceived):
     """A durable message delivered for the first time (``body`` is the original)."""
 
