@@ -231,14 +231,19 @@ class Joiner(_Join):
         PENDED = "pended"  # the far side's keep holds the decision
         PENDING = "pending"  # our keep holds the decision
 
-    def __init__(self, stack: Any, remote: Remote, *, renewal: bool = False) -> None:
+    def __init__(self, stack: Any, remote: Remote, *, renewal: bool = False,
+                 afresh: bool = False) -> None:
+        """``renewal``: the far side asked for it (renew) or we chose it (``afresh``): a
+        vacuous join that keeps what we hold of the remote; only its far uid may change.
+        ``afresh``: vacuous although we know the far uid (see
+        :func:`road._lifecycle.start_alive`)."""
         super().__init__(
             stack, remote, correspondent=False, session_id=0,
             transaction_id=remote.next_transaction_id(),
         )
-        self.vacuous = remote.far_uid == 0
-        self.renewal = renewal
-        self.far_uid_at_start = remote.far_uid
+        self.far_uid_at_start = 0 if afresh else remote.far_uid
+        self.vacuous = self.far_uid_at_start == 0
+        self.renewal = renewal or afresh
         self.established = self.is_established()
 
     def initial_state(self) -> enum.Enum:
@@ -293,11 +298,15 @@ class Joiner(_Join):
         if self.vacuous and not self._adopt_vacuous(cred):
             return
         same_keys = remote.verify_key is not None and same_role_keys(remote, cred)
-        same_all = self.unchanged(cred, cred.uid, same_keys=same_keys)
+        # a renewal may change the far uid (the far side lost us): only the rest must match
+        same_all = self.unchanged(cred, remote.far_uid if self.renewal else cred.uid,
+                                  same_keys=same_keys)
         if not same_all and not stack.config.mutable:
             log.warning("%s: %s tried to change an immutable road; rejecting", stack.name,
                         safe_name(remote.name))
             self.nack(PacketKind.REJECT)
+            stack._emit(events.JoinFailed(remote.name, "changed name, address or keys "
+                                          "refused: road immutable"))
             return
         status = stack._acceptance(cred.role, cred.verify_key, cred.public_key)
         if status is None:  # our keep holds max_pending_keys already: try again later
@@ -316,6 +325,7 @@ class Joiner(_Join):
         remote.acceptance = status
         if not same_all and not self.take_changes(cred, cred.uid):
             return
+        remote.far_uid = cred.uid
         if not self.established:
             stack._capabilities(remote, cred.extra)
         if status is Acceptance.ACCEPTED:
@@ -327,9 +337,9 @@ class Joiner(_Join):
         """A vacuous join learns the far side's uid, name and keys; False after a reject."""
         remote = self.remote
         assert cred.uid is not None  # noqa: S101 - responses always carry the uid
-        remote.far_uid = cred.uid
-        if self.renewal:
+        if self.renewal:  # all we hold stays; the far uid is taken once the rest is found so
             return True
+        remote.far_uid = cred.uid
         if cred.name != remote.name:
             other = self.stack.names.get(cred.name)
             if other is not None and other is not remote:

@@ -33,7 +33,8 @@ def retry_delay(stack: RoadStack, remote: Remote) -> float:
     return min(backoff, max(config.period, config.retry_backoff_max))
 
 
-def start_join(stack: RoadStack, remote: Remote, *, renewal: bool = False) -> None:
+def start_join(stack: RoadStack, remote: Remote, *, renewal: bool = False,
+               afresh: bool = False) -> None:
     if remote.in_process(TransactionKind.JOIN):
         return
     if remote.uid in stack._want_joined and remote.uid not in stack._unallowed:
@@ -42,7 +43,7 @@ def start_join(stack: RoadStack, remote: Remote, *, renewal: bool = False) -> No
         stack._budget.validate(remote.host_address)
     stack._want_joined.setdefault(remote.uid, stack.now)
     stack._want_joined[remote.uid] = stack.now + stack.config.rejoin_interval
-    Joiner(stack, remote, renewal=renewal).start()
+    Joiner(stack, remote, renewal=renewal, afresh=afresh).start()
 
 
 def start_allow(stack: RoadStack, remote: Remote) -> None:
@@ -54,12 +55,15 @@ def start_allow(stack: RoadStack, remote: Remote) -> None:
     Allower(stack, remote).start()
 
 
-def start_alive(stack: RoadStack, remote: Remote) -> None:
+def start_alive(stack: RoadStack, remote: Remote, *, asked: bool = False) -> None:
     """The periodic presence check: join, allow or ask "alive?", whichever is due.
 
     Never a join to a stranger (an estate that joined us vacuously): its joiner joins and
     allows, we only answer.  Each join or allow we start counts as an attempt for the
-    back-off of :func:`retry_delay` until one completes.
+    back-off of :func:`retry_delay` until one completes.  Not main, a remote that left
+    ``allow_tries_before_rejoin`` checks unanswered is allowed again, and after as many
+    unanswered allows joined afresh (docs/road.md, "A main that lost us"), unless the
+    check was ``asked`` for (:meth:`RoadStack.alive`: "alive?" it is).
     """
     busy = remote.in_process(TransactionKind.JOIN) or remote.in_process(TransactionKind.ALLOW)
     if not remote.joined:
@@ -70,9 +74,19 @@ def start_alive(stack: RoadStack, remote: Remote) -> None:
                 stack._retries[remote.uid] = stack._retries.get(remote.uid, 0) + 1
             start_join(stack, remote)
         return
-    if not remote.allowed:
+    limit = 0 if stack.local.main or asked else stack.config.allow_tries_before_rejoin
+    if not remote.allowed or (limit and remote.unanswered_checks >= limit):
+        # not allowed yet, or (not main) it stopped answering "alive?": a main that came
+        # back without us drops our checks unanswered; an allow finds out
         if not busy:
-            stack._retries[remote.uid] = stack._retries.get(remote.uid, 0) + 1
+            tries = stack._retries[remote.uid] = stack._retries.get(remote.uid, 0) + 1
+            if limit and tries > limit:
+                # unanswered allows too: the main may have lost our join (killed before
+                # it kept it).  A vacuous join finds it either way (a main reuses the
+                # remote of the same name): only the far uid may change; name, role and
+                # keys must stay (or an immutable road rejects the answer)
+                start_join(stack, remote, afresh=True)
+                return
         start_allow(stack, remote)
         return
     if remote.in_process(TransactionKind.ALIVE):
@@ -123,6 +137,7 @@ def allowed(stack: RoadStack, remote: Remote) -> None:
 
 def presence(stack: RoadStack, remote: Remote, *, alive: bool, reason: str = "") -> None:
     if alive:
+        remote.unanswered_checks = 0
         stack._retries.pop(remote.uid, None)
     elif stack.local.main:
         stack._retries[remote.uid] = stack._retries.get(remote.uid, 0) + 1
@@ -136,6 +151,7 @@ def presence(stack: RoadStack, remote: Remote, *, alive: bool, reason: str = "")
             stack._emit(events.Alive(remote.name))
             stack._pump(remote)
         return
+    remote.unanswered_checks += 1
     if remote.alive is not False:
         remote.alive = False
         stack._emit(events.RemoteLost(remote.name, reason))

@@ -68,6 +68,10 @@ class RoadConfig:
     """How long delivered transaction ids are remembered (stale detection)."""
     rejoin_interval: float = 2.0
     """Seconds between join attempts to a remote we were asked to join."""
+    allow_tries_before_rejoin: int = 2
+    """Not main: allows in a row that got no answer before the next attempt is a join
+    instead (a main restarted before it kept our join drops our allows unanswered; a
+    join asks it, and an id it does not know gets renew, then a join afresh); 0 never."""
     fast: bool = True
     """Advertise fast mode in joins; used with remotes that advertise it too (docs/road.md).
 

@@ -131,7 +131,7 @@ class RoadStack:
     def alive(self, name: str, *, now: float | None = None) -> None:
         """Check the presence of the remote ``name`` now."""
         self._tick(now)
-        self._start_alive(self._by_name(name))
+        self._start_alive(self._by_name(name), asked=True)
 
     def transmit(self, message: Mapping[str, Any] | bytes, to: str, *,
                  ttl: float | None = None, now: float | None = None) -> int:

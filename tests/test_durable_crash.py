@@ -87,9 +87,10 @@ def test_twenty_kills_lose_and_repeat_nothing(tmp_path: Path, victim: str,
     run.start_receiver()
     run.start_sender()
     try:
-        # the stream first: the kills fall in a running stream, as the issue asks (a receiver
-        # killed over and over before the sender was ever allowed once left the pair unable
-        # to join for minutes: a join matter, not the durable store's; see the issue 18 note)
+        # the stream first: the kills fall in a running stream, as the issue asks.  (Kills
+        # before the first allow once left the pair apart for minutes: a main killed after
+        # answering the join but before keeping the joiner drops its allows; the joiner
+        # now joins afresh, tests/test_road_main_restart.py.)
         started = time.monotonic() + 120.0
         while not run.journaled() and time.monotonic() < started:
             time.sleep(0.05)
