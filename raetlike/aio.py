@@ -37,7 +37,13 @@ from typing import Any, Generic, Protocol, TypeVar
 from lane import LaneConfig, LaneStack, LocalYard
 from lane import events as lane_events
 from raetlike.durable import DurableConfig, DurableRoad
-from raetlike.errors import RaetError
+from raetlike.errors import (
+    JoinError,
+    JoinTimeoutError,
+    MessageExpiredError,
+    RaetError,
+    YardUnreachableError,
+)
 from raetlike.keep import default_auto
 from raetlike.names import check_name
 from raetlike.udp import Address, UdpDriver
@@ -56,33 +62,6 @@ log = logging.getLogger(__name__)
 
 JOIN_TIMEOUT = 30.0
 EVENT_BACKLOG = 1024  # events nobody reads: the oldest are dropped beyond this
-
-
-class MessageExpiredError(RaetError):
-    """A road message was not acknowledged within its time to live (or the stack closed)."""
-
-    def __init__(self, event: road_events.MessageExpired) -> None:
-        super().__init__(f"message {event.message_id} to {event.remote} undelivered: "
-                         f"{event.reason}")
-        self.event = event
-        """The stack's event, with the undelivered message in ``body``."""
-
-
-class YardUnreachableError(RaetError):
-    """A lane message could not be handed to its yard (or the stack closed)."""
-
-    def __init__(self, event: lane_events.YardUnreachable) -> None:
-        super().__init__(f"yard {event.yard} unreachable: {event.reason}")
-        self.event = event
-        """The stack's event, with the undelivered messages."""
-
-
-class JoinError(RaetError):
-    """A join (and allow) did not complete: rejected, or the estate closed."""
-
-
-class JoinTimeoutError(JoinError, TimeoutError):
-    """A join (and allow) did not complete in time."""
 
 
 class _Stack(Protocol):

@@ -8,6 +8,8 @@ stack, and what commands raise to the caller.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "RaetError",
     "ProtocolError",
@@ -23,6 +25,10 @@ __all__ = [
     "LibsodiumMissingError",
     "StoreError",
     "StoreFullError",
+    "MessageExpiredError",
+    "YardUnreachableError",
+    "JoinError",
+    "JoinTimeoutError",
 ]
 
 
@@ -101,3 +107,34 @@ class AddressError(RaetError, ValueError):
 class LibsodiumMissingError(RaetError, ImportError):
     """The system's libsodium could not be loaded (raised when :mod:`raetlike.crypto` is
     imported); the message names the package to install."""
+
+
+# -- what the asyncio drivers (raetlike.aio) raise to an awaiting caller ------------------
+
+class MessageExpiredError(RaetError):
+    """A road message was not acknowledged within its time to live (or the stack closed)."""
+
+    def __init__(self, event: Any) -> None:
+        super().__init__(f"message {event.message_id} to {event.remote} undelivered: "
+                         f"{event.reason}")
+        self.event = event
+        """The stack's event (a ``road.events.MessageExpired``), with the undelivered
+        message in ``body``."""
+
+
+class YardUnreachableError(RaetError):
+    """A lane message could not be handed to its yard (or the stack closed)."""
+
+    def __init__(self, event: Any) -> None:
+        super().__init__(f"yard {event.yard} unreachable: {event.reason}")
+        self.event = event
+        """The stack's event (a ``lane.events.YardUnreachable``), with the undelivered
+        messages."""
+
+
+class JoinError(RaetError):
+    """A join (and allow) did not complete: rejected, or the estate closed."""
+
+
+class JoinTimeoutError(JoinError, TimeoutError):
+    """A join (and allow) did not complete in time."""

@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 from lane.yard import LocalYard, yard_path
 from raetlike.bus import BusConfig, BusNode
-from raetlike.bus._hosting import ECHO_PREFIX, EstateBus, echo, timer_task
+from raetlike.hosting import ECHO_PREFIX, EstateBus, echo, timer_task
 from raetlike.durable import DurableConfig, DurableMessageReceived, DurableRoad
 from raetlike.errors import BackpressureError, LocalProtocolError
 from raetlike.journal import JournalWriter

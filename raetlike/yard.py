@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from lane import LaneConfig, LaneStack, LocalYard, events
 from raetlike.bus import BusAttachment, BusNode
-from raetlike.bus._hosting import ECHO_PREFIX, echo, timer_task
+from raetlike.hosting import ECHO_PREFIX, echo, timer_task
 from raetlike.channels import LaneChannel
 from raetlike.errors import RaetError
 from raetlike.manor import MANOR_YARD, RouteError, is_error, parse_route, with_route

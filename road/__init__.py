@@ -1,5 +1,13 @@
-"""Road: a sans-IO UDP stack of estates (see docs/design.md)."""
+"""Road: a sans-IO UDP stack of estates (see docs/road.md and docs/design.md).
+
+>>> from road import LocalEstate, RoadConfig, RoadStack, events
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from road import events
+from road.config import LocalEstate, RoadConfig
+from road.stack import RoadStack
+from road.stats import Drop, RoadStats
+
+__all__ = ["Drop", "LocalEstate", "RoadConfig", "RoadStack", "RoadStats", "events"]

@@ -109,7 +109,7 @@ class ReceivingSide(LinkState):
             stack._presence(remote, alive=True)
             return
         config = stack.config
-        remote.presence_due = now + config.period + (0.0 if stack.local.main else config.offset)
+        remote.presence_due = now + config.presence_delay(stack.local.main)
         remote.reap_due = now + config.reap_interval
 
     def _new_peer_stream(self, stream: int) -> None:

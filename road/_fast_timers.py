@@ -7,13 +7,12 @@ time to live of messages in flight and still queued.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import TYPE_CHECKING
 
-from road._fast_state import NEVER, LinkState
+from road._fast_state import LinkState
 
 if TYPE_CHECKING:
-    from road.remote import Outgoing
+    pass
 
 __all__ = ["TimersSide"]
 
@@ -122,16 +121,4 @@ class TimersSide(LinkState):
 
     def _expire_queued(self, now: float) -> None:
         """Give back the outbox's messages whose time to live ran out; watch the rest."""
-        remote, stack = self.remote, self.stack
-        upcoming = NEVER
-        if any(outgoing.expires <= now for outgoing in remote.outbox):
-            keep: deque[Outgoing] = deque()
-            for outgoing in remote.outbox:
-                if outgoing.expires <= now:
-                    stack._expire(remote, outgoing, "time to live ran out while queued")
-                else:
-                    keep.append(outgoing)
-            remote.outbox = keep
-        for outgoing in remote.outbox:
-            upcoming = min(upcoming, outgoing.expires)
-        self.outbox_expiry = upcoming
+        self.outbox_expiry = self.stack._expire_queued(self.remote, now)

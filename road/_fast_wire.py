@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import struct
-from dataclasses import dataclass
 
 from raetlike.errors import PacketError
 
@@ -21,19 +20,12 @@ __all__ = [
     "FRAME_MESSAGE_SIZE",
     "MESSAGE_HEAD",
     "MESSAGE_KIND",
-    "AckFrame",
-    "FastHeader",
     "FrameKind",
-    "MessageFrame",
-    "AbandonFrame",
     "is_fast",
     "pack_ack",
     "pack_abandon",
     "pack_header",
-    "pack_message_frame",
     "pack_message_head",
-    "parse_frames",
-    "parse_header",
     "read_frames",
     "read_header",
 ]
@@ -63,58 +55,6 @@ class FrameKind(enum.IntEnum):
     ABANDON = 3
 
 
-@dataclass(frozen=True, slots=True)
-class FastHeader:
-    """The clear header of a fast datagram."""
-
-    flags: int
-    """Reserved, 0."""
-    key_id: int
-    """Which session keys sealed it (a byte derived from the allow's shared secret)."""
-    destination_uid: int
-    """The receiver's uid for the sender (RAET's ``de``)."""
-    stream_id: int
-    """The sender's stream incarnation (random per sending stack and remote)."""
-    packet_number: int
-    """Per direction and key, from 0 upwards; the AEAD nonce counter."""
-
-
-@dataclass(frozen=True, slots=True)
-class MessageFrame:
-    """One chunk of one application message."""
-
-    number: int
-    """The message number in the sender's stream (1, 2, ...)."""
-    total: int
-    """The whole message's length in bytes."""
-    index: int
-    """This chunk's index, 0-based."""
-    chunks: int
-    """How many chunks the message has."""
-    body_kind: int
-    """The message's BodyKind wire value."""
-    data: bytes
-    """The chunk's bytes."""
-
-
-@dataclass(frozen=True, slots=True)
-class AckFrame:
-    """Packet numbers received: inclusive ranges, highest first."""
-
-    ranges: tuple[tuple[int, int], ...]
-    """(first, last) pairs."""
-
-
-@dataclass(frozen=True, slots=True)
-class AbandonFrame:
-    """The sender gave a message up (its time to live ran out): forget its chunks."""
-
-    number: int
-    """The message number."""
-
-
-Frame = MessageFrame | AckFrame | AbandonFrame
-
 # Plain ints for the hot paths: an IntEnum member lookup costs ~0.4 us here.
 _MESSAGE_KIND = int(FrameKind.MESSAGE)
 MESSAGE_KIND = _MESSAGE_KIND
@@ -136,7 +76,6 @@ def pack_header(key_id: int, destination_uid: int, stream_id: int, packet_number
 def read_header(data: bytes) -> tuple[int, int, int, int, int]:
     """The clear header's (flags, key id, destination uid, stream id, packet number).
 
-    The receive path's form of :func:`parse_header` (a tuple, no record):
     PacketError when ``data`` is not a fast datagram.
     """
     if len(data) < FAST_HEADER_SIZE:
@@ -145,18 +84,6 @@ def read_header(data: bytes) -> tuple[int, int, int, int, int]:
     if magic != FAST_MAGIC or layout != FAST_LAYOUT:
         raise PacketError("bad-head", "not a fast datagram")
     return flags, key_id, destination, stream, number
-
-
-def parse_header(data: bytes) -> FastHeader:
-    """The clear header of ``data``; PacketError when it is not a fast datagram."""
-    return FastHeader(*read_header(data))
-
-
-def pack_message_frame(number: int, total: int, index: int, chunks: int, *, body_kind: int,
-                       data: bytes) -> bytes:
-    """A MESSAGE frame carrying one chunk."""
-    return _MESSAGE.pack(_MESSAGE_KIND, number, total, index, chunks, body_kind,
-                         len(data)) + data
 
 
 def pack_message_head(number: int, total: int, index: int, chunks: int, *, body_kind: int,
@@ -189,9 +116,8 @@ def read_frames(plain: bytes) -> tuple[list[MessageFields], list[tuple[int, int]
                                        list[int]]:
     """The frames of an opened datagram as plain values: messages, ack ranges, abandons.
 
-    The receive path's form of :func:`parse_frames` (no records): ack ranges
-    are None when the datagram has no ACK frame (several ACK frames: the
-    ranges of all of them).  PacketError on anything malformed.
+    Ack ranges are None when the datagram has no ACK frame (several ACK frames:
+    the ranges of all of them).  PacketError on anything malformed.
     """
     messages: list[MessageFields] = []
     ranges: list[tuple[int, int]] | None = None
@@ -241,18 +167,3 @@ def _read_ranges(plain: bytes, offset: int, count: int, ranges: list[tuple[int, 
         ranges.append((first, last))
         offset += _RANGE.size
     return offset
-
-
-def parse_frames(plain: bytes) -> list[Frame]:
-    """The frames of an opened datagram as records; PacketError on anything malformed.
-
-    Messages first, then the acks (one frame), then the abandons: the order
-    :func:`read_frames` hands them to the receive path.
-    """
-    messages, ranges, abandons = read_frames(plain)
-    frames: list[Frame] = [MessageFrame(number, total, index, chunks, kind, bytes(data))
-                           for number, total, index, chunks, kind, data in messages]
-    if ranges is not None:
-        frames.append(AckFrame(tuple(ranges)))
-    frames.extend(AbandonFrame(number) for number in abandons)
-    return frames

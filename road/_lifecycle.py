@@ -22,15 +22,9 @@ if TYPE_CHECKING:
 
 
 def retry_delay(stack: RoadStack, remote: Remote) -> float:
-    """Seconds to the remote's next presence check: ``period`` (plus ``offset`` off main),
-    doubled on main for each of our attempts in a row it left unanswered, at most
-    ``retry_backoff_max``."""
-    config = stack.config
-    if not stack.local.main:
-        return config.period + config.offset
-    tries = min(stack._retries.get(remote.uid, 0), 30)
-    backoff: float = config.period * 2.0 ** tries
-    return min(backoff, max(config.period, config.retry_backoff_max))
+    """Seconds to the remote's next presence check (:meth:`RoadConfig.presence_delay`,
+    with our attempts in a row it left unanswered)."""
+    return stack.config.presence_delay(stack.local.main, stack._retries.get(remote.uid, 0))
 
 
 def start_join(stack: RoadStack, remote: Remote, *, renewal: bool = False,

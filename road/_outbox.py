@@ -7,6 +7,8 @@ its first argument is the stack.
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from road import events
@@ -79,6 +81,21 @@ def expire(stack: RoadStack, remote: Remote, outgoing: Outgoing, reason: str) ->
     stack.stats.messages_expired += 1
     stack._emit(events.MessageExpired(remote.name, outgoing.message_id, outgoing.body,
                                      reason))
+
+
+def expire_queued(stack: RoadStack, remote: Remote, now: float) -> float:
+    """Give back the outbox's messages whose time to live ran out by ``now``
+    (MessageExpired); the soonest expiry among those left (inf: none)."""
+    soonest = math.inf
+    keep: deque[Outgoing] = deque()
+    for outgoing in remote.outbox:
+        if outgoing.expires <= now:
+            expire(stack, remote, outgoing, "time to live ran out while queued")
+        else:
+            keep.append(outgoing)
+            soonest = min(soonest, outgoing.expires)
+    remote.outbox = keep
+    return soonest
 
 
 def delivered(stack: RoadStack, remote: Remote, messengent: Messengent, body: Any,

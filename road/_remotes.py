@@ -74,8 +74,7 @@ def add_remote(stack: RoadStack, remote: Remote) -> None:
         raise LocalProtocolError(f"a remote named {remote.name!r} exists already")
     stack.remotes[remote.uid] = remote
     stack.names[remote.name] = remote
-    delay = stack.config.period + (0.0 if stack.local.main else stack.config.offset)
-    remote.presence_due = stack.now + delay
+    remote.presence_due = stack.now + stack.config.presence_delay(stack.local.main)
     remote.reap_due = stack.now + stack.config.reap_interval
     stack._schedule(remote)
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
 from typing import TYPE_CHECKING
 
 from raetlike.wire.kinds import TransactionKind
 from road import _lifecycle, _remotes, events
 from road._transaction import Transaction
-from road.remote import Outgoing, Remote
+from road.remote import Remote
 
 if TYPE_CHECKING:
     from road.stack import RoadStack
@@ -44,6 +43,7 @@ def get_timer(stack: RoadStack) -> float | None:
 def handle_timer(stack: RoadStack, now: float) -> None:
     """Let due timers fire: redos, timeouts, presence, reaping, expiries, rejoins."""
     stack._tick(now)
+    now = stack.now  # (never behind the clock)
     heap = stack._transaction_timers
     fired: dict[Transaction, None] = {}
     while heap and heap[0][0] <= now:
@@ -115,16 +115,7 @@ def manage(stack: RoadStack, remote: Remote) -> None:
         remote.reaped = True
         stack._emit(events.RemoteReaped(remote.name))
     if remote.outbox_soonest <= stack.now:
-        keep: deque[Outgoing] = deque()
-        soonest = math.inf
-        for outgoing in remote.outbox:
-            if outgoing.expires <= stack.now:
-                stack._expire(remote, outgoing, "time to live ran out while queued")
-            else:
-                keep.append(outgoing)
-                soonest = min(soonest, outgoing.expires)
-        remote.outbox = keep
-        remote.outbox_soonest = soonest
+        remote.outbox_soonest = stack._expire_queued(remote, stack.now)
     while remote.done_transactions:
         tid, expires = next(iter(remote.done_transactions.items()))
         if expires > stack.now:

@@ -103,7 +103,6 @@ class Transaction:
         self.timeout_at = now + self.timeout if self.timeout > 0 else None
         self.redo_interval = self.redo_min
         self.last_sent: bytes | None = None
-        self.last_kind: PacketKind | None = None
         self.ended = False
         self.state: enum.Enum = self.initial_state()
 
@@ -245,7 +244,6 @@ class Transaction:
         traffic.bytes_out += len(data)
         if remember:
             self.last_sent = data
-            self.last_kind = packet_kind
             self.redo_at = self.stack.now + self.redo_interval
         return data
 

@@ -136,3 +136,12 @@ class RoadConfig:
     max_unvalidated_addresses: int = 4096
     """Addresses not yet validated whose byte budgets (3x bytes received, RFC 9000 8.1) and
     join-rate buckets are kept; past it the oldest is forgotten."""
+
+    def presence_delay(self, main: bool, unanswered: int = 0) -> float:
+        """Seconds to a remote's next presence check: ``period`` (plus ``offset`` off
+        main); on main doubled for each of ``unanswered`` attempts in a row, up to
+        ``retry_backoff_max``."""
+        if not main:
+            return self.period + self.offset
+        backoff: float = self.period * 2.0 ** min(unanswered, 30)
+        return min(backoff, max(self.period, self.retry_backoff_max))

@@ -114,7 +114,6 @@ class Remote:
     presence_due: float = 0.0
     reap_due: float = 0.0
     segments_in_flight: int = 0
-    unanswered_redos: int = 0
     outbox_soonest: float = math.inf
     """No queued message expires before this (the stack's timer heap holds an entry by then)."""
     round_trip: RoundTrip = field(default_factory=RoundTrip)

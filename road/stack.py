@@ -142,7 +142,7 @@ class RoadStack:
         outbox is full.  Its fate comes back as ``MessageSent`` or
         ``MessageExpired`` (never silence).
         """
-        if now is not None:
+        if now is not None and now > self.now:  # _tick, in line: the hot path
             self.now = now
         if self.closed:
             raise LocalProtocolError("the stack is closed")
@@ -210,7 +210,7 @@ class RoadStack:
             self._budget.credit(source, len(data))  # its answers may be 3x this (RFC 9000 8.1)
         try:
             if is_fast(data):
-                self._fast.receive(data, now)
+                self._fast.receive(data, self.now)
                 return
             try:
                 packet = parse_packet(data)
@@ -294,7 +294,9 @@ class RoadStack:
     # == helpers for the transactions =====================================
 
     def _tick(self, now: float | None) -> None:
-        if now is not None:
+        """Move the clock to ``now``; never back (a ``now`` behind it is ignored, as the
+        lane stack does: timers and expiries are measured on a clock that only goes on)."""
+        if now is not None and now > self.now:
             self.now = now
 
     def _queue(self, data: bytes, address: Address) -> None:
@@ -351,6 +353,7 @@ class RoadStack:
     _sent = _outbox.sent
     _requeue = _outbox.requeue
     _expire = _outbox.expire
+    _expire_queued = _outbox.expire_queued
     _delivered = _outbox.delivered
     _watch_expiry = _outbox.watch_expiry
 

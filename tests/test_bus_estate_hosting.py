@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lane import events as lane_events
 from raetlike.bus import BusMessage, BusNode, MessageType, encode
-from raetlike.bus._hosting import EstateBus
+from raetlike.hosting import EstateBus
 from road import events as road_events
 from road.stack import LocalEstate, RoadStack
 from tests.lanekit import LaneNet

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from raetlike.bus import Errno
-from raetlike.bus._hosting import LoopBus, bus_yard
+from raetlike.hosting import LoopBus, bus_yard
 from tests.test_manor_processes import Process
 
 DEADLINE = 10.0

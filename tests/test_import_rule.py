@@ -2,7 +2,8 @@
 
 The stacks and the foundations never touch sockets, selectors, asyncio or a
 clock (``time``): only the drivers do.  The messaging layer talks to channels,
-never to sockets or drivers.
+never to sockets or drivers.  Inside the stacks no module imports, at run time, one
+that imports it back (a cycle); imports for type checking only do not count.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ IO = {"socket", "select", "selectors", "asyncio", "time", "signal", "subprocess"
 DRIVERS = {"raetlike.udp", "raetlike.uxd", "raetlike.run", "raetlike.aio", "raetlike.flo",
            "raetlike.cli", "raetlike.estate", "raetlike.yard", "raetlike.ping",
            "raetlike.bench", "raetlike.chaos", "raetlike.demo", "raetlike.manor",
-           "raetlike.swarm"}
+           "raetlike.swarm", "raetlike.hosting"}
 FOUNDATIONS = {"raetlike.errors", "raetlike.wire", "raetlike.crypto", "raetlike.keep",
                "raetlike.dedup", "raetlike.names", "raetlike.localfiles"}
 MESSAGING = {"raetlike.sp", "raetlike.bus"}
@@ -35,6 +36,9 @@ RULES: dict[str, tuple[list[str], set[str]]] = {
                                            "raetlike.channels"}),
     "messaging": (["raetlike/sp"],
                   IO | DRIVERS | {"road", "lane", "raetlike.journal", "raetlike.pipeline"}),
+    # the bus attaches to the stacks' events (raetlike/bus/_glue.py); hosting it on a
+    # loop, a manor or sockets is the drivers' (raetlike/hosting.py)
+    "bus": (["raetlike/bus"], IO | DRIVERS | {"raetlike.journal", "raetlike.pipeline"}),
 }
 
 
@@ -47,6 +51,94 @@ def _imports(path: Path) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.append((node.lineno, node.module))
     return found
+
+
+def _type_only(node: ast.stmt) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _runtime_imports(path: Path, modules: set[str]) -> set[str]:
+    """The modules of ``modules`` that ``path`` imports when run (not under
+    ``if TYPE_CHECKING:``); ``from pkg import sub`` counts as ``pkg.sub``."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _type_only(child):
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if isinstance(child, ast.Import):
+                found.update(alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                named = [f"{child.module}.{alias.name}" for alias in child.names]
+                found.update(name for name in named if name in modules)
+                if not all(name in modules for name in named):
+                    found.add(child.module)
+            visit(child)
+
+    visit(ast.parse(path.read_text(), str(path)))
+    return found & modules
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+@pytest.mark.parametrize("package", ["road", "lane"])
+def test_a_stack_s_modules_import_each_other_in_one_direction_only(package: str) -> None:
+    files = _files([package])
+    modules = {_module_name(path) for path in files}
+    graph = {_module_name(path): _runtime_imports(path, modules) - {_module_name(path)}
+             for path in files}
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_check_finds_a_cycle_and_ignores_type_only_imports(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("from pkg import b\n")
+    (tmp_path / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                   "    from pkg import a\n")
+    modules = {"pkg.a", "pkg.b"}
+    graph = {"pkg.a": _runtime_imports(tmp_path / "a.py", modules),
+             "pkg.b": _runtime_imports(tmp_path / "b.py", modules)}
+    assert _cycles(graph) == []
+    graph["pkg.b"].add("pkg.a")
+    assert _cycles(graph) == [["pkg.a", "pkg.b"]]
 
 
 def _files(paths: list[str]) -> list[Path]:

@@ -10,13 +10,18 @@ from raetlike.crypto import counter_nonce
 from raetlike.wire.kinds import BodyKind
 from road import events
 from road._fast import FastLink
-from road._fast_wire import pack_header, pack_message_frame
+from road._fast_wire import pack_header, pack_message_head
 from road.config import RoadConfig
 from road.stats import Drop
 from tests.roadkit import MAIN, MINION, Pair, allowed_pair
 from tests.test_road_fast import capture, fast_pair
 
 RAW = int(BodyKind.RAW)
+
+
+def _frame(number: int, total: int, index: int, chunks: int, data: bytes) -> bytes:
+    """A MESSAGE frame carrying ``data`` as one raw chunk, as an attacker builds it."""
+    return pack_message_head(number, total, index, chunks, body_kind=RAW, size=len(data)) + data
 
 
 def _links(pair: Pair) -> tuple[FastLink, FastLink]:
@@ -58,7 +63,7 @@ def test_forged_fast_datagrams_change_nothing_before_their_tag_verifies() -> Non
     _flows(pair, 5)
     minion_link, main_link = _links(pair)
     before = _state(main_link)
-    real = _sealed(pair, pack_message_frame(10**6, 3, 0, 1, body_kind=RAW, data=b"abc"))
+    real = _sealed(pair, _frame(10**6, 3, 0, 1, b"abc"))
     forged = [
         real[:-1] + bytes([real[-1] ^ 1]),  # a flipped tag
         real[:8] + (minion_link.stream_id ^ 1).to_bytes(4, "big") + real[12:],  # another stream
@@ -102,8 +107,7 @@ def test_chunks_of_huge_announced_messages_cost_what_they_carry_and_are_freed() 
     try:
         before = tracemalloc.get_traced_memory()[0]
         for n in range(1500):  # message numbers far above anything real, 16,000 chunks each
-            frame = pack_message_frame(10**6 + n, 16_000_000, 7, 16_000, body_kind=RAW,
-                                       data=b"x" * 1000)
+            frame = _frame(10**6 + n, 16_000_000, 7, 16_000, b"x" * 1000)
             datagram = _sealed(pair, frame)
             sent += len(datagram)
             _feed(pair, datagram)
@@ -125,9 +129,8 @@ def test_chunks_of_huge_announced_messages_cost_what_they_carry_and_are_freed() 
 def test_chunks_announcing_more_than_max_message_size_or_impossible_shapes_are_refused() -> None:
     pair = fast_pair()
     _flows(pair, 5)
-    too_large = pack_message_frame(10**6, 20_000_000, 0, 22_223, body_kind=RAW, data=b"y" * 900)
-    impossible = pack_message_frame(10**6 + 1, 1_000_000, 0, 2**32 - 1, body_kind=RAW,
-                                    data=b"y" * 900)
+    too_large = _frame(10**6, 20_000_000, 0, 22_223, b"y" * 900)
+    impossible = _frame(10**6 + 1, 1_000_000, 0, 2**32 - 1, b"y" * 900)
     _feed(pair, _sealed(pair, too_large))
     _feed(pair, _sealed(pair, impossible))
     assert pair.main.stats.dropped[Drop.MESSAGE_TOO_LARGE] == 1

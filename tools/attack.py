@@ -721,7 +721,7 @@ def reassembly_fast(args: argparse.Namespace, start: Callable[..., Victim]) -> d
         link = links.get(remote.uid)
         if link is None or getattr(link, "send_key", None) is None:
             return {"skipped": "no fast link was negotiated with the victim"}
-        from road._fast_wire import pack_header, pack_message_frame  # noqa: PLC0415
+        from road._fast_wire import pack_header, pack_message_head  # noqa: PLC0415
         frame_data = args.fast_chunk
         frame_size = 24 + frame_data
         per_datagram = max(1, (args.fast_datagram - 20 - 16) // frame_size)
@@ -732,9 +732,9 @@ def reassembly_fast(args: argparse.Namespace, start: Callable[..., Victim]) -> d
             frames = []
             for _ in range(per_datagram):
                 number += 1
-                frames.append(pack_message_frame(number, 0xFFFFFFFF, 0, 0xFFFFFFFF,
-                                                 body_kind=int(BodyKind.RAW),
-                                                 data=os.urandom(frame_data)))
+                frames.append(pack_message_head(number, 0xFFFFFFFF, 0, 0xFFFFFFFF,
+                                                body_kind=int(BodyKind.RAW),
+                                                size=frame_data) + os.urandom(frame_data))
             header = pack_header(link.key_id, remote.far_uid, link.stream_id, packet_number)
             sealed = link.send_key.seal(b"".join(frames), counter_nonce(0, packet_number),
                                         header)

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from raetlike.bus import BusNode  # noqa: E402 - after the path is set
-from raetlike.bus._hosting import EstateBus, LoopBus, bus_yard  # noqa: E402
+from raetlike.hosting import EstateBus, LoopBus, bus_yard  # noqa: E402
 from raetlike.run import Loop  # noqa: E402
 from raetlike.swarm import SurveyHub  # noqa: E402
 from raetlike.udp import UdpDriver, parse_host_port  # noqa: E402

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from raetlike.errors import RaetError
+
 __all__ = [
     "ROUTE",
     "ERROR",
@@ -45,7 +47,7 @@ class Problem(StrEnum):
     UNDELIVERABLE = "undeliverable"
 
 
-class RouteError(ValueError):
+class RouteError(RaetError, ValueError):
     """A ``route`` entry that is not two triples of names."""
 
 

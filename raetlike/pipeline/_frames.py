@@ -11,6 +11,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
+from raetlike.errors import RaetError
+
 __all__ = ["ALL_GLOB", "CORRUPT_COLUMN", "JOURNAL_SCHEMA", "SEALED_GLOB",
            "NoJournalError", "find_journals", "hour_directories", "normalise",
            "read_json_journal", "stream_json_journal"]
@@ -36,7 +38,7 @@ JOURNAL_SCHEMA = StructType(
 _HOUR_DIRECTORY = re.compile(r"^date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})$")
 
 
-class NoJournalError(ValueError):
+class NoJournalError(RaetError, ValueError):
     """A path given as a journal holds no journal segments, itself or one level down."""
 
 
