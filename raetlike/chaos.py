@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TextIO
 
-from raetlike.ping import format_address
-from raetlike.udp import Address
+from raetlike.udp import Address, format_address
 
 __all__ = [
     "ChaosCounters",

@@ -16,8 +16,8 @@ from typing import Protocol
 
 from raetlike.errors import AddressError
 
-__all__ = ["Address", "DatagramStack", "UdpDriver", "bind_udp", "parse_host_port", "resolve",
-           "family_of"]
+__all__ = ["Address", "DatagramStack", "UdpDriver", "bind_udp", "family_of", "format_address",
+           "parse_host_port", "resolve"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,12 @@ class DatagramStack(Protocol):
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, Address]]: ...
     def get_timer(self) -> float | None: ...
     def handle_timer(self, now: float) -> None: ...
+
+
+def format_address(address: Address) -> str:
+    """``HOST:PORT``, with brackets around an IPv6 host."""
+    host, port = address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def parse_host_port(text: str, default_host: str = "127.0.0.1") -> Address:

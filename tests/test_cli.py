@@ -136,7 +136,7 @@ def test_a_main_estate_leaves_a_join_pending_by_default_and_logs_the_command_tha
         assert role.startswith("ping-")
         assert before["accepted"] == []
         (line,) = [line for line in estate.log.read_text().splitlines() if "pending" in line]
-        assert " WARNING raetlike.estate: estate main: join from " in line
+        assert " WARNING raetlike.cli.estate: estate main: join from " in line
         told = line.partition(" is pending; accept it with: ")[2]
         assert told == f"raetlike keys accept {role} --keep {keep / 'main'}"
         assert re.search(rf"join from '{role}' \(role '{role}', 127\.0\.0\.1:\d+\) is", line)

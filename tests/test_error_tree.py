@@ -13,21 +13,17 @@ from raetlike.errors import RaetError
 
 
 def _modules() -> list[str]:
-    names = []
+    names = [package.__name__ for package in (raetlike, road, lane)]
     for package in (raetlike, road, lane):
-        names.append(package.__name__)
-        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
-            if not info.name.endswith("__main__"):
-                names.append(info.name)
+        names.extend(info.name for info in pkgutil.walk_packages(
+            package.__path__, f"{package.__name__}.") if not info.name.endswith("__main__"))
     return names
 
 
 def test_every_exception_class_defined_here_is_a_raet_error() -> None:
-    outside = []
-    for name in _modules():
-        module = importlib.import_module(name)
-        for value in vars(module).values():
-            if (inspect.isclass(value) and issubclass(value, BaseException)
-                    and value.__module__ == name and not issubclass(value, RaetError)):
-                outside.append(f"{name}.{value.__qualname__}")
+    outside = [f"{name}.{value.__qualname__}"
+               for name in _modules()
+               for value in vars(importlib.import_module(name)).values()
+               if inspect.isclass(value) and issubclass(value, BaseException)
+               and value.__module__ == name and not issubclass(value, RaetError)]
     assert outside == []

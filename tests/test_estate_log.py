@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from raetlike.estate import EstateOptions, _Estate, default_auto
+from raetlike.cli.estate import EstateOptions, _Estate, default_auto
 from raetlike.wire.kinds import AutoMode
 from road import events
 
@@ -39,7 +39,7 @@ def test_the_estate_keep_and_stack_use_the_main_default(estate: _Estate) -> None
 def test_a_pending_join_is_one_warning_saying_how_to_accept_it_however_often_it_retries(
         estate: _Estate, caplog: pytest.LogCaptureFixture) -> None:
     estate.stack.add_remote(("127.0.0.1", 5555), name="minion")
-    caplog.set_level(logging.DEBUG, logger="raetlike.estate")
+    caplog.set_level(logging.DEBUG, logger="raetlike.cli.estate")
     for _ in range(5):  # the joiner retries while it waits: each attempt is pending again
         estate.handle(events.JoinPending("minion", "minion", local=True))
     keep = estate.keep.keep.directory
@@ -71,7 +71,7 @@ def test_a_shell_unsafe_keep_path_is_quoted_in_the_command(
 def test_control_characters_in_names_from_the_network_never_reach_the_log(
         estate: _Estate, caplog: pytest.LogCaptureFixture) -> None:
     hostile = "evil\x1b[2J\x1b[31m\nestate main: joined admin"
-    caplog.set_level(logging.DEBUG, logger="raetlike.estate")
+    caplog.set_level(logging.DEBUG, logger="raetlike.cli.estate")
     estate.handle(events.JoinPending(hostile, hostile, local=True))
     estate.handle(events.Joined(hostile, uid=7, main=False, initiator=False))
     estate.handle(events.JoinRejected(hostile, f"reason {hostile}"))

@@ -17,8 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 IO = {"socket", "select", "selectors", "asyncio", "time", "signal", "subprocess"}
 DRIVERS = {"raetlike.udp", "raetlike.uxd", "raetlike.run", "raetlike.aio", "raetlike.flo",
-           "raetlike.cli", "raetlike.estate", "raetlike.yard", "raetlike.ping",
-           "raetlike.bench", "raetlike.chaos", "raetlike.demo", "raetlike.manor",
+           "raetlike.cli", "raetlike.bench", "raetlike.chaos", "raetlike.demo", "raetlike.manor",
            "raetlike.swarm", "raetlike.hosting"}
 FOUNDATIONS = {"raetlike.errors", "raetlike.wire", "raetlike.crypto", "raetlike.keep",
                "raetlike.dedup", "raetlike.names", "raetlike.localfiles"}

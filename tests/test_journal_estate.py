@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from raetlike.cli.ping import ping
 from raetlike.journal import RecordKind, journal_files, read_journal
-from raetlike.ping import ping
 from raetlike.udp import parse_host_port
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from raetlike.cli import main
-from raetlike.ping import PingError, ping_yard
+from raetlike.cli.ping import PingError, ping_yard
 
 ROOT = Path(__file__).resolve().parent.parent
 START = 10.0  # seconds a yard process gets to print its socket path

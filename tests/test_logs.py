@@ -93,4 +93,5 @@ def test_an_echo_main_logs_no_line_per_message_and_json_lines_parse(tmp_path: Pa
     assert len(lines) < 15, lines  # 300 messages, and no line for each
     records = [json.loads(line) for line in lines]
     assert {"ts", "level", "logger", "msg"} <= set(records[0])
-    assert any(r["logger"] == "raetlike.estate" and "allowed ping-" in r["msg"] for r in records)
+    assert any(r["logger"] == "raetlike.cli.estate" and "allowed ping-" in r["msg"]
+               for r in records)

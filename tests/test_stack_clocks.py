@@ -3,6 +3,8 @@ clock read on another core, a test's stale value) is ignored, never taken back."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from lane import LaneStack, LocalYard
 from road.stack import LocalEstate, RoadConfig, RoadStack
 
@@ -20,8 +22,8 @@ def test_a_road_stack_s_clock_never_goes_back() -> None:
     assert stack.now == 101.0
 
 
-def test_a_lane_stack_s_clock_never_goes_back() -> None:
-    stack = LaneStack(LocalYard("a", "lane", "/tmp/unused-lane-dir"), now=100.0)
+def test_a_lane_stack_s_clock_never_goes_back(tmp_path: Path) -> None:
+    stack = LaneStack(LocalYard("a", "lane", str(tmp_path)), now=100.0)
     stack.handle_timer(50.0)
     stack.receive_datagram(b"garbage", None, 40.0)
     assert stack.now == 100.0

@@ -4,7 +4,7 @@ Starts a main manor (``raetlike estate main --main --echo --lane moon``), an
 echo yard on its lane, and a minion manor (``--lane sun``) joined to it; this
 process is the yard ``asker`` on the minion's lane.  It times sequential
 round trips asker -> echo yard and back through both manors, and beside them
-sequential road round trips to the same main estate (``raetlike.ping`` with a
+sequential road round trips to the same main estate (``raetlike.cli.ping`` with a
 window of 1, the main manor echoing plain road messages).
 
 Usage: ``.venv/bin/python tools/bench_manor.py [--count 1000] [--size 100]``
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lane import LaneConfig, LaneStack, LocalYard, events
-from raetlike.ping import percentile, ping
+from raetlike.cli.ping import percentile, ping
 from raetlike.run import Loop
 from raetlike.udp import parse_host_port
 from raetlike.uxd import UxdDriver

@@ -22,14 +22,14 @@ from lane import LaneConfig, LaneStack, LocalYard
 from lane import events as lane_events
 from raetlike.errors import BackpressureError, RaetError
 from raetlike.run import Loop
-from raetlike.udp import Address, UdpDriver, resolve
+from raetlike.udp import Address, UdpDriver, format_address, resolve
 from raetlike.uxd import UxdDriver, socket_is_live
 from raetlike.wire.kinds import AutoMode
 from road import events
 from road.keeping import MemoryKeep
 from road.stack import LocalEstate, RoadConfig, RoadStack
 
-__all__ = ["PingError", "PingResult", "ping", "ping_yard", "percentile", "format_address"]
+__all__ = ["PingError", "PingResult", "ping", "ping_yard", "percentile"]
 
 log = logging.getLogger(__name__)
 
@@ -107,12 +107,6 @@ def percentile(values: tuple[float, ...] | list[float], rank: float) -> float:
     ordered = sorted(values)
     index = max(0, math.ceil(rank / 100 * len(ordered)) - 1)
     return ordered[min(index, len(ordered) - 1)]
-
-
-def format_address(address: Address) -> str:
-    """``HOST:PORT``, with brackets around an IPv6 host."""
-    host, port = address
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class _EchoRun:

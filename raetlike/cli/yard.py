@@ -21,14 +21,14 @@ from typing import Any, TextIO
 
 from lane import LaneConfig, LaneStack, LocalYard, events
 from raetlike.bus import BusAttachment, BusNode
-from raetlike.hosting import ECHO_PREFIX, echo, timer_task
 from raetlike.channels import LaneChannel
 from raetlike.errors import RaetError
+from raetlike.hosting import ECHO_PREFIX, echo, timer_task
 from raetlike.manor import MANOR_YARD, RouteError, is_error, parse_route, with_route
 from raetlike.metrics import StatsLines, Watch, serve_metrics
 from raetlike.names import safe_name
-from raetlike.ping import format_address
 from raetlike.run import Loop
+from raetlike.udp import format_address
 from raetlike.uxd import UxdDriver
 
 __all__ = ["YardOptions", "echo_of", "run_yard"]

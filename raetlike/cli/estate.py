@@ -30,17 +30,16 @@ from typing import Any, TextIO
 
 from lane.yard import LocalYard, yard_path
 from raetlike.bus import BusConfig, BusNode
-from raetlike.hosting import ECHO_PREFIX, EstateBus, echo, timer_task
 from raetlike.durable import DurableConfig, DurableMessageReceived, DurableRoad
 from raetlike.errors import BackpressureError, LocalProtocolError
+from raetlike.hosting import ECHO_PREFIX, EstateBus, echo, timer_task
 from raetlike.journal import JournalWriter
 from raetlike.keep import default_auto
 from raetlike.manor import MANOR_YARD, ManorHouse
 from raetlike.metrics import StatsLines, Watch, serve_metrics
 from raetlike.names import quoted_name, safe_name
-from raetlike.ping import format_address
 from raetlike.run import Loop
-from raetlike.udp import Address, UdpDriver, bind_udp
+from raetlike.udp import Address, UdpDriver, bind_udp, format_address
 from raetlike.uxd import check_socket_path
 from raetlike.wire.kinds import AutoMode
 from road import events

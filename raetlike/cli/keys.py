@@ -9,8 +9,8 @@ import argparse
 import json
 from pathlib import Path
 
+from raetlike.cli.estate import default_keep_dir
 from raetlike.errors import KeepError
-from raetlike.estate import default_keep_dir
 from raetlike.keep import Acceptance, Keep
 
 __all__ = ["run_keys"]

@@ -17,14 +17,9 @@ from typing import Any, NoReturn
 
 from lane.yard import check_name as check_lane_name
 from raetlike import __version__
-from raetlike.durable import DurableConfig
-from raetlike.errors import AddressError, RaetError
-from raetlike.estate import EstateOptions, default_keep_dir, run_estate
-from raetlike.journal import FsyncPolicy
-from raetlike.keycmd import run_keys
-from raetlike.logs import FORMATS, setup_logging
-from raetlike.names import InvalidNameError, name_problem, quoted_name
-from raetlike.ping import (
+from raetlike.cli.estate import EstateOptions, default_keep_dir, run_estate
+from raetlike.cli.keys import run_keys
+from raetlike.cli.ping import (
     DEFAULT_COUNT,
     DEFAULT_SIZE,
     DEFAULT_TIMEOUT,
@@ -33,6 +28,11 @@ from raetlike.ping import (
     ping,
     ping_yard,
 )
+from raetlike.durable import DurableConfig
+from raetlike.errors import AddressError, RaetError
+from raetlike.journal import FsyncPolicy
+from raetlike.logs import FORMATS, setup_logging
+from raetlike.names import InvalidNameError, name_problem, quoted_name
 from raetlike.udp import Address, family_of, parse_host_port, resolve
 from raetlike.wire.kinds import AutoMode
 
@@ -451,7 +451,7 @@ def _estate(args: argparse.Namespace) -> int:
 
 
 def _yard(args: argparse.Namespace) -> int:
-    from raetlike.yard import YardOptions, run_yard  # noqa: PLC0415 - only this command
+    from raetlike.cli.yard import YardOptions, run_yard  # noqa: PLC0415 - only this command
 
     options = YardOptions(name=args.name, lane=args.lane, main=args.main, echo=args.echo,
                           bus=args.bus, metrics=args.metrics, stats_every=args.stats_every,
