@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from raetlike.wire.kinds import PacketKind, TransactionKind
 from raetlike.wire.packet import Packet
 from road._rejoin import rejoin_when_unjoined
-from road._transaction import Transaction
+from road._transaction import Rule, Transaction
 
 if TYPE_CHECKING:
     from road.remote import Remote
@@ -47,39 +47,31 @@ class Aliver(Transaction):
         self.fail("no answer")
         self.stack._presence(self.remote, alive=False, reason="no answer to alive")
 
-    def on_ack(self, packet: Packet) -> None:
-        if self.open(packet, signed=True) is None:
-            return
+    def on_ack(self, _packet: Packet, _body: Any) -> None:
         self.end()
         self.stack._presence(self.remote, alive=True)
 
-    def on_refuse(self, packet: Packet) -> None:
-        if self.open(packet, signed=True) is None:
-            return
+    def on_refuse(self, _packet: Packet, _body: Any) -> None:
         self.fail("refused")
 
-    def on_reject(self, packet: Packet) -> None:
-        if self.open(packet, signed=True) is None:
-            return
+    def on_reject(self, _packet: Packet, _body: Any) -> None:
         self.fail("rejected")
         self.stack._presence(self.remote, alive=False, reason="alive rejected")
 
     on_unjoined = rejoin_when_unjoined
 
-    def on_unallowed(self, packet: Packet) -> None:
-        if self.open(packet, signed=True) is None:
-            return
+    def on_unallowed(self, _packet: Packet, _body: Any) -> None:
         self.remote.allowed = False
         self.fail("far side says we are not allowed")
         self.stack._start_allow(self.remote)
 
-    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {
-        (States.ASKED, PacketKind.ACK): on_ack,
-        (States.ASKED, PacketKind.NACK): on_refuse,
-        (States.ASKED, PacketKind.REFUSE): on_refuse,
-        (States.ASKED, PacketKind.REJECT): on_reject,
-        (States.ASKED, PacketKind.UNJOINED): on_unjoined,
-        (States.ASKED, PacketKind.UNALLOWED): on_unallowed,
+    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {
+        (States.ASKED, PacketKind.ACK): Rule(on_ack),
+        (States.ASKED, PacketKind.NACK): Rule(on_refuse),
+        (States.ASKED, PacketKind.REFUSE): Rule(on_refuse),
+        (States.ASKED, PacketKind.REJECT): Rule(on_reject),
+        (States.ASKED, PacketKind.UNJOINED): Rule(on_unjoined),
+        (States.ASKED, PacketKind.UNALLOWED): Rule(on_unallowed),
     }
 
 

@@ -19,7 +19,7 @@ from raetlike.wire.kinds import BodyKind, FootKind, PacketKind, TransactionKind
 from raetlike.wire.packet import Packet
 from road import events
 from road._rejoin import rejoin_when_unjoined
-from road._transaction import Transaction
+from road._transaction import Rule, Transaction
 from road.stats import Drop
 
 if TYPE_CHECKING:
@@ -54,24 +54,18 @@ class _Allow(Transaction):
         self.stack.stats.nacks_sent += 1
         self.fail(f"sent {kind.name}")
 
-    def open_raw(self, packet: Packet) -> bytes | None:
-        body = self.open(packet, signed=True)
-        if body is None:
-            return None
+    def raw(self, body: Any) -> bytes | None:
+        """An allow's body as the raw bytes it must be; None (counted) for anything else."""
         if not isinstance(body, bytes):
             self.stack.stats.drop(Drop.INVALID_BODY)
             return None
         return body
 
-    def on_refuse(self, packet: Packet) -> None:
-        if self.open(packet, signed=True) is None:
-            return
+    def on_refuse(self, _packet: Packet, _body: Any) -> None:
         self.fail("refused")
         self.stack._emit(events.AllowFailed(self.remote.name, "refused by the far side"))
 
-    def on_reject(self, packet: Packet) -> None:
-        if self.open(packet, signed=True) is None:
-            return
+    def on_reject(self, _packet: Packet, _body: Any) -> None:
         self.remote.allowed = False
         self.fail("rejected")
         self.stack._emit(events.AllowFailed(self.remote.name, "rejected by the far side"))
@@ -110,8 +104,8 @@ class Allower(_Allow):
                        self.transaction_id, False))
         self.send(PacketKind.HELLO, body, secure=False)
 
-    def on_cookie(self, packet: Packet) -> None:
-        body = self.open_raw(packet)
+    def on_cookie(self, _packet: Packet, opened: Any) -> None:
+        body = self.raw(opened)
         if body is None:
             return
         remote, local = self.remote, self.stack.local
@@ -146,12 +140,10 @@ class Allower(_Allow):
         self.state = self.States.INITIATE
         self.send(PacketKind.INITIATE, initiate, secure=False)
 
-    def on_duplicate(self, _packet: Packet) -> None:
+    def on_duplicate(self, _packet: Packet, _body: Any) -> None:
         self.stack.stats.drop(Drop.DUPLICATE)
 
-    def on_ack(self, packet: Packet) -> None:
-        if self.open(packet, signed=True) is None:
-            return
+    def on_ack(self, _packet: Packet, _body: Any) -> None:
         self.send(PacketKind.ACK, b"", secure=False, remember=False)
         self.end()
         self.stack._session_started(self.remote)
@@ -159,10 +151,18 @@ class Allower(_Allow):
 
     on_unjoined = rejoin_when_unjoined
 
-    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {
-        (States.HELLO, PacketKind.COOKIE): on_cookie,
-        (States.INITIATE, PacketKind.COOKIE): on_duplicate,
-        (States.INITIATE, PacketKind.ACK): on_ack,
+    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {
+        (States.HELLO, PacketKind.COOKIE): Rule(on_cookie),
+        (States.INITIATE, PacketKind.COOKIE): Rule(on_duplicate),
+        (States.INITIATE, PacketKind.ACK): Rule(on_ack),
+        (States.HELLO, PacketKind.NACK): Rule(_Allow.on_refuse),
+        (States.HELLO, PacketKind.REFUSE): Rule(_Allow.on_refuse),
+        (States.HELLO, PacketKind.REJECT): Rule(_Allow.on_reject),
+        (States.HELLO, PacketKind.UNJOINED): Rule(on_unjoined),
+        (States.INITIATE, PacketKind.NACK): Rule(_Allow.on_refuse),
+        (States.INITIATE, PacketKind.REFUSE): Rule(_Allow.on_refuse),
+        (States.INITIATE, PacketKind.REJECT): Rule(_Allow.on_reject),
+        (States.INITIATE, PacketKind.UNJOINED): Rule(on_unjoined),
     }
 
 
@@ -187,7 +187,7 @@ class Allowent(_Allow):
     def start(self, index: Any) -> None:
         """Check the hello that created us, answer with a cookie."""
         stack, remote = self.stack, self.remote
-        body = self.open_raw(self.hello)
+        body = self.raw(self.open(self.hello, signed=True))
         if body is None:
             return
         if len(body) == HELLO.size and HELLO.unpack(body)[1] in remote.allowed_hellos:
@@ -233,8 +233,8 @@ class Allowent(_Allow):
         sealed = crypto.box(stuff, nonce, stack.local.private_key, short_peer)
         self.send(PacketKind.COOKIE, COOKIE.pack(sealed, nonce), secure=False)
 
-    def on_initiate(self, packet: Packet) -> None:
-        body = self.open_raw(packet)
+    def on_initiate(self, _packet: Packet, opened: Any) -> None:
+        body = self.raw(opened)
         if body is None:
             return
         remote, local = self.remote, self.stack.local
@@ -276,18 +276,14 @@ class Allowent(_Allow):
         self.state = self.States.ACKED
         self.stack._session_started(remote)
 
-    def on_duplicate_hello(self, _packet: Packet) -> None:
+    def on_duplicate_hello(self, _packet: Packet, _body: Any) -> None:
         self.stack.stats.drop(Drop.DUPLICATE)
 
-    def on_duplicate_initiate(self, packet: Packet) -> None:
+    def on_duplicate_initiate(self, _packet: Packet, _body: Any) -> None:
         """Our ack was lost: say it again, without allowing twice."""
-        if self.open(packet, signed=True) is None:
-            return
         self.resend_last()
 
-    def on_final(self, packet: Packet) -> None:
-        if self.open(packet, signed=True) is None:
-            return
+    def on_final(self, _packet: Packet, _body: Any) -> None:
         self.end()
         self.stack._allowed(self.remote)
 
@@ -304,22 +300,19 @@ class Allowent(_Allow):
         if self.state is self.States.COOKIE:
             self.resend_last()
 
-    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {
-        (States.COOKIE, PacketKind.HELLO): on_duplicate_hello,
-        (States.COOKIE, PacketKind.INITIATE): on_initiate,
-        (States.ACKED, PacketKind.HELLO): on_duplicate_hello,
-        (States.ACKED, PacketKind.INITIATE): on_duplicate_initiate,
-        (States.ACKED, PacketKind.ACK): on_final,
+    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {
+        (States.COOKIE, PacketKind.HELLO): Rule(on_duplicate_hello),
+        (States.COOKIE, PacketKind.INITIATE): Rule(on_initiate),
+        (States.COOKIE, PacketKind.NACK): Rule(_Allow.on_refuse),
+        (States.COOKIE, PacketKind.REFUSE): Rule(_Allow.on_refuse),
+        (States.COOKIE, PacketKind.REJECT): Rule(_Allow.on_reject),
+        (States.ACKED, PacketKind.HELLO): Rule(on_duplicate_hello),
+        (States.ACKED, PacketKind.INITIATE): Rule(on_duplicate_initiate),
+        (States.ACKED, PacketKind.ACK): Rule(on_final),
+        # once we acked, a nack means the initiator finished and no longer knows the
+        # transaction (it nacks a duplicate of our ack): the session stands, as when the
+        # final ack is lost
+        (States.ACKED, PacketKind.NACK): Rule(on_final),
+        (States.ACKED, PacketKind.REFUSE): Rule(_Allow.on_refuse),
+        (States.ACKED, PacketKind.REJECT): Rule(_Allow.on_reject),
     }
-
-
-for _cls in (Allower, Allowent):
-    for _state in _cls.States:
-        _cls.RULES[(_state, PacketKind.NACK)] = _Allow.on_refuse
-        _cls.RULES[(_state, PacketKind.REFUSE)] = _Allow.on_refuse
-        _cls.RULES[(_state, PacketKind.REJECT)] = _Allow.on_reject
-for _state in Allower.States:
-    Allower.RULES[(_state, PacketKind.UNJOINED)] = Allower.on_unjoined
-# Once we acked, a nack means the initiator finished and no longer knows the transaction
-# (it nacks a duplicate of our ack): the session stands, as when the final ack is lost.
-Allowent.RULES[(Allowent.States.ACKED, PacketKind.NACK)] = Allowent.on_final

@@ -17,6 +17,7 @@ is signed and proves the keys, moves an established remote on.
 from __future__ import annotations
 
 import enum
+import itertools
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -26,7 +27,7 @@ from raetlike.names import is_valid_name, safe_name
 from raetlike.wire.kinds import Acceptance, BodyKind, PacketKind, TransactionKind
 from raetlike.wire.packet import Packet
 from road import events
-from road._transaction import Transaction
+from road._transaction import Rule, Transaction
 from road.stats import Drop
 
 if TYPE_CHECKING:
@@ -135,6 +136,7 @@ class _Join(Transaction):
     """What the joiner and joinent sides share: bookkeeping, nacks, pending and the verdict."""
 
     kind: ClassVar[TransactionKind] = TransactionKind.JOIN
+    signed: ClassVar[bool] = False  # RAET's join packets carry no signature
     timeout: ClassVar[float] = 5.0
     pend_redo: ClassVar[float] = 1.0
     vacuous: bool
@@ -276,19 +278,14 @@ class Joiner(_Join):
 
     # -- rules ------------------------------------------------------------
 
-    def on_pend(self, packet: Packet) -> None:
-        if self.open(packet, signed=False) is None:
-            return
+    def on_pend(self, _packet: Packet, _body: Any) -> None:
         if self.state is not self.States.PENDED:
             self.stack._emit(events.JoinPending(self.remote.name, self.remote.role, local=False))
         self.state = self.States.PENDED
         self.redo_at = self.stack.now + self.pend_redo
         self.timeout_at = self.stack.now + PENDING_TIMEOUT
 
-    def on_response(self, packet: Packet) -> None:
-        body = self.open(packet, signed=False)
-        if body is None:
-            return
+    def on_response(self, _packet: Packet, body: Any) -> None:
         cred = parse_credentials(body, need_uid=True)
         if cred is None or cred.uid is None:
             self.stack.stats.drop(Drop.INVALID_BODY)
@@ -367,16 +364,12 @@ class Joiner(_Join):
         self.end()
         self.stack._joined(self.remote, initiator=True)
 
-    def on_refuse(self, packet: Packet) -> None:
-        if self.open(packet, signed=False) is None:
-            return
+    def on_refuse(self, _packet: Packet, _body: Any) -> None:
         self.fail("refused")
         self.stack._emit(events.JoinFailed(self.remote.name, "refused by the far side"))
         self.stack._join_ended(self.remote, joined=False)
 
-    def on_reject(self, packet: Packet) -> None:
-        if self.open(packet, signed=False) is None:
-            return
+    def on_reject(self, _packet: Packet, _body: Any) -> None:
         self.fail("rejected")
         self.stack._emit(events.JoinRejected(self.remote.name, "rejected by the far side"))
         if self.established:  # unsigned: it ends this join, not what we hold of the remote
@@ -384,9 +377,7 @@ class Joiner(_Join):
             return
         self.stack._remove_remote(self.remote, "join rejected by the far side")
 
-    def on_renew(self, packet: Packet) -> None:
-        if self.open(packet, signed=False) is None:
-            return
+    def on_renew(self, _packet: Packet, _body: Any) -> None:
         if not self.stack.config.mutable:
             self.fail("renew on an immutable road")
             self.stack._emit(events.JoinFailed(self.remote.name, "renew refused: road immutable"))
@@ -396,16 +387,15 @@ class Joiner(_Join):
         self.stack._save_remote(self.remote)
         self.stack._start_join(self.remote, renewal=True)
 
-    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {}
-
-
-for _state in Joiner.States:
-    Joiner.RULES[(_state, PacketKind.RESPONSE)] = Joiner.on_response
-    Joiner.RULES[(_state, PacketKind.PEND)] = Joiner.on_pend
-    Joiner.RULES[(_state, PacketKind.NACK)] = Joiner.on_refuse
-    Joiner.RULES[(_state, PacketKind.REFUSE)] = Joiner.on_refuse
-    Joiner.RULES[(_state, PacketKind.REJECT)] = Joiner.on_reject
-    Joiner.RULES[(_state, PacketKind.RENEW)] = Joiner.on_renew
+    # Every answer is taken in every state: a joinent resends its answers, and an operator
+    # on either side may decide at any time (a response after a pend, a reject while our
+    # keep is pending), so the state does not narrow what may come.
+    _ANSWERS = ((PacketKind.RESPONSE, on_response), (PacketKind.PEND, on_pend),
+                (PacketKind.NACK, on_refuse), (PacketKind.REFUSE, on_refuse),
+                (PacketKind.REJECT, on_reject), (PacketKind.RENEW, on_renew))
+    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {
+        (state, kind): Rule(handler)
+        for state, (kind, handler) in itertools.product(States, _ANSWERS)}
 
 
 class Joinent(_Join):
@@ -577,43 +567,35 @@ class Joinent(_Join):
 
     # -- rules ------------------------------------------------------------
 
-    def on_duplicate(self, _packet: Packet) -> None:
+    def on_duplicate(self, _packet: Packet, _body: Any) -> None:
         self.stack.stats.drop(Drop.DUPLICATE)
 
-    def on_ack(self, packet: Packet) -> None:
-        if self.open(packet, signed=False) is None:
-            return
+    def on_ack(self, _packet: Packet, _body: Any) -> None:
         self.mark_joined()
         self.end()
         self.stack._joined(self.remote, initiator=False)
 
-    def on_pend(self, packet: Packet) -> None:
-        if self.open(packet, signed=False) is None:
-            return
+    def on_pend(self, _packet: Packet, _body: Any) -> None:
         self.state = self.States.PENDED
         self.redo_at = self.stack.now + self.pend_redo
         self.timeout_at = self.stack.now + PENDING_TIMEOUT  # the joiner's operator decides
 
-    def on_refuse(self, packet: Packet) -> None:
-        if self.open(packet, signed=False) is None:
-            return
+    def on_refuse(self, _packet: Packet, _body: Any) -> None:
         self.fail("refused by joiner")
 
-    def on_reject(self, packet: Packet) -> None:
-        if self.open(packet, signed=False) is None:
-            return
+    def on_reject(self, _packet: Packet, _body: Any) -> None:
         self.fail("rejected by joiner")
         if self.remote.uid in self.stack.remotes and not self.established:
             self.stack._remove_remote(self.remote, "joiner rejected us")
 
-    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {}
-
-
-for _joinent_state in Joinent.States:
-    Joinent.RULES[(_joinent_state, PacketKind.REQUEST)] = Joinent.on_duplicate
-    Joinent.RULES[(_joinent_state, PacketKind.NACK)] = Joinent.on_refuse
-    Joinent.RULES[(_joinent_state, PacketKind.REFUSE)] = Joinent.on_refuse
-    Joinent.RULES[(_joinent_state, PacketKind.REJECT)] = Joinent.on_reject
-for _waiting in (Joinent.States.RESPONDED, Joinent.States.PENDED):
-    Joinent.RULES[(_waiting, PacketKind.ACK)] = Joinent.on_ack
-    Joinent.RULES[(_waiting, PacketKind.PEND)] = Joinent.on_pend
+    # a repeated request, a nack, refuse or reject may come in any state; the joiner's ack
+    # or pend only once we answered (responded, or it pended our response)
+    _ANY_TIME = ((PacketKind.REQUEST, on_duplicate), (PacketKind.NACK, on_refuse),
+                 (PacketKind.REFUSE, on_refuse), (PacketKind.REJECT, on_reject))
+    _ANSWERED = ((PacketKind.ACK, on_ack), (PacketKind.PEND, on_pend))
+    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {
+        **{(state, kind): Rule(handler)
+           for state, (kind, handler) in itertools.product(States, _ANY_TIME)},
+        **{(state, kind): Rule(handler) for state, (kind, handler) in itertools.product(
+            (States.RESPONDED, States.PENDED), _ANSWERED)},
+    }

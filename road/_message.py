@@ -23,7 +23,7 @@ from raetlike.wire.kinds import BodyKind, CoatKind, Flag, FootKind, PacketKind, 
 from raetlike.wire.packet import Packet
 from raetlike.wire.segment import Reassembly
 from raetlike.wire.template import PacketTemplate
-from road._transaction import Transaction
+from road._transaction import Rule, Transaction
 from road.stats import Drop
 
 if TYPE_CHECKING:
@@ -211,19 +211,14 @@ class Messenger(Transaction):
 
     # -- answers --------------------------------------------------------------------
 
-    def on_ack(self, packet: Packet) -> None:
-        if self.open(packet, signed=True) is None:
-            return
+    def on_ack(self, packet: Packet, _body: Any) -> None:
         self._answered()
         if not self.misseds and not self.bursts:  # (a later burst explains a lower ack)
             following = packet.head.segment_number + 1
             self.current = min(self.current, following)
         self.pump()
 
-    def on_resend(self, packet: Packet) -> None:
-        body = self.open(packet, signed=True)
-        if body is None:
-            return
+    def on_resend(self, _packet: Packet, body: Any) -> None:
         self.stack.stats.resend_requests_received += 1
         misseds = body.get("misseds") if isinstance(body, dict) else None
         if not isinstance(misseds, list) or not all(
@@ -236,16 +231,12 @@ class Messenger(Transaction):
             self.misseds[number] = None
         self.pump()
 
-    def on_done(self, packet: Packet) -> None:
-        if self.open(packet, signed=True) is None:
-            return
+    def on_done(self, _packet: Packet, _body: Any) -> None:
         self._answered(more=False)
         self.end()
         self.stack._sent(self.remote, self.outgoing)
 
-    def on_nack(self, packet: Packet) -> None:
-        if self.open(packet, signed=True) is None:
-            return
+    def on_nack(self, _packet: Packet, _body: Any) -> None:
         self.fail("nacked by the receiver")
         # RAET nacks every message from a remote it has not allowed (say it restarted and
         # lost the session): hold the outbox until a new allow (the presence check starts
@@ -281,11 +272,11 @@ class Messenger(Transaction):
         self.end()
         self.stack._requeue(self.remote, self.outgoing)
 
-    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {
-        (States.SENDING, PacketKind.ACK): on_ack,
-        (States.SENDING, PacketKind.RESEND): on_resend,
-        (States.SENDING, PacketKind.DONE): on_done,
-        (States.SENDING, PacketKind.NACK): on_nack,
+    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {
+        (States.SENDING, PacketKind.ACK): Rule(on_ack),
+        (States.SENDING, PacketKind.RESEND): Rule(on_resend),
+        (States.SENDING, PacketKind.DONE): Rule(on_done),
+        (States.SENDING, PacketKind.NACK): Rule(on_nack),
     }
 
 
@@ -386,9 +377,7 @@ class Messengent(Transaction):
         self.register(index)
         self._take(packet)
 
-    def on_message(self, packet: Packet) -> None:
-        if not self.stack._verify(self.remote, packet, signed=True):  # (done at the door)
-            return
+    def on_message(self, packet: Packet, _body: None) -> None:
         self._take(packet)
 
     def _take(self, packet: Packet) -> None:
@@ -525,9 +514,7 @@ class Messengent(Transaction):
             return
         self.stack._delivered(remote, self, body, segments)
 
-    def on_nack(self, packet: Packet) -> None:
-        if self.open(packet, signed=True) is None:
-            return
+    def on_nack(self, _packet: Packet, _body: Any) -> None:
         self.fail("sender gave up")
 
     def on_redo(self) -> None:
@@ -538,9 +525,9 @@ class Messengent(Transaction):
         if self.idle <= self.idle_asks:
             self.answer_wait(limit=MAX_MISSEDS_PER_PACKET)
 
-    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Any]] = {
-        (States.RECEIVING, PacketKind.MESSAGE): on_message,
-        (States.RECEIVING, PacketKind.NACK): on_nack,
+    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {
+        (States.RECEIVING, PacketKind.MESSAGE): Rule(on_message, body=False),  # a segment
+        (States.RECEIVING, PacketKind.NACK): Rule(on_nack),
     }
 
 

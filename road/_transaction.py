@@ -1,9 +1,13 @@
 """The shape every road transaction shares: identity, timers, sending, dispatch.
 
 A transaction is a small state machine.  Each subclass declares a ``States``
-enum and a ``RULES`` table from ``(state, packet kind)`` to a handler method;
-a packet whose pair is missing from the table is a protocol error that is
-counted and ends the transaction (never an exception out of the stack).
+enum and, once, a ``RULES`` table from ``(state, packet kind)`` to a :class:`Rule`: the
+handler and what is checked before it runs.  :meth:`Transaction.receive` is the one
+door: it looks the pair up, verifies the packet (and, for a body rule, decrypts and
+parses its body) and only then calls the handler with the body.  A packet whose pair
+is not in the table, or that fails its check, is dropped and counted and changes
+nothing (never an exception out of the stack, never the end of the transaction: a
+forged packet must not end a real one).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from raetlike.errors import PacketError
 from raetlike.wire.body import coat as coat_body
@@ -25,7 +29,7 @@ from road.stats import Drop
 if TYPE_CHECKING:
     from road.stack import RoadStack
 
-__all__ = ["Index", "Transaction", "tx_index", "rx_index"]
+__all__ = ["Index", "Rule", "Transaction", "tx_index", "rx_index"]
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +72,17 @@ def rx_index(head: Head, source: Address) -> Index:
     )
 
 
-Handler = Callable[[Any, Packet], None]
+Handler = Callable[[Any, Packet, Any], None]
+"""``handler(transaction, packet, body)``: ``body`` as parsed (None for a signature rule)."""
+
+
+class Rule(NamedTuple):
+    """What a packet of one kind does in one state."""
+
+    handler: Handler
+    body: bool = True
+    """Decrypt and parse the body before the handler runs; False: only the signature is
+    checked (a message segment: its body is one piece of a coat opened when whole)."""
 
 
 class Transaction:
@@ -78,7 +92,10 @@ class Transaction:
     timeout: ClassVar[float] = 5.0  # seconds; 0 means never
     redo_min: ClassVar[float] = 1.0
     redo_max: ClassVar[float] = 4.0
-    RULES: ClassVar[Mapping[tuple[enum.Enum, PacketKind], Handler]] = {}
+    RULES: ClassVar[Mapping[tuple[enum.Enum, PacketKind], Rule]] = {}
+    signed: ClassVar[bool] = True
+    """Whether the far side's packets in it must carry its signature (RAET leaves the
+    join's unsigned; a signature they do carry is checked all the same)."""
 
     def __init__(
         self,
@@ -259,15 +276,23 @@ class Transaction:
     # -- packets in ---------------------------------------------------------
 
     def receive(self, packet: Packet, _source: Address) -> None:
-        """Dispatch ``packet`` by the rules table; a missing rule ends the transaction."""
+        """The one door: the rule for (state, kind), the packet checked as it says, then
+        its handler; anything else is dropped and counted, and changes nothing."""
         rule = self.RULES.get((self.state, packet.head.packet_kind))
         if rule is None:
             self.stack.stats.drop(Drop.UNEXPECTED)
-            log.debug("%s: %s in state %s got unexpected %s; ending", self.stack.name,
+            log.debug("%s: %s in state %s dropped an unexpected %s", self.stack.name,
                       type(self).__name__, self.state.name, packet.head.packet_kind.name)
-            self.fail(f"unexpected {packet.head.packet_kind.name} in {self.state.name}")
             return
-        rule(self, packet)
+        if rule.body:
+            body = self.open(packet, signed=self.signed)
+            if body is None:
+                return
+        elif self.stack._verify(self.remote, packet, signed=self.signed):
+            body = None
+        else:
+            return
+        rule.handler(self, packet, body)
 
     def open(self, packet: Packet, *, signed: bool) -> Any:
         """Verify, decrypt and parse a packet's body; None (and counted) when it fails."""

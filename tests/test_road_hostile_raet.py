@@ -281,3 +281,34 @@ def test_a_bug_a_datagram_trips_is_counted_and_logged_never_raised(
         _feed(pair, segment.data)
     assert pair.main.stats.dropped[Drop.INTERNAL_ERROR] == 3
     assert [r.levelname for r in caplog.records if "internal error" in r.message] == ["ERROR"]
+
+
+# == the one door: a packet the table does not name changes nothing =================
+
+
+@pytest.mark.parametrize("unexpected", [PacketKind.RESPONSE, PacketKind.COOKIE,
+                                        PacketKind.RESEND], ids=lambda kind: kind.name)
+def test_an_unexpected_kind_even_signed_is_dropped_and_the_transaction_goes_on(
+        unexpected: PacketKind) -> None:
+    """An alive check waits for its ack; a packet of a kind its table does not name (signed
+    by the remote, for the same transaction) is dropped and counted.  It used to end the
+    transaction: anyone who could get such a packet in could end real ones."""
+    pair = allowed_pair()
+    pair.minion.alive("main", now=pair.net.now)
+    pair.run_until(lambda: bool(pair.sent(TransactionKind.ALIVE, PacketKind.ACK, source=MAIN)))
+    template = pair.sent(TransactionKind.ALIVE, PacketKind.ACK, source=MAIN)[-1]
+    pair.net.blocked.add(MAIN)  # the real answer to the next check waits
+    pair.minion.alive("main", now=pair.net.now)
+    request = pair.sent(TransactionKind.ALIVE, PacketKind.REQUEST, source=MINION)[-1]
+    forged = _forge(template, pair.main.local.signing_key, packet_kind=unexpected,
+                    transaction_id=request.head.transaction_id)
+    main = pair.minion.remote("main")
+    before = pair.minion.stats.dropped[Drop.UNEXPECTED]
+    pair.minion.receive_datagram(forged, MAIN, pair.net.now)
+    assert pair.minion.stats.dropped[Drop.UNEXPECTED] == before + 1
+    assert main.in_process(TransactionKind.ALIVE)  # the check still waits for its answer
+    lost = len(pair.events(MINION, events.RemoteLost))
+    pair.net.blocked.clear()  # the check's resend gets its real ack
+    pair.run_until(lambda: not main.in_process(TransactionKind.ALIVE), timeout=5.0)
+    assert len(pair.events(MINION, events.RemoteLost)) == lost
+    assert main.alive is True
