@@ -359,6 +359,8 @@ class Joiner(_Join):
             self.stack._emit(events.JoinRejected(remote.name, "rejected by operator"))
 
     def complete(self) -> None:
+        if self.renewal:  # the far side may have lost us: its session numbers start again
+            self.remote.remote_session_id = 0
         self.mark_joined()
         self.send(PacketKind.ACK, None, secure=False, remember=False)
         self.end()

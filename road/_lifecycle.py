@@ -60,15 +60,20 @@ def start_alive(stack: RoadStack, remote: Remote, *, asked: bool = False) -> Non
     check was ``asked`` for (:meth:`RoadStack.alive`: "alive?" it is).
     """
     busy = remote.in_process(TransactionKind.JOIN) or remote.in_process(TransactionKind.ALLOW)
+    limit = 0 if stack.local.main or asked else stack.config.allow_tries_before_rejoin
     if not remote.joined:
         if remote.uid in stack._unallowed:
             return
         if remote.uid in stack._want_joined or remote.far_uid:
             if not busy:
-                stack._retries[remote.uid] = stack._retries.get(remote.uid, 0) + 1
+                tries = stack._retries[remote.uid] = stack._retries.get(remote.uid, 0) + 1
+                if limit and remote.far_uid and tries > limit:
+                    # joins by the far uid fail (no answer, or renew refused on an
+                    # immutable road: a main that lost us): a vacuous one, as below
+                    start_join(stack, remote, afresh=True)
+                    return
             start_join(stack, remote)
         return
-    limit = 0 if stack.local.main or asked else stack.config.allow_tries_before_rejoin
     if not remote.allowed or (limit and remote.unanswered_checks >= limit):
         # not allowed yet, or (not main) it stopped answering "alive?": a main that came
         # back without us drops our checks unanswered; an allow finds out

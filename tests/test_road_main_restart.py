@@ -19,6 +19,7 @@ import pytest
 from road import events
 from road.persist import open_estate
 from road.stack import RoadConfig, RoadStack
+from road.stats import Drop
 from tests.simlink import Impairment, SimNet
 
 MAIN = ("127.0.0.1", 7540)
@@ -109,14 +110,70 @@ def test_a_main_back_without_the_minion_s_record_after_an_allow_lets_it_in_again
     pair.minion.join(MAIN, now=pair.net.now)
     assert pair.allowed(timeout=30.0)
     pair.net.stacks.pop(MAIN)
-    keep = tmp_path / "main" / "main"
-    for record in ("remote/estate.minion.json", "raetlike/remote.minion.json"):
-        (keep / record).unlink()  # the minion's record goes; its role's keys stay accepted
+    _forget_minion(tmp_path)
     pair.kill_main(down=0.05)
     assert pair.allowed(timeout=60.0)
     assert [type(e).__name__ for e in pair.net.events[MINION]][:1] == ["RemoteLost"]
     to_main, to_minion = pair.exchange(10)
     assert (to_main, to_minion) == (Counter(range(10)), Counter(range(10)))
+
+
+def _forget_minion(root: Path) -> None:
+    """The main's record of the minion goes; its role's keys stay accepted."""
+    keep = root / "main" / "main"
+    for record in ("remote/estate.minion.json", "raetlike/remote.minion.json"):
+        (keep / record).unlink()
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["raet", "fast"])
+def test_a_main_down_a_minute_that_lost_the_minion_lets_it_in_again(
+        tmp_path: Path, fast: bool) -> None:
+    """Down longer than the minion's allows and its first join afresh last: its later
+    joins by the far uid get renew (refused on an immutable road) or nothing, so after
+    as many it joins afresh again."""
+    pair = Pair(tmp_path, RoadConfig(fast=fast))
+    pair.minion.join(MAIN, now=pair.net.now)
+    assert pair.allowed(timeout=30.0)
+    pair.net.stacks.pop(MAIN)
+    _forget_minion(tmp_path)
+    pair.kill_main(down=60.0)
+    assert pair.allowed(timeout=120.0)
+    to_main, to_minion = pair.exchange(10)
+    assert (to_main, to_minion) == (Counter(range(10)), Counter(range(10)))
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["raet", "fast"])
+def test_after_the_rejoin_the_main_s_new_sessions_and_far_uid_are_taken(
+        tmp_path: Path, fast: bool) -> None:
+    """Five allows in: the minion knows main's session numbers as high.  The main comes
+    back without the minion and gives it another uid (an estate joined it first); its
+    sessions count from the start again.  Messages from the main must not be dropped as
+    stale, and the minion must use its new uid."""
+    pair = Pair(tmp_path, RoadConfig(fast=fast))
+    pair.minion.join(MAIN, now=pair.net.now)
+    assert pair.allowed(timeout=30.0)
+    for _ in range(5):
+        pair.net.events[MINION].clear()
+        pair.minion.allow("main", now=pair.net.now)
+        assert pair.allowed(timeout=30.0)
+    pair.main.transmit({"n": -1}, to="minion", now=pair.net.now)  # main's session: known
+    pair.net.run_for(5.0)
+    assert pair.minion.remote("main").remote_session_id > 2
+    old_uid = pair.minion.remote("main").far_uid
+    pair.net.stacks.pop(MAIN)
+    _forget_minion(tmp_path)
+    pair.kill_main(down=0.05)
+    other = pair.start("other", ("127.0.0.1", 7542), main=False)
+    other.join(MAIN, now=pair.net.now)
+    pair.net.run_until(lambda: "other" in pair.main.names, timeout=10.0)
+    assert pair.allowed(timeout=60.0)
+    assert pair.minion.remote("main").far_uid != old_uid
+    assert pair.minion.remote("main").far_uid == pair.main.names["minion"].uid
+    pair.net.events[MINION].clear()
+    stale = pair.minion.stats.dropped[Drop.STALE_SESSION]
+    to_main, to_minion = pair.exchange(10)
+    assert (to_main, to_minion) == (Counter(range(10)), Counter(range(10)))
+    assert pair.minion.stats.dropped[Drop.STALE_SESSION] == stale
 
 
 def test_with_the_rejoin_turned_off_the_minion_stays_out(tmp_path: Path) -> None:
