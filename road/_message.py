@@ -62,10 +62,14 @@ class Messenger(Transaction):
         SENDING = "sending"
 
     def __init__(self, stack: Any, remote: Remote, outgoing: Outgoing) -> None:
+        begun = outgoing.begun
+        resumed = begun is not None and begun[0] == remote.session_id
         super().__init__(
             stack, remote, correspondent=False, session_id=remote.session_id,
-            transaction_id=remote.next_transaction_id(),
+            transaction_id=begun[1] if resumed and begun else remote.next_transaction_id(),
         )
+        self.resumed = begun if resumed else None
+        """The send this one takes up again (same transaction id and coat), if any."""
         self.outgoing = outgoing
         self.packets: PacketTemplate | None = None  # packs each segment (set by start)
         self.coat = b""  # the whole coated message
@@ -93,10 +97,13 @@ class Messenger(Transaction):
         body = self.outgoing.body
         body_kind = BodyKind.RAW if isinstance(body, bytes | bytearray) else config.body_kind
         try:
-            payload = pack_body(body_kind, body)
-            if payload:
-                assert remote.session_box is not None  # noqa: S101 - allowed remotes have one
-                payload = coat_body(payload, remote.session_box)
+            if self.resumed is not None:
+                payload = self.resumed[2]  # the very bytes the receiver may hold already
+            else:
+                payload = pack_body(body_kind, body)
+                if payload:
+                    assert remote.session_box is not None  # noqa: S101 - allowed remotes have one
+                    payload = coat_body(payload, remote.session_box)
             template = self.head(
                 PacketKind.MESSAGE, body_kind=body_kind, coat_kind=CoatKind.NACL,
                 foot_kind=FootKind.NACL,
@@ -242,7 +249,7 @@ class Messenger(Transaction):
         # lost the session): hold the outbox until a new allow (the presence check starts
         # one) rather than resending at once, which storms a nack loop.
         self.remote.allowed = False
-        self.stack._requeue(self.remote, self.outgoing)
+        self.requeue()
 
     def on_redo(self) -> None:
         if self.stack.now >= self.outgoing.expires:
@@ -253,8 +260,7 @@ class Messenger(Transaction):
         self.burst_times = deque(None for _ in self.burst_times)  # Karn: answers now ambiguous
         self.remote.round_trip.back_off(self.redo_interval)
         if self.redos_unanswered > self.stack.config.max_redos:
-            self.end()
-            self.stack._requeue(self.remote, self.outgoing)
+            self.requeue()
             self.stack._presence(self.remote, alive=False, reason="message not acknowledged")
             return
         if self.last_sent is None:
@@ -268,8 +274,12 @@ class Messenger(Transaction):
         self.stack.stats.segments_resent += 1
 
     def requeue(self) -> None:
-        """A newer session makes this transaction stale: end it, keep the message."""
+        """End it and put the message back in the outbox (a newer session, a silent or
+        refusing remote).  If any of it went out, it remembers this transaction: sent
+        again in the same session it is the same one (see ``Outgoing.begun``)."""
         self.end()
+        if self.packets is not None and self.current:
+            self.outgoing.begun = (self.session_id, self.transaction_id, self.coat)
         self.stack._requeue(self.remote, self.outgoing)
 
     RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {

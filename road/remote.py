@@ -40,6 +40,11 @@ class Outgoing:
     """The message itself."""
     expires: float
     """When it is given back as a MessageExpired event (monotonic seconds)."""
+    begun: tuple[int, int, bytes] | None = None
+    """RAET mode: ``(session id, transaction id, coat)`` of a send begun and put back
+    (the remote went silent): sent again in the same session it is that transaction
+    again, byte for byte, so a receiver that delivered it answers *done* instead of
+    delivering it twice."""
 
 
 @dataclass(slots=True)
