@@ -1,5 +1,6 @@
 """The stack's timers: transactions' redo/timeout deadlines and each remote's presence,
-reap, queued-expiry and cleanup times, on lazy heaps.
+reap, queued-expiry and cleanup times, on two lazy heaps the stack owns
+(:class:`road._deadlines.Deadlines`).
 
 An entry may be stale (its deadline moved later or its owner is gone); it then only
 causes one early :func:`handle_timer`.  Each function here is a method of
@@ -8,7 +9,6 @@ causes one early :func:`handle_timer`.  Each function here is a method of
 
 from __future__ import annotations
 
-import heapq
 import math
 from typing import TYPE_CHECKING
 
@@ -24,16 +24,15 @@ if TYPE_CHECKING:
 def get_timer(stack: RoadStack) -> float | None:
     """The earliest moment the stack wants :meth:`handle_timer`, or None when idle."""
     times: list[float] = []
-    heap = stack._transaction_timers
-    while heap and (heap[0][2].ended or heap[0][2] not in stack._transactions):
-        heapq.heappop(heap)
-    if heap:
-        times.append(heap[0][0])
-    remote_heap = stack._remote_timers
-    while remote_heap and remote_heap[0][1] not in stack.remotes:
-        heapq.heappop(remote_heap)
-    if remote_heap:
-        times.append(remote_heap[0][0])
+    live = stack._transactions
+    soonest = stack._transaction_timers.earliest(
+        lambda transaction: not transaction.ended and transaction in live)
+    if soonest is not None:
+        times.append(soonest)
+    remotes = stack.remotes
+    soonest = stack._remote_timers.earliest(lambda uid: uid in remotes)
+    if soonest is not None:
+        times.append(soonest)
     times.extend(stack._want_joined.values())
     if stack._fast.links and (fast := stack._fast.deadline(stack.now)) is not None:
         times.append(fast)
@@ -44,21 +43,13 @@ def handle_timer(stack: RoadStack, now: float) -> None:
     """Let due timers fire: redos, timeouts, presence, reaping, expiries, rejoins."""
     stack._tick(now)
     now = stack.now  # (never behind the clock)
-    heap = stack._transaction_timers
-    fired: dict[Transaction, None] = {}
-    while heap and heap[0][0] <= now:
-        fired[heapq.heappop(heap)[2]] = None
-    for transaction in fired:
+    for transaction in stack._transaction_timers.due(now):
         if transaction.ended or transaction not in stack._transactions:
             continue
         deadline = transaction.deadline()
         if deadline is not None and deadline <= now:
             transaction.handle_timer(now)
-    remote_heap = stack._remote_timers
-    uids: dict[int, None] = {}
-    while remote_heap and remote_heap[0][0] <= now:
-        uids[heapq.heappop(remote_heap)[1]] = None
-    for uid in uids:
+    for uid in stack._remote_timers.due(now):
         remote = stack.remotes.get(uid)
         if remote is not None:
             manage(stack, remote)
@@ -76,7 +67,7 @@ def handle_timer(stack: RoadStack, now: float) -> None:
 
 
 def wake(stack: RoadStack, transaction: Transaction, at: float) -> None:
-    heapq.heappush(stack._transaction_timers, (at, next(stack._timer_order), transaction))
+    stack._transaction_timers.push(at, transaction)
 
 
 def schedule(stack: RoadStack, remote: Remote, at: float | None = None) -> None:
@@ -94,7 +85,7 @@ def schedule(stack: RoadStack, remote: Remote, at: float | None = None) -> None:
     if remote.done_transactions:
         times.append(next(iter(remote.done_transactions.values())))
     if times:
-        heapq.heappush(stack._remote_timers, (min(times), remote.uid))
+        stack._remote_timers.push(min(times), remote.uid)
 
 
 def manage(stack: RoadStack, remote: Remote) -> None:

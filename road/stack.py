@@ -17,7 +17,6 @@ Its settings live in :mod:`road.config`.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections import deque
 from collections.abc import Mapping
@@ -27,6 +26,7 @@ from raetlike.errors import BackpressureError, CryptoError, LocalProtocolError, 
 from raetlike.wire.packet import Packet, parse_packet
 from road import _dispatch, _lifecycle, _outbox, _remotes, _timers, events
 from road._amplification import AddressBudget, JoinRate
+from road._deadlines import Deadlines
 from road._fast import FastRoad
 from road._fast_wire import is_fast
 from road._message import Messenger, Partials
@@ -70,9 +70,8 @@ class RoadStack:
         self._want_joined: dict[int, float] = {}  # uid -> next join attempt
         # Lazy timer heaps: an entry may be stale (the deadline moved later or
         # its owner is gone); it then only causes one early handle_timer.
-        self._transaction_timers: list[tuple[float, int, Transaction]] = []
-        self._remote_timers: list[tuple[float, int]] = []
-        self._timer_order = itertools.count()
+        self._transaction_timers: Deadlines[Transaction] = Deadlines()
+        self._remote_timers: Deadlines[int] = Deadlines()  # remote uids
         self._strangers: dict[int, None] = {}  # uids added by vacuous joins, not joined yet
         self._fast = FastRoad(self)
         self._heard: Remote | None = None  # who the datagram being handled proved to be from
