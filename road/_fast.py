@@ -214,14 +214,6 @@ class FastRoad:
     def datagrams(self, now: float) -> list[tuple[bytes, Address]]:
         """Datagrams from every link, one per link per round (fair sharing)."""
         out: list[tuple[bytes, Address]] = []
-        if len(self.links) == 1:
-            link = next(iter(self.links.values()))
-            traffic = link.remote.traffic
-            while (datagram := link.build(now)) is not None:
-                out.append((datagram, link.remote.host_address))
-                traffic.datagrams_out += 1
-                traffic.bytes_out += len(datagram)
-            return out
         links = list(self.links.values())
         if not links:
             return out
@@ -242,8 +234,6 @@ class FastRoad:
 
     def deadline(self, now: float) -> float | None:
         """The earliest deadline of any link."""
-        if len(self.links) == 1:
-            return next(iter(self.links.values())).deadline(now)
         times = [t for link in self.links.values() if (t := link.deadline(now)) is not None]
         return min(times) if times else None
 
