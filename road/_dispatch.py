@@ -108,7 +108,7 @@ def join_remote(
         if head.packet_kind != PacketKind.REQUEST:
             stack.stats.drop(Drop.JOIN_STALE)
             return False, None
-        remote = Remote(uid=stack._next_uid(), name=f"{source[0]}:{source[1]}",
+        remote = Remote(uid=stack.register.next_uid(), name=f"{source[0]}:{source[1]}",
                         host_address=source, fqdn=source[0])
     return True, remote
 

@@ -183,7 +183,7 @@ class _Join(Transaction):
             self.nack(PacketKind.REJECT)
             return False
         if cred.name != remote.name:
-            stack._rename(remote, cred.name)
+            stack.register.rename(remote, cred.name)
         remote.host_address = self.address
         remote.far_uid = far_uid
         adopt(remote, cred)
@@ -342,7 +342,7 @@ class Joiner(_Join):
             if other is not None and other is not remote:
                 self.nack(PacketKind.REJECT)
                 return False
-            self.stack._rename(remote, cred.name)
+            self.stack.register.rename(remote, cred.name)
         adopt(remote, cred)
         return True
 
@@ -503,7 +503,7 @@ class Joinent(_Join):
         if known is not None:
             self.remote = known
             return True
-        stack._rename(remote, cred.name)  # keeps stack.names true when the record is known
+        stack.register.rename(remote, cred.name)  # keeps stack.names true when the record is known
         adopt(remote, cred)
         if remote.far_uid not in (far_uid, 0):
             self.nack(PacketKind.REJECT)

@@ -1,5 +1,6 @@
-"""The register of remote estates: uids, names, addresses, adding, renaming, removing,
-saving them to the keep, and bounding the estates that never finish joining.
+"""What adding and removing a remote means to the stack (timers, the keep, events), saving
+remotes, acceptance by the keep, and bounding the estates that never finish joining.  The
+indexes themselves are the register's (:class:`road._register.Register`).
 
 Each function here is a method of :class:`road.stack.RoadStack` (bound there by name);
 its first argument is the stack.
@@ -10,10 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from raetlike.crypto import PublicKey, VerifyKey
-from raetlike.errors import LocalProtocolError
 from raetlike.wire.kinds import Acceptance, AutoMode
 from road import events
-from road.remote import Address, Remote
+from road.remote import Remote
 
 if TYPE_CHECKING:
     from road.stack import RoadStack
@@ -46,56 +46,18 @@ def stranger(stack: RoadStack, remote: Remote) -> None:
             remove_remote(stack, oldest, "too many estates that never finished joining")
 
 
-def next_uid(stack: RoadStack) -> int:
-    uid = stack._last_uid
-    while True:
-        uid = uid + 1 if uid < 0xFFFFFFFF else 1
-        if uid != stack.local.uid and uid not in stack.remotes:
-            stack._last_uid = uid
-            return uid
-
-
-def by_name(stack: RoadStack, name: str) -> Remote:
-    remote = stack.names.get(name)
-    if remote is None:
-        raise LocalProtocolError(f"no remote estate named {name!r}")
-    return remote
-
-
-def remote_at(stack: RoadStack, address: Address) -> Remote | None:
-    for remote in stack.remotes.values():
-        if remote.host_address == address:
-            return remote
-    return None
-
-
 def add_remote(stack: RoadStack, remote: Remote) -> None:
-    if remote.name in stack.names and stack.names[remote.name] is not remote:
-        raise LocalProtocolError(f"a remote named {remote.name!r} exists already")
-    stack.remotes[remote.uid] = remote
-    stack.names[remote.name] = remote
+    """File ``remote`` in the register and start its timers."""
+    stack.register.add(remote)
     remote.presence_due = stack.now + stack.config.presence_delay(stack.local.main)
     remote.reap_due = stack.now + stack.config.reap_interval
     stack._schedule(remote)
 
 
-def rename(stack: RoadStack, remote: Remote, name: str) -> None:
-    if stack.names.get(remote.name) is remote:
-        del stack.names[remote.name]
-    remote.name = name
-    if remote.uid in stack.remotes:
-        stack.names[name] = remote
-
-
 def remove_remote(stack: RoadStack, remote: Remote, reason: str) -> None:
     for transaction in list(remote.transactions.values()):
         transaction.end()
-    stack.remotes.pop(remote.uid, None)
-    if stack.names.get(remote.name) is remote:
-        del stack.names[remote.name]
-    for address, joinee in list(stack.joinees.items()):
-        if joinee is remote:
-            del stack.joinees[address]
+    stack.register.drop(remote)
     stack._want_joined.pop(remote.uid, None)
     stack._strangers.pop(remote.uid, None)
     stack._unallowed.pop(remote.uid, None)

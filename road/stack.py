@@ -30,6 +30,7 @@ from road._deadlines import Deadlines
 from road._fast import FastRoad
 from road._fast_wire import is_fast
 from road._message import Messenger, Partials
+from road._register import Register
 from road._transaction import Transaction, tx_index
 from road.config import LocalEstate, RoadConfig
 from road.keeping import MemoryKeep, PendingKeys, RoadKeep
@@ -56,10 +57,10 @@ class RoadStack:
         self.keep: RoadKeep = keep if keep is not None else MemoryKeep(self.config.auto)
         self.now = now
         self.stats = RoadStats()
-        self.remotes: dict[int, Remote] = {}
-        self.names: dict[str, Remote] = {}
-        self.joinees: dict[Address, Remote] = {}
-        self._last_uid = local.uid
+        self.register = Register(local.uid)
+        self.remotes: dict[int, Remote] = self.register.by_uid  # (the register's indexes,
+        self.names: dict[str, Remote] = self.register.by_name  # read-only here)
+        self.joinees: dict[Address, Remote] = self.register.joinees
         self._message_id = 0
         self._out: deque[tuple[bytes, Address]] = deque()
         self._events: deque[events.Event] = deque()
@@ -106,9 +107,9 @@ class RoadStack:
         self._tick(now)
         remote: Remote | None
         if name is not None:
-            remote = self._by_name(name)
+            remote = self.register.named(name)
         elif address is not None:
-            remote = self._remote_at(address) or self.add_remote(address)
+            remote = self.register.at(address) or self.add_remote(address)
         else:
             raise LocalProtocolError("join needs an address or a remote name")
         self._want_joined[remote.uid] = self.now
@@ -117,7 +118,7 @@ class RoadStack:
 
     def add_remote(self, address: Address, name: str | None = None) -> Remote:
         """Record a remote estate we intend to talk to (not yet joined)."""
-        remote = Remote(uid=self._next_uid(), name=name or f"{address[0]}:{address[1]}",
+        remote = Remote(uid=self.register.next_uid(), name=name or f"{address[0]}:{address[1]}",
                         host_address=address, fqdn=address[0])
         self._add_remote(remote)
         return remote
@@ -125,12 +126,12 @@ class RoadStack:
     def allow(self, name: str, *, now: float | None = None) -> None:
         """Start an allow handshake with the remote ``name`` (joining first if needed)."""
         self._tick(now)
-        self._start_allow(self._by_name(name))
+        self._start_allow(self.register.named(name))
 
     def alive(self, name: str, *, now: float | None = None) -> None:
         """Check the presence of the remote ``name`` now."""
         self._tick(now)
-        self._start_alive(self._by_name(name), asked=True)
+        self._start_alive(self.register.named(name), asked=True)
 
     def transmit(self, message: Mapping[str, Any] | bytes, to: str, *,
                  ttl: float | None = None, now: float | None = None) -> int:
@@ -149,7 +150,7 @@ class RoadStack:
         if not exact and not isinstance(message, Mapping | bytes | bytearray):
             raise LocalProtocolError(
                 f"a message must be a mapping or bytes, not {type(message).__name__}")
-        remote = self.names.get(to) or self._by_name(to)
+        remote = self.names.get(to) or self.register.named(to)
         config = self.config
         if len(remote.outbox) >= config.outbox_limit:
             raise BackpressureError(
@@ -188,7 +189,7 @@ class RoadStack:
 
     def remote(self, name: str) -> Remote:
         """The remote estate called ``name``."""
-        return self._by_name(name)
+        return self.register.named(name)
 
     # == sans-IO pump ======================================================
 
@@ -375,11 +376,7 @@ class RoadStack:
 
     # the register of remotes
     _stranger = _remotes.stranger
-    _next_uid = _remotes.next_uid
-    _by_name = _remotes.by_name
-    _remote_at = _remotes.remote_at
     _add_remote = _remotes.add_remote
-    _rename = _remotes.rename
     _remove_remote = _remotes.remove_remote
     _save_remote = _remotes.save_remote
     _acceptance = _remotes.acceptance

@@ -1,0 +1,72 @@
+"""The register of remote estates a stack knows: by uid, by name, joiners by address.
+
+An owned object of :class:`road.stack.RoadStack` that knows nothing of it: it keeps the
+three indexes consistent and hands out uids.  What adding or removing a remote means
+beyond that (timers, the keep, events) is the stack's.
+"""
+
+from __future__ import annotations
+
+from raetlike.errors import LocalProtocolError
+from road.remote import Address, Remote
+
+__all__ = ["Register"]
+
+
+class Register:
+    """Remotes by uid (``by_uid``), by name (``by_name``) and vacuous joiners by the
+    address they joined from (``joinees``)."""
+
+    def __init__(self, local_uid: int) -> None:
+        self.local_uid = local_uid
+        self.by_uid: dict[int, Remote] = {}
+        self.by_name: dict[str, Remote] = {}
+        self.joinees: dict[Address, Remote] = {}
+        self._last_uid = local_uid
+
+    def next_uid(self) -> int:
+        """A uid no remote has, and not ours (counting on from the last, 1 after 2**32-1)."""
+        uid = self._last_uid
+        while True:
+            uid = uid + 1 if uid < 0xFFFFFFFF else 1
+            if uid != self.local_uid and uid not in self.by_uid:
+                self._last_uid = uid
+                return uid
+
+    def named(self, name: str) -> Remote:
+        """The remote called ``name``; LocalProtocolError when there is none."""
+        remote = self.by_name.get(name)
+        if remote is None:
+            raise LocalProtocolError(f"no remote estate named {name!r}")
+        return remote
+
+    def at(self, address: Address) -> Remote | None:
+        """The remote whose host address is ``address``, if any."""
+        for remote in self.by_uid.values():
+            if remote.host_address == address:
+                return remote
+        return None
+
+    def add(self, remote: Remote) -> None:
+        """File ``remote``; LocalProtocolError when another has its name."""
+        if self.by_name.get(remote.name, remote) is not remote:
+            raise LocalProtocolError(f"a remote named {remote.name!r} exists already")
+        self.by_uid[remote.uid] = remote
+        self.by_name[remote.name] = remote
+
+    def rename(self, remote: Remote, name: str) -> None:
+        """Call ``remote`` ``name`` from now on."""
+        if self.by_name.get(remote.name) is remote:
+            del self.by_name[remote.name]
+        remote.name = name
+        if remote.uid in self.by_uid:
+            self.by_name[name] = remote
+
+    def drop(self, remote: Remote) -> None:
+        """Forget ``remote`` in every index."""
+        self.by_uid.pop(remote.uid, None)
+        if self.by_name.get(remote.name) is remote:
+            del self.by_name[remote.name]
+        for address, joinee in list(self.joinees.items()):
+            if joinee is remote:
+                del self.joinees[address]
