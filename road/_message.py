@@ -522,7 +522,7 @@ class Messengent(Transaction):
         if not remote.delivered.check_and_mark(self.transaction_id):
             self.stack.stats.drop(Drop.REPLAYED)  # delivered once in this session already
             return
-        self.stack._delivered(remote, self, body, segments)
+        self.stack._delivered(remote, self.session_id, self.transaction_id, body, segments)
 
     def on_nack(self, _packet: Packet, _body: Any) -> None:
         self.fail("sender gave up")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from road import events
-from road._message import Messengent, Messenger
+from road._message import Messenger
 from road.remote import Outgoing, Remote
 
 if TYPE_CHECKING:
@@ -96,19 +96,6 @@ def expire_queued(stack: RoadStack, remote: Remote, now: float) -> float:
             soonest = min(soonest, outgoing.expires)
     remote.outbox = keep
     return soonest
-
-
-def delivered(stack: RoadStack, remote: Remote, messengent: Messengent, body: Any,
-               segments: int) -> None:
-    done = (messengent.session_id, messengent.transaction_id)
-    remote.done_transactions[done] = stack.now + stack.config.done_memory
-    if len(remote.done_transactions) == 1:
-        stack._schedule(remote)  # its cleanup time
-    while len(remote.done_transactions) > 100_000:
-        remote.done_transactions.popitem(last=False)
-    stack.stats.messages_received += 1
-    stack._emit(events.MessageReceived(remote.name, body, messengent.session_id,
-                                      messengent.transaction_id, segments))
 
 
 def watch_expiry(stack: RoadStack, remote: Remote, expires: float) -> None:

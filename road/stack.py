@@ -41,6 +41,9 @@ __all__ = ["LocalEstate", "RoadConfig", "RoadStack"]
 
 log = logging.getLogger(__name__)
 
+MAX_DONE_REMEMBERED = 100_000
+"""Delivered RAET-mode transactions a remote's done memory holds at most (oldest first out)."""
+
 
 class RoadStack:
     """A sans-IO road stack: one local estate and its remotes."""
@@ -293,6 +296,20 @@ class RoadStack:
 
     # == helpers for the transactions =====================================
 
+    def _delivered(self, remote: Remote, session_id: int, transaction_id: int, body: Any,
+                   segments: int) -> None:
+        """A RAET-mode message arrived whole: remember its (session, transaction) for
+        ``done_memory`` (a repeat is answered *done*, never delivered) and hand it over."""
+        done = remote.done_transactions
+        done[(session_id, transaction_id)] = self.now + self.config.done_memory
+        if len(done) == 1:
+            self._schedule(remote)  # its cleanup time
+        while len(done) > MAX_DONE_REMEMBERED:
+            done.popitem(last=False)
+        self.stats.messages_received += 1
+        self._emit(events.MessageReceived(remote.name, body, session_id, transaction_id,
+                                          segments))
+
     def _tick(self, now: float | None) -> None:
         """Move the clock to ``now``; never back (a ``now`` behind it is ignored, as the
         lane stack does: timers and expiries are measured on a clock that only goes on)."""
@@ -354,7 +371,6 @@ class RoadStack:
     _requeue = _outbox.requeue
     _expire = _outbox.expire
     _expire_queued = _outbox.expire_queued
-    _delivered = _outbox.delivered
     _watch_expiry = _outbox.watch_expiry
 
     # timers on lazy heaps
