@@ -238,7 +238,7 @@ class Joiner(_Join):
         """``renewal``: the far side asked for it (renew) or we chose it (``afresh``): a
         vacuous join that keeps what we hold of the remote; only its far uid may change.
         ``afresh``: vacuous although we know the far uid (see
-        :func:`road._lifecycle.start_alive`)."""
+        :meth:`road.stack.RoadStack._start_alive`)."""
         super().__init__(
             stack, remote, correspondent=False, session_id=0,
             transaction_id=remote.next_transaction_id(),

@@ -13,7 +13,7 @@ import math
 from typing import TYPE_CHECKING
 
 from raetlike.wire.kinds import TransactionKind
-from road import _lifecycle, _remotes, events
+from road import _remotes, events
 from road._transaction import Transaction
 from road.remote import Remote
 
@@ -100,7 +100,7 @@ def manage(stack: RoadStack, remote: Remote) -> None:
         return
     if not remote.reaped and config.keepalive and remote.presence_due <= stack.now:
         stack._start_alive(remote)
-        remote.presence_due = stack.now + _lifecycle.retry_delay(stack, remote)
+        remote.presence_due = stack.now + stack._retry_delay(remote)
     if (stack.local.main and config.reap_interval > 0 and not remote.reaped
             and remote.reap_due <= stack.now):
         remote.reaped = True

@@ -139,7 +139,7 @@ class Remote:
     traffic: RemoteTraffic = field(default_factory=RemoteTraffic)
     unanswered_checks: int = 0
     """Presence checks in a row that found it gone (reset when it is heard): not main, we
-    allow again after ``allow_tries_before_rejoin`` of them (road._lifecycle)."""
+    allow again after ``allow_tries_before_rejoin`` of them (``RoadStack._start_alive``)."""
     failure_warned: bool = False
     """A failed join or allow of ours was logged at WARNING since the last one completed
     (retries that fail too are DEBUG until one succeeds)."""

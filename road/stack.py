@@ -6,12 +6,13 @@ out with :meth:`RoadStack.datagrams_to_send`, sleep until
 what happened with :meth:`RoadStack.next_event`.  ``now`` is monotonic
 seconds, always passed in: the stack has no clock and no socket.
 
-This module holds the stack's state, its commands and the datagram/event queues.  The
-rest is shared out by job into modules of functions that :class:`RoadStack` binds as
-its methods (plain functions in the class body: no extra call on the hot path):
-packet dispatch (:mod:`road._dispatch`), the outbox and message pump
-(:mod:`road._outbox`), timers on lazy heaps (:mod:`road._timers`), a remote's
-lifecycle (:mod:`road._lifecycle`) and the register of remotes (:mod:`road._remotes`).
+This module holds the stack's state, its commands, the datagram and event queues, inbound
+dispatch (RAET's processRx: a packet's remote, its transaction, nacks) and a remote's
+lifecycle (handshakes started and finished, presence), as methods.  It owns the register
+of remotes (:mod:`road._register`), two deadline heaps (:mod:`road._deadlines`) and fast
+mode (:mod:`road._fast`).  Still bound from modules of functions, to become owned
+objects: the outbox and message pump (:mod:`road._outbox`), timer handling
+(:mod:`road._timers`) and what adding or removing a remote means (:mod:`road._remotes`).
 Its settings live in :mod:`road.config`.
 """
 
@@ -23,15 +24,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from raetlike.errors import BackpressureError, CryptoError, LocalProtocolError, PacketError
+from raetlike.wire.body import parse_body, uncoat
+from raetlike.wire.head import Head
+from raetlike.wire.kinds import CoatKind, Flag, FootKind, PacketKind, TransactionKind
 from raetlike.wire.packet import Packet, parse_packet
-from road import _dispatch, _lifecycle, _outbox, _remotes, _timers, events
+from road import _outbox, _remotes, _timers, events
+from road._alive import Aliver, answer_alive
+from road._allow import Allowent, Allower
 from road._amplification import AddressBudget, JoinRate
 from road._deadlines import Deadlines
 from road._fast import FastRoad
 from road._fast_wire import is_fast
-from road._message import Messenger, Partials
+from road._join import Joinent, Joiner
+from road._message import Messengent, Messenger, Partials, done_again
 from road._register import Register
-from road._transaction import Transaction, tx_index
+from road._transaction import Transaction, rx_index, tx_index
 from road.config import LocalEstate, RoadConfig
 from road.keeping import MemoryKeep, PendingKeys, RoadKeep
 from road.remote import Address, Outgoing, Remote
@@ -40,6 +47,13 @@ from road.stats import Drop, RemoteStats, RoadStats
 __all__ = ["LocalEstate", "RoadConfig", "RoadStack"]
 
 log = logging.getLogger(__name__)
+
+_BROADCAST = int(Flag.BROADCAST)
+_CORRESPONDENT = int(Flag.CORRESPONDENT)
+_NACK_KINDS = frozenset({
+    PacketKind.NACK, PacketKind.UNJOINED, PacketKind.UNALLOWED, PacketKind.RENEW,
+    PacketKind.REFUSE, PacketKind.REJECT,
+})
 
 MAX_DONE_REMEMBERED = 100_000
 """Delivered RAET-mode transactions a remote's done memory holds at most (oldest first out)."""
@@ -89,7 +103,7 @@ class RoadStack:
         self._key_sweep_at = 0.0  # when the keep's expired pending roles are next swept
         self._pending_keys = PendingKeys()  # strangers' keys in the keep (road._remotes)
         self._partials = Partials()  # RAET-mode messages partly received
-        # the last packet authenticated at the door, with its remote (see road._dispatch)
+        # the last packet authenticated at the door, with its remote (see _process)
         self._authentic: tuple[Packet | None, Remote | None] = (None, None)
         self.closed = False
 
@@ -349,19 +363,384 @@ class RoadStack:
     def _tx_index_of(self, data: bytes, destination: Address) -> Any:
         return tx_index(parse_packet(data).head, destination)
 
+    # == inbound dispatch (RAET's processRx): a packet's remote, its transaction, nacks ==
+
+    def _process(self, packet: Packet, source: Address) -> None:
+        """Route one parsed packet; a non-join packet is authenticated here, at the door.
+
+        No field of a non-join packet (session id, transaction id, flags, address)
+        touches a remote's state until its signature has verified with that
+        remote's key: :func:`authenticated_remote` runs before the session check and
+        before any transaction sees the packet.  Join packets are unsigned on
+        RAET 0.6.8's wire; what they say is a claim the join transaction weighs.
+        """
+        head = packet.head
+        flags = int(head.flags)  # int operations: enum flag operations cost microseconds
+        if flags & _BROADCAST:
+            self.stats.drop(Drop.BROADCAST)
+            return
+        remote: Remote | None
+        if head.transaction_kind == TransactionKind.JOIN:
+            proceed, remote = self._join_remote(packet, source)
+            if not proceed:
+                return
+        else:
+            remote = self._authenticated_remote(packet)
+            if remote is None or not self._session_current(remote, packet, source):
+                return
+        if remote is not None:
+            transaction = remote.transactions.get(rx_index(head, source))
+            if transaction is not None:
+                transaction.receive(packet, source)
+                return
+        if flags & _CORRESPONDENT:
+            self.stats.drop(Drop.STALE_PACKET)
+            self._stale(packet, source)
+            return
+        if remote is None:
+            self.stats.drop(Drop.UNKNOWN_REMOTE)
+            return
+        self._correspond(packet, source, remote)
+
+    def _join_remote(self, packet: Packet, source: Address,
+    ) -> tuple[bool, Remote | None]:
+        """The remote a join packet is about (RAET's rules), or (False, None) to drop it."""
+        head = packet.head
+        near, far = head.destination_uid, head.source_uid
+        if head.session_id != 0:
+            self.stats.drop(Drop.JOIN_NONZERO_SESSION)
+            return False, None
+        if head.flags & Flag.CORRESPONDENT:
+            if near == 0:
+                self.stats.drop(Drop.JOIN_INVALID_ID)
+                return False, None
+            if far != 0:
+                return True, self.remotes.get(near)
+            remote = self.joinees.get(source)
+            if remote is not None and remote.uid != near:
+                self.stats.drop(Drop.JOIN_MISMATCH)
+                return False, None
+            return True, remote
+        if far == 0:
+            self.stats.drop(Drop.JOIN_INVALID_ID)
+            return False, None
+        if near != 0:
+            remote = self.remotes.get(near)
+            if remote is None:
+                self._renew(packet, source)
+                return False, None
+            return True, remote
+        remote = self.joinees.get(source)
+        if remote is not None and remote.far_uid not in (far, 0):
+            del self.joinees[source]
+            remote = None
+        if remote is None:
+            if head.packet_kind != PacketKind.REQUEST:
+                self.stats.drop(Drop.JOIN_STALE)
+                return False, None
+            remote = Remote(uid=self.register.next_uid(), name=f"{source[0]}:{source[1]}",
+                            host_address=source, fqdn=source[0])
+        return True, remote
+
+    def _authenticated_remote(self, packet: Packet) -> Remote | None:
+        """The remote a non-join packet is about, once its signature has verified; else None.
+
+        Drops (and counts) a packet with a zero session or id, for an unknown
+        remote, unsigned, or not signed by that remote's key.  Changes nothing else.
+        """
+        head = packet.head
+        if head.session_id == 0:
+            self.stats.drop(Drop.ZERO_SESSION)
+            return None
+        if head.destination_uid == 0 or head.source_uid == 0:
+            self.stats.drop(Drop.ZERO_ID)
+            return None
+        remote = self.remotes.get(head.destination_uid)
+        if remote is None:
+            self.stats.drop(Drop.UNKNOWN_REMOTE)
+            return None
+        if not self._verify(remote, packet, signed=True):
+            return None
+        self._authentic = (packet, remote)  # handlers' verify() finds it checked already
+        self._heard_from(remote, len(packet.raw_head) + len(packet.coat) + len(packet.foot))
+        return remote
+
+    def _session_current(self, remote: Remote, packet: Packet, source: Address) -> bool:
+        """RAET's session rule for an authenticated packet: nack a stale session, take a
+        newer one."""
+        head = packet.head
+        if not int(head.flags) & _CORRESPONDENT:
+            if not remote.remote_session_is_valid(head.session_id):
+                self.stats.drop(Drop.STALE_SESSION)
+                self._reply_stale(packet, source)
+                return False
+            if head.session_id != remote.remote_session_id:
+                remote.remote_session_id = head.session_id
+                self._remove_stale_correspondents(remote)
+        if remote.reaped:
+            remote.reaped = False
+            self._schedule(remote)  # presence checks resume
+        return True
+
+    def _correspond(self, packet: Packet, source: Address, remote: Remote) -> None:
+        head = packet.head
+        kinds = (head.transaction_kind, head.packet_kind)
+        index = rx_index(head, source)
+        if kinds == (TransactionKind.JOIN, PacketKind.REQUEST):
+            Joinent(self, remote, packet, source).start(index)
+        elif kinds == (TransactionKind.ALLOW, PacketKind.HELLO):
+            Allowent(self, remote, packet).start(index)
+        elif kinds == (TransactionKind.ALIVE, PacketKind.REQUEST):
+            answer_alive(self, remote, packet)
+        elif kinds == (TransactionKind.MESSAGE, PacketKind.MESSAGE):
+            tid = head.transaction_id
+            if (head.session_id, tid) in remote.done_transactions:
+                done_again(self, remote, packet)
+            elif head.flags & Flag.AGAIN:
+                self.stats.drop(Drop.STALE_PACKET)
+                self._reply_stale(packet, source)
+            elif (remote.delivered is not None and remote.delivered_session == head.session_id
+                  and remote.delivered.seen(tid)):
+                # delivered in this session already (or too far behind to tell): never twice
+                self.stats.drop(Drop.REPLAYED)
+                self._reply_stale(packet, source)
+            else:
+                Messengent(self, remote, packet).start(index, packet)
+        else:
+            self.stats.drop(Drop.STALE_PACKET)
+
+    def _nack_head(self, packet: Packet, kind: PacketKind, source_uid: int) -> Head:
+        head = packet.head
+        flags = Flag(0) if head.flags & Flag.CORRESPONDENT else Flag.CORRESPONDENT
+        return Head(
+            packet_kind=kind, transaction_kind=head.transaction_kind,
+            source_uid=source_uid, destination_uid=head.source_uid,
+            session_id=head.session_id, transaction_id=head.transaction_id, flags=flags,
+            head_kind=self.config.head_kind, body_kind=self.config.body_kind,
+            coat_kind=head.coat_kind, foot_kind=head.foot_kind,
+        )
+
+    def _send_nack(self, head: Head, source: Address) -> None:
+        from raetlike.wire.packet import pack_packet  # noqa: PLC0415 - keeps the import graph flat
+
+        signer = self.local.signing_key if head.foot_kind == FootKind.NACL else None
+        self._queue(pack_packet(head, b"", signer), source)
+        self.stats.nacks_sent += 1
+
+    def _stale(self, packet: Packet, source: Address) -> None:
+        """An answer to a transaction we do not have: nack it, unless it is a nack."""
+        if packet.head.packet_kind in _NACK_KINDS:
+            return
+        remote = self.remotes.get(packet.head.destination_uid)
+        if remote is None:
+            return
+        self._send_nack(self._nack_head(packet, PacketKind.NACK, remote.uid), source)
+
+    def _reply_stale(self, packet: Packet, source: Address) -> None:
+        """A request in a stale session or for a finished transaction: nack it."""
+        if packet.head.packet_kind in _NACK_KINDS - {PacketKind.RENEW}:
+            return
+        head = self._nack_head(packet, PacketKind.NACK, packet.head.destination_uid)
+        self._send_nack(head, source)
+
+    def _renew(self, packet: Packet, source: Address) -> None:
+        """A non-vacuous join for a uid we do not know: ask the joiner to renew."""
+        self.stats.drop(Drop.UNKNOWN_REMOTE)
+        head = self._nack_head(packet, PacketKind.RENEW, packet.head.destination_uid)
+        self._send_nack(head, source)
+
+    def _verify(self, remote: Remote, packet: Packet, *, signed: bool) -> bool:
+        """Whether ``packet`` is signed by ``remote`` (or, with ``signed`` False, unsigned);
+        a packet already authenticated at the door is not checked twice."""
+        authentic = self._authentic
+        if authentic[0] is packet and authentic[1] is remote:
+            return True
+        if packet.head.foot_kind == FootKind.NACL:
+            if remote.verify_key is None:
+                self.stats.drop(Drop.UNVERIFIABLE)
+                return False
+            try:
+                packet.verify(remote.verify_key)
+            except (CryptoError, PacketError):
+                self.stats.drop(Drop.BAD_SIGNATURE)
+                return False
+        elif signed:
+            self.stats.drop(Drop.UNSIGNED)
+            return False
+        return True
+
+    def _open(self, remote: Remote, packet: Packet, *, signed: bool) -> Any:
+        if not self._verify(remote, packet, signed=signed):
+            return None
+        payload = packet.coat
+        if packet.head.coat_kind == CoatKind.NACL and payload:
+            if remote.session_box is None:
+                self.stats.drop(Drop.BAD_COAT)
+                return None
+            try:
+                payload = uncoat(payload, remote.session_box)
+            except (PacketError, CryptoError):
+                self.stats.drop(Drop.BAD_COAT)
+                return None
+        try:
+            return parse_body(packet.head.body_kind, payload)
+        except PacketError:
+            self.stats.drop(Drop.BAD_BODY)
+            return None
+
+    # == a remote's lifecycle: handshakes started and finished, presence ============
+
+    def _retry_delay(self, remote: Remote) -> float:
+        """Seconds to the remote's next presence check (:meth:`RoadConfig.presence_delay`,
+        with our attempts in a row it left unanswered)."""
+        return self.config.presence_delay(self.local.main, self._retries.get(remote.uid, 0))
+
+    def _start_join(self, remote: Remote, *, renewal: bool = False,
+                   afresh: bool = False) -> None:
+        if remote.in_process(TransactionKind.JOIN):
+            return
+        if remote.uid in self._want_joined and remote.uid not in self._unallowed:
+            # we were asked to join this address (join(), a rejoin): our own choice, so no
+            # anti-amplification limit on it (road._amplification)
+            self._budget.validate(remote.host_address)
+        self._want_joined.setdefault(remote.uid, self.now)
+        self._want_joined[remote.uid] = self.now + self.config.rejoin_interval
+        Joiner(self, remote, renewal=renewal, afresh=afresh).start()
+
+    def _start_allow(self, remote: Remote) -> None:
+        if remote.in_process(TransactionKind.JOIN) or remote.in_process(TransactionKind.ALLOW):
+            return
+        if not remote.joined:
+            self._start_join(remote)
+            return
+        Allower(self, remote).start()
+
+    def _start_alive(self, remote: Remote, *, asked: bool = False) -> None:
+        """The periodic presence check: join, allow or ask "alive?", whichever is due.
+
+        Never a join to a stranger (an estate that joined us vacuously): its joiner joins and
+        allows, we only answer.  Each join or allow we start counts as an attempt for the
+        back-off of :func:`retry_delay` until one completes.  Not main, a remote that left
+        ``allow_tries_before_rejoin`` checks unanswered is allowed again, and after as many
+        unanswered allows joined afresh (docs/road.md, "A main that lost us"), unless the
+        check was ``asked`` for (:meth:`RoadStack.alive`: "alive?" it is).
+        """
+        busy = remote.in_process(TransactionKind.JOIN) or remote.in_process(TransactionKind.ALLOW)
+        limit = 0 if self.local.main or asked else self.config.allow_tries_before_rejoin
+        if not remote.joined:
+            if remote.uid in self._unallowed:
+                return
+            if remote.uid in self._want_joined or remote.far_uid:
+                if not busy:
+                    tries = self._retries[remote.uid] = self._retries.get(remote.uid, 0) + 1
+                    if limit and remote.far_uid and tries > limit:
+                        # joins by the far uid fail (no answer, or renew refused on an
+                        # immutable road: a main that lost us): a vacuous one, as below
+                        self._start_join(remote, afresh=True)
+                        return
+                self._start_join(remote)
+            return
+        if not remote.allowed or (limit and remote.unanswered_checks >= limit):
+            # not allowed yet, or (not main) it stopped answering "alive?": a main that came
+            # back without us drops our checks unanswered; an allow finds out
+            if not busy:
+                tries = self._retries[remote.uid] = self._retries.get(remote.uid, 0) + 1
+                if limit and tries > limit:
+                    # unanswered allows too: the main may have lost our join (killed before
+                    # it kept it).  A vacuous join finds it either way (a main reuses the
+                    # remote of the same name): only the far uid may change; name, role and
+                    # keys must stay (or an immutable road rejects the answer)
+                    self._start_join(remote, afresh=True)
+                    return
+            self._start_allow(remote)
+            return
+        if remote.in_process(TransactionKind.ALIVE):
+            return
+        Aliver(self, remote).start()
+
+    def _joined(self, remote: Remote, *, initiator: bool) -> None:
+        self.stats.joins_completed += 1
+        remote.failure_warned = False
+        self._strangers.pop(remote.uid, None)
+        self._retries.pop(remote.uid, None)
+        self._want_joined.pop(remote.uid, None)
+        self._save_remote(remote)
+        self._emit(events.Joined(remote.name, remote.uid, remote.main, initiator))
+        if initiator:
+            self._start_allow(remote)
+
+    def _join_ended(self, remote: Remote, *, joined: bool) -> None:
+        if not joined and remote.uid in self._want_joined:
+            self._want_joined[remote.uid] = self.now + self.config.rejoin_interval
+
+    def _session_started(self, remote: Remote) -> None:
+        remote.allowed = True
+        # the allow proved the keys, and the cookie it echoed proved the address
+        self._budget.validate(remote.host_address)
+        self._unallowed.pop(remote.uid, None)
+        self._retries.pop(remote.uid, None)
+        self._pending_keys.unproven.pop(remote.role, None)
+        remote.session_keys_changed()  # the one event that may clear message dedup
+        remote.done_transactions.clear()
+        remote.next_session_id()
+        self._replace_stale_initiators(remote)
+        self._fast.session_started(remote)
+        self._save_remote(remote)
+        self._presence(remote, alive=True)
+
+    def _allowed(self, remote: Remote) -> None:
+        self.stats.allows_completed += 1
+        remote.failure_warned = False
+        self._emit(events.Allowed(remote.name, remote.session_id))
+        self._fast.allowed(remote)
+        self._pump(remote)
+
+    def _presence(self, remote: Remote, *, alive: bool, reason: str = "") -> None:
+        if alive:
+            remote.unanswered_checks = 0
+            self._retries.pop(remote.uid, None)
+        elif self.local.main:
+            self._retries[remote.uid] = self._retries.get(remote.uid, 0) + 1
+        remote.presence_due = self.now + self._retry_delay(remote)
+        if alive:
+            remote.reap_due = self.now + self.config.reap_interval
+            remote.reaped = False
+            self._schedule(remote)
+            if remote.alive is not True:
+                remote.alive = True
+                self._emit(events.Alive(remote.name))
+                self._pump(remote)
+            return
+        remote.unanswered_checks += 1
+        if remote.alive is not False:
+            remote.alive = False
+            self._emit(events.RemoteLost(remote.name, reason))
+        for messenger in list(self._in_flight.get(remote.uid, {})):
+            messenger.requeue()
+
+    def _replace_stale_initiators(self, remote: Remote) -> None:
+        for transaction in list(remote.transactions.values()):
+            if transaction.correspondent or remote.own_session_is_valid(transaction.session_id):
+                continue
+            if transaction.session_id == remote.session_id:
+                continue
+            if isinstance(transaction, Messenger):
+                transaction.requeue()
+            else:
+                transaction.end()
+
+    def _remove_stale_correspondents(self, remote: Remote) -> None:
+        for transaction in list(remote.transactions.values()):
+            if transaction.correspondent and not remote.remote_session_is_valid(
+                transaction.session_id
+            ):
+                transaction.end()
+                if isinstance(transaction, Allowent) and transaction.state is Allowent.States.ACKED:
+                    # the initiator speaks in a newer session: our allow had finished
+                    self._allowed(remote)
+
     # == bound by job from the road._* modules (names the transactions call) ==
 
-    # inbound dispatch (RAET's processRx)
-    _process = _dispatch.process
-    _join_remote = _dispatch.join_remote
-    _correspond = _dispatch.correspond
-    _nack_head = _dispatch.nack_head
-    _send_nack = _dispatch.send_nack
-    _stale = _dispatch.stale
-    _reply_stale = _dispatch.reply_stale
-    _renew = _dispatch.renew
-    _verify = _dispatch.verify
-    _open = _dispatch.open_body
 
     # the outbox and message pump
     _pump = _outbox.pump
@@ -378,17 +757,6 @@ class RoadStack:
     _schedule = _timers.schedule
     _manage = _timers.manage
 
-    # a remote's lifecycle: handshakes started and finished, presence
-    _start_join = _lifecycle.start_join
-    _start_allow = _lifecycle.start_allow
-    _start_alive = _lifecycle.start_alive
-    _joined = _lifecycle.joined
-    _join_ended = _lifecycle.join_ended
-    _session_started = _lifecycle.session_started
-    _allowed = _lifecycle.allowed
-    _presence = _lifecycle.presence
-    _replace_stale_initiators = _lifecycle.replace_stale_initiators
-    _remove_stale_correspondents = _lifecycle.remove_stale_correspondents
 
     # the register of remotes
     _stranger = _remotes.stranger
