@@ -70,6 +70,7 @@ class Messenger(Transaction):
         )
         self.resumed = begun if resumed else None
         """The send this one takes up again (same transaction id and coat), if any."""
+        outgoing.begun = None  # taken up now, or of another session: never again
         self.outgoing = outgoing
         self.packets: PacketTemplate | None = None  # packs each segment (set by start)
         self.coat = b""  # the whole coated message
@@ -244,6 +245,14 @@ class Messenger(Transaction):
         self.stack._sent(self.remote, self.outgoing)
 
     def on_nack(self, _packet: Packet, _body: Any) -> None:
+        if self.resumed is not None and not self.acked:
+            # A send taken up again, refused at once: RAET 0.6.8 remembers the id of
+            # every transaction it ended, delivered or not, and nacks it.  Send it as a
+            # new transaction in this session (as before resuming existed), no new allow.
+            self.fail("resumed send refused: sent again as a new transaction")
+            self.stack._requeue(self.remote, self.outgoing)
+            self.stack._pump(self.remote)
+            return
         self.fail("nacked by the receiver")
         # RAET nacks every message from a remote it has not allowed (say it restarted and
         # lost the session): hold the outbox until a new allow (the presence check starts
@@ -260,7 +269,7 @@ class Messenger(Transaction):
         self.burst_times = deque(None for _ in self.burst_times)  # Karn: answers now ambiguous
         self.remote.round_trip.back_off(self.redo_interval)
         if self.redos_unanswered > self.stack.config.max_redos:
-            self.requeue()
+            self.requeue(resume=True)
             self.stack._presence(self.remote, alive=False, reason="message not acknowledged")
             return
         if self.last_sent is None:
@@ -273,12 +282,13 @@ class Messenger(Transaction):
         self.resend_last()
         self.stack.stats.segments_resent += 1
 
-    def requeue(self) -> None:
+    def requeue(self, *, resume: bool = False) -> None:
         """End it and put the message back in the outbox (a newer session, a silent or
-        refusing remote).  If any of it went out, it remembers this transaction: sent
-        again in the same session it is the same one (see ``Outgoing.begun``)."""
+        refusing remote).  ``resume`` (the remote went silent, the session stands): if
+        any of it went out, sent again in this session it is the same transaction (see
+        ``Outgoing.begun``)."""
         self.end()
-        if self.packets is not None and self.current:
+        if resume and self.packets is not None and self.current:
             self.outgoing.begun = (self.session_id, self.transaction_id, self.coat)
         self.stack._requeue(self.remote, self.outgoing)
 

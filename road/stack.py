@@ -716,7 +716,7 @@ class RoadStack:
             remote.alive = False
             self._emit(events.RemoteLost(remote.name, reason))
         for messenger in list(self._in_flight.get(remote.uid, {})):
-            messenger.requeue()
+            messenger.requeue(resume=True)  # gone silent: the session stands
 
     def _replace_stale_initiators(self, remote: Remote) -> None:
         for transaction in list(remote.transactions.values()):

@@ -40,13 +40,13 @@ class InteropRoad:
     # -- our side ------------------------------------------------------------
     def ours(self, name: str, *, main: bool = False, auto: AutoMode = AutoMode.ONCE,
              port: int = 0, local: LocalEstate | None = None,
-             keep: MemoryKeep | None = None) -> RoadStack:
+             keep: MemoryKeep | None = None, config: RoadConfig | None = None) -> RoadStack:
         """Start (or restart) a raetlike estate called ``name``."""
         if name in self.drivers:
             self.drop_ours(name)
         local = local or LocalEstate(name, main=main)
-        stack = RoadStack(local, RoadConfig(auto=auto), keep=keep or MemoryKeep(auto),
-                          now=time.monotonic())
+        stack = RoadStack(local, config or RoadConfig(auto=auto),
+                          keep=keep or MemoryKeep(auto), now=time.monotonic())
         driver = UdpDriver(stack, port=port)
         self.loop.add(driver)
         self.drivers[name] = driver

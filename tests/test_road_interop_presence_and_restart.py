@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from raetlike.wire.kinds import AutoMode
 from road import events
-from road.stack import LocalEstate
+from road.stack import LocalEstate, RoadConfig
 from tests.raetpeer.road import RaetRoadPeer
 from tests.road_interop_kit import InteropRoad
 
@@ -131,3 +132,30 @@ def test_a_restarted_raetlike_estate_rejoins_a_raet_main_and_gets_the_messages_q
     assert road.until(lambda: road.received("beta") == queued, 10)
     ours.transmit({"after": "restart"}, to="alpha", now=road.now())
     assert road.until(lambda: {"after": "restart"} in peer.messages(), 10)
+
+
+def test_a_send_taken_up_again_that_raet_refuses_goes_as_a_new_one_without_a_new_allow(
+        road: InteropRoad) -> None:
+    """Our messenger gives up on a silent RAET main (max_redos) and keeps the message;
+    taken up again as the same transaction, RAET nacks it (it remembers every
+    transaction it ended): it then goes as a new one in the same session, no new allow.
+    (RAET delivers it again then: its dedup ends with the transaction, as in RAET.)"""
+    peer = road.raet("alpha", main=True)
+    ours = road.ours("beta", config=RoadConfig(auto=AutoMode.ONCE, max_redos=4))
+    ours.join(peer.address, now=road.now())
+    assert road.until(lambda: bool(road.seen("beta", events.Allowed, remote="alpha"))
+                      and peer.has("allowed", remote="beta"), 10)
+    deaf = [True]
+    hear = ours.receive_datagram
+
+    def receive(data: bytes, source: tuple[str, int], now: float) -> None:
+        if not deaf[0]:
+            hear(data, source, now)
+
+    ours.receive_datagram = receive  # type: ignore[method-assign]
+    ours.transmit({"n": 1}, to="alpha", now=road.now())
+    assert road.until(lambda: len(peer.messages()) == 1, 10)
+    assert road.until(lambda: bool(road.seen("beta", events.RemoteLost)), 30)
+    deaf[0] = False
+    assert road.until(lambda: bool(road.seen("beta", events.MessageSent)), 20)
+    assert len(road.seen("beta", events.Allowed)) == 1
