@@ -1,5 +1,6 @@
 """What adding and removing a remote means to the stack (timers, the keep, events), saving
-remotes, acceptance by the keep, and bounding the estates that never finish joining.  The
+remotes, and bounding the estates that never finish joining (acceptance by the keep is
+:class:`road.keeping.Admission`'s).  The
 indexes themselves are the register's (:class:`road._register.Register`).
 
 Each function here is a method of :class:`road.stack.RoadStack` (bound there by name);
@@ -10,8 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from raetlike.crypto import PublicKey, VerifyKey
-from raetlike.wire.kinds import Acceptance, AutoMode
 from road import events
 from road.remote import Remote
 
@@ -23,8 +22,6 @@ MAX_EXTRA_KEY = 32
 """Longest join-body key beyond RAET's that is kept (a capability name)."""
 MAX_EXTRA_TEXT = 64
 """Longest string value such a key may carry and still count."""
-KEY_SWEEP_INTERVAL = 60.0
-"""At most this long between sweeps of expired pending roles (when joins arrive)."""
 
 
 def stranger(stack: RoadStack, remote: Remote) -> None:
@@ -75,57 +72,6 @@ def remove_remote(stack: RoadStack, remote: Remote, reason: str) -> None:
 def save_remote(stack: RoadStack, remote: Remote) -> None:
     if remote.uid in stack.remotes:
         stack.keep.save_remote(remote)
-
-
-def acceptance(
-    stack: RoadStack, role: str, verify_key: VerifyKey, public_key: PublicKey,
-) -> Acceptance | None:
-    """The keep's verdict on a role's keys; None when it would be one pending key too many.
-
-    A key seen for the first time under auto mode never waits for an operator; at most
-    ``max_pending_keys`` wait at once (the oldest expire after ``pending_key_ttl``).
-    """
-    keep, ledger = stack.keep, stack._pending_keys
-    expire_pending_keys(stack)
-    known = keep.role_status(role)
-    if (known is None and keep.auto is AutoMode.NEVER
-            and len(ledger.since) >= stack.config.max_pending_keys):
-        for waiting in list(ledger.since):  # an operator may have decided some meanwhile
-            if keep.role_status(waiting) is not Acceptance.PENDING:
-                ledger.since.pop(waiting)
-        if len(ledger.since) >= stack.config.max_pending_keys:
-            return None
-    verdict = keep.acceptance_for(role, verify_key, public_key)
-    if verdict is Acceptance.PENDING:
-        ledger.since.setdefault(role, stack.now)
-    elif verdict is Acceptance.ACCEPTED:
-        ledger.since.pop(role, None)
-        if known is None:
-            ledger.unproven[role] = None  # forgotten again if its estate never allows
-    return verdict
-
-
-def expire_pending_keys(stack: RoadStack, *, force: bool = False) -> None:
-    """Remove roles that waited for an operator longer than ``pending_key_ttl`` (lazily:
-    at most every ``KEY_SWEEP_INTERVAL`` seconds, when a join asks the keep)."""
-    if not force and stack.now < stack._key_sweep_at:
-        return
-    ttl = stack.config.pending_key_ttl
-    stack._key_sweep_at = stack.now + min(KEY_SWEEP_INTERVAL, max(ttl / 4, 0.001))
-    since = stack._pending_keys.since
-    for role, first in list(since.items()):
-        if first + ttl <= stack.now:
-            del since[role]
-            if stack.keep.expire_role(role):
-                stack.stats.pending_keys_expired += 1
-
-
-def forget_unproven_role(stack: RoadStack, remote: Remote) -> None:
-    """A reaped stranger's role that its own join recorded (auto once): forget it, so a
-    stranger that never proved its keys does not hold the role for good."""
-    if (stack._pending_keys.unproven.pop(remote.role, 0) is None
-            and remote.verify_key is not None and remote.public_key is not None):
-        stack.keep.forget_role(remote.role, remote.verify_key, remote.public_key)
 
 
 def join_extras(stack: RoadStack) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import math
 from typing import TYPE_CHECKING
 
 from raetlike.wire.kinds import TransactionKind
-from road import _remotes, events
+from road import events
 from road._transaction import Transaction
 from road.remote import Remote
 
@@ -94,7 +94,7 @@ def manage(stack: RoadStack, remote: Remote) -> None:
     if unallowed is not None and unallowed <= stack.now:
         # a stranger that joined (or began to) and never proved its keys with an allow
         stack.stats.strangers_reaped += 1
-        _remotes.forget_unproven_role(stack, remote)
+        stack.admission.forget_unproven(remote.role, remote.verify_key, remote.public_key)
         stack._remove_remote(remote, f"no allow within {config.unallowed_reap_after:g} s "
                                      "of its join")
         return

@@ -6,7 +6,7 @@ The on-disk keep (``raetlike.keep``) is adapted to this interface by
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from raetlike.crypto import PublicKey, VerifyKey
@@ -15,7 +15,7 @@ from raetlike.wire.kinds import Acceptance, AutoMode
 if TYPE_CHECKING:
     from road.remote import Remote
 
-__all__ = ["MemoryKeep", "PendingKeys", "RoadKeep", "RoleRecord", "decide"]
+__all__ = ["Admission", "MemoryKeep", "RoadKeep", "RoleRecord", "decide"]
 
 
 class RoadKeep(Protocol):
@@ -65,17 +65,79 @@ def expires(auto: AutoMode, status: Acceptance | None) -> bool:
         status is Acceptance.REJECTED and auto is AutoMode.NEVER)
 
 
-@dataclass(slots=True)
-class PendingKeys:
-    """A stack's view of the keys its keep holds for strangers: since when they wait for an
-    operator (``pending_key_ttl``, ``max_pending_keys``), and which roles a join of this
-    process recorded first and no allow has proven yet (forgotten again when their estate is
-    reaped).  Times are the stack's clock."""
+KEY_SWEEP_INTERVAL = 60.0
+"""At most this long between sweeps of expired pending roles (when joins arrive)."""
 
-    since: dict[str, float] = field(default_factory=dict)
-    """Role -> when this stack first saw it waiting for an operator."""
-    unproven: dict[str, None] = field(default_factory=dict)
-    """Roles first recorded (accepted by auto mode) by a join of this process, never allowed."""
+
+class Admission:
+    """Which keys a stack admits: the keep's verdict by role, within bounds on the keys
+    that wait for an operator (``max_pending_keys`` at once, each at most
+    ``pending_key_ttl`` seconds), and the roles a join of this process recorded first that
+    no allow has proven yet (forgotten again when their estate is reaped).  An owned part
+    of :class:`road.stack.RoadStack` that knows nothing of it: times are the stack's
+    clock, passed in.
+    """
+
+    def __init__(self, keep: RoadKeep, *, max_pending: int, pending_ttl: float) -> None:
+        self.keep = keep
+        self.max_pending = max_pending
+        self.pending_ttl = pending_ttl
+        self.since: dict[str, float] = {}
+        """Role -> when this stack first saw it waiting for an operator."""
+        self.unproven: dict[str, None] = {}
+        """Roles first recorded (accepted by auto mode) by a join of this process, never
+        allowed."""
+        self.expired = 0
+        """Pending roles removed from the keep for waiting past ``pending_ttl``."""
+        self._sweep_at = 0.0
+
+    def verdict(self, role: str, verify_key: VerifyKey, public_key: PublicKey,
+                now: float) -> Acceptance | None:
+        """The keep's verdict on a role's keys; None when it would be one pending key too
+        many.  A key seen for the first time under auto mode never waits for an operator;
+        at most ``max_pending`` wait at once (the oldest expire after ``pending_ttl``)."""
+        keep, since = self.keep, self.since
+        self.expire(now)
+        known = keep.role_status(role)
+        if known is None and keep.auto is AutoMode.NEVER and len(since) >= self.max_pending:
+            for waiting in list(since):  # an operator may have decided some meanwhile
+                if keep.role_status(waiting) is not Acceptance.PENDING:
+                    since.pop(waiting)
+            if len(since) >= self.max_pending:
+                return None
+        verdict = keep.acceptance_for(role, verify_key, public_key)
+        if verdict is Acceptance.PENDING:
+            since.setdefault(role, now)
+        elif verdict is Acceptance.ACCEPTED:
+            since.pop(role, None)
+            if known is None:
+                self.unproven[role] = None  # forgotten again if its estate never allows
+        return verdict
+
+    def expire(self, now: float, *, force: bool = False) -> None:
+        """Remove roles that waited for an operator longer than ``pending_ttl`` (lazily:
+        at most every ``KEY_SWEEP_INTERVAL`` seconds, when a join asks the keep)."""
+        if not force and now < self._sweep_at:
+            return
+        ttl = self.pending_ttl
+        self._sweep_at = now + min(KEY_SWEEP_INTERVAL, max(ttl / 4, 0.001))
+        for role, first in list(self.since.items()):
+            if first + ttl <= now:
+                del self.since[role]
+                if self.keep.expire_role(role):
+                    self.expired += 1
+
+    def proven(self, role: str) -> None:
+        """An allow proved the role's keys: it stays, whatever becomes of the estate."""
+        self.unproven.pop(role, None)
+
+    def forget_unproven(self, role: str, verify_key: VerifyKey | None,
+                        public_key: PublicKey | None) -> None:
+        """A reaped stranger's role that its own join recorded (auto once): forget it, so
+        a stranger that never proved its keys does not hold the role for good."""
+        if (self.unproven.pop(role, 0) is None
+                and verify_key is not None and public_key is not None):
+            self.keep.forget_role(role, verify_key, public_key)
 
 
 @dataclass(slots=True)

@@ -166,7 +166,7 @@ class FileRoadKeep:
         """Add every kept remote to ``stack`` (same uids), saving the advanced session ids."""
         restored = []
         for role in self.waiting_roles():  # pending_key_ttl counts from this start
-            stack._pending_keys.since.setdefault(role, stack.now)
+            stack.admission.since.setdefault(role, stack.now)
         for remote in self.kept_remotes():
             if remote.uid == stack.local.uid or remote.uid in stack.remotes:
                 log.warning("%s: kept remote %r reuses uid %d; skipped",

@@ -9,10 +9,11 @@ seconds, always passed in: the stack has no clock and no socket.
 This module holds the stack's state, its commands, the datagram and event queues, inbound
 dispatch (RAET's processRx: a packet's remote, its transaction, nacks) and a remote's
 lifecycle (handshakes started and finished, presence), as methods.  It owns the register
-of remotes (:mod:`road._register`), two deadline heaps (:mod:`road._deadlines`) and fast
-mode (:mod:`road._fast`).  Still bound from modules of functions, to become owned
-objects: the outbox and message pump (:mod:`road._outbox`), timer handling
-(:mod:`road._timers`) and what adding or removing a remote means (:mod:`road._remotes`).
+of remotes (:mod:`road._register`), two deadline heaps (:mod:`road._deadlines`), the
+admission of keys (:class:`road.keeping.Admission`) and fast mode (:mod:`road._fast`).
+Still bound from modules of functions, to become owned objects: the outbox and message
+pump (:mod:`road._outbox`), timer handling (:mod:`road._timers`) and what adding or
+removing a remote means (:mod:`road._remotes`).
 Its settings live in :mod:`road.config`.
 """
 
@@ -23,10 +24,11 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from raetlike.crypto import PublicKey, VerifyKey
 from raetlike.errors import BackpressureError, CryptoError, LocalProtocolError, PacketError
 from raetlike.wire.body import parse_body, uncoat
 from raetlike.wire.head import Head
-from raetlike.wire.kinds import CoatKind, Flag, FootKind, PacketKind, TransactionKind
+from raetlike.wire.kinds import Acceptance, CoatKind, Flag, FootKind, PacketKind, TransactionKind
 from raetlike.wire.packet import Packet, parse_packet
 from road import _outbox, _remotes, _timers, events
 from road._alive import Aliver, answer_alive
@@ -40,7 +42,7 @@ from road._message import Messengent, Messenger, Partials, done_again
 from road._register import Register
 from road._transaction import Transaction, rx_index, tx_index
 from road.config import LocalEstate, RoadConfig
-from road.keeping import MemoryKeep, PendingKeys, RoadKeep
+from road.keeping import Admission, MemoryKeep, RoadKeep
 from road.remote import Address, Outgoing, Remote
 from road.stats import Drop, RemoteStats, RoadStats
 
@@ -100,8 +102,8 @@ class RoadStack:
                                    self.config.max_unvalidated_addresses)
         self._unallowed: dict[int, float] = {}  # uid -> when a stranger never allowed goes
         self._retries: dict[int, int] = {}  # uid -> our unanswered attempts in a row (backoff)
-        self._key_sweep_at = 0.0  # when the keep's expired pending roles are next swept
-        self._pending_keys = PendingKeys()  # strangers' keys in the keep (road._remotes)
+        self.admission = Admission(self.keep, max_pending=self.config.max_pending_keys,
+                                   pending_ttl=self.config.pending_key_ttl)
         self._partials = Partials()  # RAET-mode messages partly received
         # the last packet authenticated at the door, with its remote (see _process)
         self._authentic: tuple[Packet | None, Remote | None] = (None, None)
@@ -323,6 +325,14 @@ class RoadStack:
         self.stats.messages_received += 1
         self._emit(events.MessageReceived(remote.name, body, session_id, transaction_id,
                                           segments))
+
+    def _acceptance(self, role: str, verify_key: VerifyKey,
+                    public_key: PublicKey) -> Acceptance | None:
+        """The admission's verdict on a role's keys now (None: too many keys pending)."""
+        expired = self.admission.expired
+        verdict = self.admission.verdict(role, verify_key, public_key, self.now)
+        self.stats.pending_keys_expired += self.admission.expired - expired
+        return verdict
 
     def _tick(self, now: float | None) -> None:
         """Move the clock to ``now``; never back (a ``now`` behind it is ignored, as the
@@ -679,7 +689,7 @@ class RoadStack:
         self._budget.validate(remote.host_address)
         self._unallowed.pop(remote.uid, None)
         self._retries.pop(remote.uid, None)
-        self._pending_keys.unproven.pop(remote.role, None)
+        self.admission.proven(remote.role)
         remote.session_keys_changed()  # the one event that may clear message dedup
         remote.done_transactions.clear()
         remote.next_session_id()
@@ -763,6 +773,5 @@ class RoadStack:
     _add_remote = _remotes.add_remote
     _remove_remote = _remotes.remove_remote
     _save_remote = _remotes.save_remote
-    _acceptance = _remotes.acceptance
     _join_extras = _remotes.join_extras
     _capabilities = _remotes.capabilities

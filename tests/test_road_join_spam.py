@@ -121,7 +121,7 @@ def test_pending_and_rejected_role_files_expire_from_a_file_keep(tmp_path: Path)
     restarted = RoadStack(local, RoadConfig(auto=AutoMode.NEVER, pending_key_ttl=30.0),
                           keep=keep, now=1000.0)
     keep.restore_remotes(restarted)
-    assert list(restarted._pending_keys.since) == ["late"]
+    assert list(restarted.admission.since) == ["late"]
 
 
 def test_an_operator_rejection_does_not_expire_under_auto_once() -> None:
