@@ -137,7 +137,6 @@ class Allower(_Allow):
         nonce = crypto.new_nonce()
         sealed = remote.session_box.seal(stuff, nonce)
         initiate = INITIATE.pack(remote.short_private.public_key.raw, oreo, sealed, nonce)
-        self.state = self.States.INITIATE
         self.send(PacketKind.INITIATE, initiate, secure=False)
 
     def on_duplicate(self, _packet: Packet, _body: Any) -> None:
@@ -152,7 +151,7 @@ class Allower(_Allow):
     on_unjoined = rejoin_when_unjoined
 
     RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {
-        (States.HELLO, PacketKind.COOKIE): Rule(on_cookie),
+        (States.HELLO, PacketKind.COOKIE): Rule(on_cookie, then=States.INITIATE),
         (States.INITIATE, PacketKind.COOKIE): Rule(on_duplicate),
         (States.INITIATE, PacketKind.ACK): Rule(on_ack),
         (States.HELLO, PacketKind.NACK): Rule(_Allow.on_refuse),
@@ -273,7 +272,6 @@ class Allowent(_Allow):
         log.debug("%s: initiate from %s (fqdn %r)", self.stack.name, remote.name,
                   fqdn.rstrip(b" "))
         self.send(PacketKind.ACK, b"", secure=False)
-        self.state = self.States.ACKED
         self.stack._session_started(remote)
 
     def on_duplicate_hello(self, _packet: Packet, _body: Any) -> None:
@@ -302,7 +300,7 @@ class Allowent(_Allow):
 
     RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {
         (States.COOKIE, PacketKind.HELLO): Rule(on_duplicate_hello),
-        (States.COOKIE, PacketKind.INITIATE): Rule(on_initiate),
+        (States.COOKIE, PacketKind.INITIATE): Rule(on_initiate, then=States.ACKED),
         (States.COOKIE, PacketKind.NACK): Rule(_Allow.on_refuse),
         (States.COOKIE, PacketKind.REFUSE): Rule(_Allow.on_refuse),
         (States.COOKIE, PacketKind.REJECT): Rule(_Allow.on_reject),

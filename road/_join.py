@@ -281,7 +281,6 @@ class Joiner(_Join):
     def on_pend(self, _packet: Packet, _body: Any) -> None:
         if self.state is not self.States.PENDED:
             self.stack._emit(events.JoinPending(self.remote.name, self.remote.role, local=False))
-        self.state = self.States.PENDED
         self.redo_at = self.stack.now + self.pend_redo
         self.timeout_at = self.stack.now + PENDING_TIMEOUT
 
@@ -392,12 +391,12 @@ class Joiner(_Join):
     # Every answer is taken in every state: a joinent resends its answers, and an operator
     # on either side may decide at any time (a response after a pend, a reject while our
     # keep is pending), so the state does not narrow what may come.
-    _ANSWERS = ((PacketKind.RESPONSE, on_response), (PacketKind.PEND, on_pend),
-                (PacketKind.NACK, on_refuse), (PacketKind.REFUSE, on_refuse),
-                (PacketKind.REJECT, on_reject), (PacketKind.RENEW, on_renew))
+    _ANSWERS = ((PacketKind.RESPONSE, Rule(on_response)),
+                (PacketKind.PEND, Rule(on_pend, then=States.PENDED)),
+                (PacketKind.NACK, Rule(on_refuse)), (PacketKind.REFUSE, Rule(on_refuse)),
+                (PacketKind.REJECT, Rule(on_reject)), (PacketKind.RENEW, Rule(on_renew)))
     RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {
-        (state, kind): Rule(handler)
-        for state, (kind, handler) in itertools.product(States, _ANSWERS)}
+        (state, kind): rule for state, (kind, rule) in itertools.product(States, _ANSWERS)}
 
 
 class Joinent(_Join):
@@ -578,7 +577,6 @@ class Joinent(_Join):
         self.stack._joined(self.remote, initiator=False)
 
     def on_pend(self, _packet: Packet, _body: Any) -> None:
-        self.state = self.States.PENDED
         self.redo_at = self.stack.now + self.pend_redo
         self.timeout_at = self.stack.now + PENDING_TIMEOUT  # the joiner's operator decides
 
@@ -594,10 +592,11 @@ class Joinent(_Join):
     # or pend only once we answered (responded, or it pended our response)
     _ANY_TIME = ((PacketKind.REQUEST, on_duplicate), (PacketKind.NACK, on_refuse),
                  (PacketKind.REFUSE, on_refuse), (PacketKind.REJECT, on_reject))
-    _ANSWERED = ((PacketKind.ACK, on_ack), (PacketKind.PEND, on_pend))
+    _ANSWERED = ((PacketKind.ACK, Rule(on_ack)),
+                 (PacketKind.PEND, Rule(on_pend, then=States.PENDED)))
     RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {
         **{(state, kind): Rule(handler)
            for state, (kind, handler) in itertools.product(States, _ANY_TIME)},
-        **{(state, kind): Rule(handler) for state, (kind, handler) in itertools.product(
+        **{(state, kind): rule for state, (kind, rule) in itertools.product(
             (States.RESPONDED, States.PENDED), _ANSWERED)},
     }

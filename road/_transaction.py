@@ -83,6 +83,9 @@ class Rule(NamedTuple):
     body: bool = True
     """Decrypt and parse the body before the handler runs; False: only the signature is
     checked (a message segment: its body is one piece of a coat opened when whole)."""
+    then: enum.Enum | None = None
+    """The state the transaction is in after the handler, unless it ended (None: the
+    same, or the handler's choice where the next state depends on the packet)."""
 
 
 class Transaction:
@@ -293,6 +296,8 @@ class Transaction:
         else:
             return
         rule.handler(self, packet, body)
+        if rule.then is not None and not self.ended:
+            self.state = rule.then
 
     def open(self, packet: Packet, *, signed: bool) -> Any:
         """Verify, decrypt and parse a packet's body; None (and counted) when it fails."""
