@@ -1,0 +1,34 @@
+"""The admission of keys, on its own: the keep's verdict by role within its bounds."""
+
+from __future__ import annotations
+
+from raetlike.crypto import PrivateKey, PublicKey, SigningKey, VerifyKey
+from raetlike.wire.kinds import Acceptance, AutoMode
+from road.keeping import Admission, MemoryKeep
+
+
+def _keys() -> tuple[VerifyKey, PublicKey]:
+    return SigningKey.generate().verify_key, PrivateKey.generate().public_key
+
+
+def test_at_most_max_pending_wait_and_they_expire_after_the_ttl() -> None:
+    admission = Admission(MemoryKeep(AutoMode.NEVER), max_pending=2, pending_ttl=10.0)
+    verdicts = [admission.verdict(f"r{n}", *_keys(), now=float(n)) for n in range(3)]
+    assert verdicts == [Acceptance.PENDING, Acceptance.PENDING, None]  # one too many
+    assert list(admission.since) == ["r0", "r1"]
+    assert admission.verdict("r2", *_keys(), now=10.5) is Acceptance.PENDING
+    assert admission.expired == 1  # r0 waited past the ttl and went (a sweep, lazily)
+    assert list(admission.since) == ["r1", "r2"]
+
+
+def test_a_role_first_accepted_by_a_join_is_forgotten_unless_proven() -> None:
+    keep = MemoryKeep(AutoMode.ONCE)
+    admission = Admission(keep, max_pending=10, pending_ttl=60.0)
+    unproven, proven = _keys(), _keys()
+    assert admission.verdict("stranger", *unproven, now=0.0) is Acceptance.ACCEPTED
+    assert admission.verdict("member", *proven, now=0.0) is Acceptance.ACCEPTED
+    admission.proven("member")
+    admission.forget_unproven("stranger", *unproven)
+    admission.forget_unproven("member", *proven)
+    assert keep.role_status("stranger") is None
+    assert keep.role_status("member") is Acceptance.ACCEPTED
