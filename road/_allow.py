@@ -104,28 +104,28 @@ class Allower(_Allow):
                        self.transaction_id, False))
         self.send(PacketKind.HELLO, body, secure=False)
 
-    def on_cookie(self, _packet: Packet, opened: Any) -> None:
+    def on_cookie(self, _packet: Packet, opened: Any) -> bool:
         body = self.raw(opened)
         if body is None:
-            return
+            return False  # dropped (counted): the allow stays where it was
         remote, local = self.remote, self.stack.local
         assert remote.public_key is not None  # noqa: S101
         if len(body) != COOKIE.size:
             self.nack(PacketKind.REJECT)
-            return
+            return True  # (a nack ended it)
         sealed, nonce = COOKIE.unpack(body)
         try:
             stuff = crypto.box_open(sealed, nonce, remote.short_private, remote.public_key)
         except CryptoError:
             self.nack(PacketKind.REJECT)
-            return
+            return True  # (a nack ended it)
         if len(stuff) != COOKIE_STUFF.size:
             self.nack(PacketKind.REJECT)
-            return
+            return True  # (a nack ended it)
         short_raw, their_uid_for_us, our_uid_for_them, oreo = COOKIE_STUFF.unpack(stuff)
         if their_uid_for_us != remote.far_uid or our_uid_for_them != remote.uid:
             self.nack(PacketKind.REJECT)
-            return
+            return True  # (a nack ended it)
         self.oreo = oreo
         remote.set_short_peer(crypto.PublicKey(short_raw))
         vouch_nonce = crypto.new_nonce()
@@ -138,6 +138,7 @@ class Allower(_Allow):
         sealed = remote.session_box.seal(stuff, nonce)
         initiate = INITIATE.pack(remote.short_private.public_key.raw, oreo, sealed, nonce)
         self.send(PacketKind.INITIATE, initiate, secure=False)
+        return True
 
     def on_duplicate(self, _packet: Packet, _body: Any) -> None:
         self.stack.stats.drop(Drop.DUPLICATE)
@@ -232,47 +233,48 @@ class Allowent(_Allow):
         sealed = crypto.box(stuff, nonce, stack.local.private_key, short_peer)
         self.send(PacketKind.COOKIE, COOKIE.pack(sealed, nonce), secure=False)
 
-    def on_initiate(self, _packet: Packet, opened: Any) -> None:
+    def on_initiate(self, _packet: Packet, opened: Any) -> bool:
         body = self.raw(opened)
         if body is None:
-            return
+            return False  # dropped (counted): the allow stays where it was
         remote, local = self.remote, self.stack.local
         if len(body) != INITIATE.size:
             self.nack(PacketKind.REJECT)
-            return
+            return True  # (a nack ended it)
         short_raw, oreo, sealed, nonce = INITIATE.unpack(body)
         assert remote.short_peer is not None  # noqa: S101
         assert remote.session_box is not None  # noqa: S101
         assert remote.public_key is not None  # noqa: S101
         if not hmac.compare_digest(short_raw, remote.short_peer.raw):
             self.nack(PacketKind.REJECT)
-            return
+            return True  # (a nack ended it)
         if not hmac.compare_digest(oreo, self.oreo):
             self.nack(PacketKind.REJECT)
-            return
+            return True  # (a nack ended it)
         try:
             stuff = remote.session_box.open(sealed, nonce)
         except CryptoError:
             self.nack(PacketKind.REJECT)
-            return
+            return True  # (a nack ended it)
         if len(stuff) != INITIATE_STUFF.size:
             self.nack(PacketKind.REJECT)
-            return
+            return True  # (a nack ended it)
         long_raw, vouch, vouch_nonce, fqdn = INITIATE_STUFF.unpack(stuff)
         if not hmac.compare_digest(long_raw, remote.public_key.raw):
             self.nack(PacketKind.REJECT)
-            return
+            return True  # (a nack ended it)
         try:
             vouched = crypto.box_open(vouch, vouch_nonce, local.private_key, remote.public_key)
         except CryptoError:
             vouched = b""
         if not hmac.compare_digest(vouched, short_raw):
             self.nack(PacketKind.REJECT)
-            return
+            return True  # (a nack ended it)
         log.debug("%s: initiate from %s (fqdn %r)", self.stack.name, remote.name,
                   fqdn.rstrip(b" "))
         self.send(PacketKind.ACK, b"", secure=False)
         self.stack._session_started(remote)
+        return True
 
     def on_duplicate_hello(self, _packet: Packet, _body: Any) -> None:
         self.stack.stats.drop(Drop.DUPLICATE)

@@ -72,8 +72,10 @@ def rx_index(head: Head, source: Address) -> Index:
     )
 
 
-Handler = Callable[[Any, Packet, Any], None]
-"""``handler(transaction, packet, body)``: ``body`` as parsed (None for a signature rule)."""
+Handler = Callable[[Any, Packet, Any], "bool | None"]
+"""``handler(transaction, packet, body)``: ``body`` as parsed (None for a signature rule).
+A handler that drops the packet after all (a body it cannot use, counted) returns False:
+the rule's next state is then not taken."""
 
 
 class Rule(NamedTuple):
@@ -84,8 +86,9 @@ class Rule(NamedTuple):
     """Decrypt and parse the body before the handler runs; False: only the signature is
     checked (a message segment: its body is one piece of a coat opened when whole)."""
     then: enum.Enum | None = None
-    """The state the transaction is in after the handler, unless it ended (None: the
-    same, or the handler's choice where the next state depends on the packet)."""
+    """The state the transaction is in after the handler, unless it ended or the handler
+    dropped the packet (None: the same, or the handler's choice where the next state
+    depends on the packet)."""
 
 
 class Transaction:
@@ -295,8 +298,8 @@ class Transaction:
             body = None
         else:
             return
-        rule.handler(self, packet, body)
-        if rule.then is not None and not self.ended:
+        taken = rule.handler(self, packet, body)
+        if rule.then is not None and taken is not False and not self.ended:
             self.state = rule.then
 
     def open(self, packet: Packet, *, signed: bool) -> Any:

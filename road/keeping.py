@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from raetlike.crypto import PublicKey, VerifyKey
 from raetlike.wire.kinds import Acceptance, AutoMode
+from road.config import RoadConfig
 
 if TYPE_CHECKING:
     from road.remote import Remote
@@ -71,39 +72,40 @@ KEY_SWEEP_INTERVAL = 60.0
 
 class Admission:
     """Which keys a stack admits: the keep's verdict by role, within bounds on the keys
-    that wait for an operator (``max_pending_keys`` at once, each at most
+    that wait for an operator (the config's ``max_pending_keys`` at once, each at most
     ``pending_key_ttl`` seconds), and the roles a join of this process recorded first that
     no allow has proven yet (forgotten again when their estate is reaped).  An owned part
     of :class:`road.stack.RoadStack` that knows nothing of it: times are the stack's
     clock, passed in.
     """
 
-    def __init__(self, keep: RoadKeep, *, max_pending: int, pending_ttl: float) -> None:
+    def __init__(self, keep: RoadKeep, config: RoadConfig) -> None:
         self.keep = keep
-        self.max_pending = max_pending
-        self.pending_ttl = pending_ttl
+        self.config = config
+        """Read at each use (``max_pending_keys``, ``pending_key_ttl``), as the stack's."""
         self.since: dict[str, float] = {}
         """Role -> when this stack first saw it waiting for an operator."""
         self.unproven: dict[str, None] = {}
         """Roles first recorded (accepted by auto mode) by a join of this process, never
         allowed."""
         self.expired = 0
-        """Pending roles removed from the keep for waiting past ``pending_ttl``."""
+        """Pending roles removed from the keep for waiting past ``pending_key_ttl``."""
         self._sweep_at = 0.0
 
     def verdict(self, role: str, verify_key: VerifyKey, public_key: PublicKey,
                 now: float) -> Acceptance | None:
         """The keep's verdict on a role's keys; None when it would be one pending key too
         many.  A key seen for the first time under auto mode never waits for an operator;
-        at most ``max_pending`` wait at once (the oldest expire after ``pending_ttl``)."""
-        keep, since = self.keep, self.since
+        at most ``max_pending_keys`` wait at once (the oldest expire after
+        ``pending_key_ttl``)."""
+        keep, since, limit = self.keep, self.since, self.config.max_pending_keys
         self.expire(now)
         known = keep.role_status(role)
-        if known is None and keep.auto is AutoMode.NEVER and len(since) >= self.max_pending:
+        if known is None and keep.auto is AutoMode.NEVER and len(since) >= limit:
             for waiting in list(since):  # an operator may have decided some meanwhile
                 if keep.role_status(waiting) is not Acceptance.PENDING:
                     since.pop(waiting)
-            if len(since) >= self.max_pending:
+            if len(since) >= limit:
                 return None
         verdict = keep.acceptance_for(role, verify_key, public_key)
         if verdict is Acceptance.PENDING:
@@ -115,11 +117,11 @@ class Admission:
         return verdict
 
     def expire(self, now: float, *, force: bool = False) -> None:
-        """Remove roles that waited for an operator longer than ``pending_ttl`` (lazily:
-        at most every ``KEY_SWEEP_INTERVAL`` seconds, when a join asks the keep)."""
+        """Remove roles that waited for an operator longer than ``pending_key_ttl``
+        (lazily: at most every ``KEY_SWEEP_INTERVAL`` seconds, when a join asks the keep)."""
         if not force and now < self._sweep_at:
             return
-        ttl = self.pending_ttl
+        ttl = self.config.pending_key_ttl
         self._sweep_at = now + min(KEY_SWEEP_INTERVAL, max(ttl / 4, 0.001))
         for role, first in list(self.since.items()):
             if first + ttl <= now:

@@ -102,8 +102,7 @@ class RoadStack:
                                    self.config.max_unvalidated_addresses)
         self._unallowed: dict[int, float] = {}  # uid -> when a stranger never allowed goes
         self._retries: dict[int, int] = {}  # uid -> our unanswered attempts in a row (backoff)
-        self.admission = Admission(self.keep, max_pending=self.config.max_pending_keys,
-                                   pending_ttl=self.config.pending_key_ttl)
+        self.admission = Admission(self.keep, self.config)
         self._partials = Partials()  # RAET-mode messages partly received
         # the last packet authenticated at the door, with its remote (see _process)
         self._authentic: tuple[Packet | None, Remote | None] = (None, None)
@@ -330,9 +329,10 @@ class RoadStack:
                     public_key: PublicKey) -> Acceptance | None:
         """The admission's verdict on a role's keys now (None: too many keys pending)."""
         expired = self.admission.expired
-        verdict = self.admission.verdict(role, verify_key, public_key, self.now)
-        self.stats.pending_keys_expired += self.admission.expired - expired
-        return verdict
+        try:
+            return self.admission.verdict(role, verify_key, public_key, self.now)
+        finally:  # (counted even when the keep fails after the sweep)
+            self.stats.pending_keys_expired += self.admission.expired - expired
 
     def _tick(self, now: float | None) -> None:
         """Move the clock to ``now``; never back (a ``now`` behind it is ignored, as the

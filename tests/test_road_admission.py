@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from raetlike.crypto import PrivateKey, PublicKey, SigningKey, VerifyKey
 from raetlike.wire.kinds import Acceptance, AutoMode
+from road.config import RoadConfig
 from road.keeping import Admission, MemoryKeep
 
 
@@ -12,18 +13,21 @@ def _keys() -> tuple[VerifyKey, PublicKey]:
 
 
 def test_at_most_max_pending_wait_and_they_expire_after_the_ttl() -> None:
-    admission = Admission(MemoryKeep(AutoMode.NEVER), max_pending=2, pending_ttl=10.0)
+    config = RoadConfig(max_pending_keys=2, pending_key_ttl=10.0)
+    admission = Admission(MemoryKeep(AutoMode.NEVER), config)
     verdicts = [admission.verdict(f"r{n}", *_keys(), now=float(n)) for n in range(3)]
     assert verdicts == [Acceptance.PENDING, Acceptance.PENDING, None]  # one too many
     assert list(admission.since) == ["r0", "r1"]
     assert admission.verdict("r2", *_keys(), now=10.5) is Acceptance.PENDING
     assert admission.expired == 1  # r0 waited past the ttl and went (a sweep, lazily)
     assert list(admission.since) == ["r1", "r2"]
+    config.max_pending_keys = 3  # read at each use, as the stack's config
+    assert admission.verdict("r3", *_keys(), now=11.0) is Acceptance.PENDING
 
 
 def test_a_role_first_accepted_by_a_join_is_forgotten_unless_proven() -> None:
     keep = MemoryKeep(AutoMode.ONCE)
-    admission = Admission(keep, max_pending=10, pending_ttl=60.0)
+    admission = Admission(keep, RoadConfig())
     unproven, proven = _keys(), _keys()
     assert admission.verdict("stranger", *unproven, now=0.0) is Acceptance.ACCEPTED
     assert admission.verdict("member", *proven, now=0.0) is Acceptance.ACCEPTED

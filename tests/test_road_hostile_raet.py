@@ -9,7 +9,7 @@ import tracemalloc
 import pytest
 
 from raetlike.crypto import SigningKey
-from raetlike.wire.kinds import Flag, PacketKind, TransactionKind
+from raetlike.wire.kinds import BodyKind, Flag, PacketKind, TransactionKind
 from raetlike.wire.packet import pack_packet, parse_packet
 from road import events
 from road.config import RoadConfig
@@ -312,3 +312,30 @@ def test_an_unexpected_kind_even_signed_is_dropped_and_the_transaction_goes_on(
     pair.run_until(lambda: not main.in_process(TransactionKind.ALIVE), timeout=5.0)
     assert len(pair.events(MINION, events.RemoteLost)) == lost
     assert main.alive is True
+
+
+def test_a_signed_allow_packet_with_a_body_it_cannot_use_moves_nothing_on() -> None:
+    """An initiate signed by the remote but with a JSON body (an allow's must be raw bytes)
+    is dropped and counted, and the allowent stays in COOKIE: the real initiate then
+    completes the allow.  (With the next state taken from the table regardless, the
+    allowent went to ACKED unallowed, and later reported a false Allowed.)"""
+    pair = allowed_pair()
+    allowed = len(pair.events(MAIN, events.Allowed))
+    pair.net.drop = lambda sent: (sent.head.transaction_kind == TransactionKind.ALLOW
+                                  and sent.head.packet_kind == PacketKind.INITIATE)
+    start = len(pair.wire)
+    pair.minion.allow("main", now=pair.net.now)
+    pair.run_until(lambda: any(s.head.packet_kind == PacketKind.COOKIE
+                               for s in pair.wire[start:]))
+    hello = [s for s in pair.wire[start:] if s.head.packet_kind == PacketKind.HELLO][-1]
+    [allowent] = pair.main.remote("minion").in_process(TransactionKind.ALLOW)
+    unusable = _forge(hello, pair.minion.local.signing_key, coat=b"",
+                      packet_kind=PacketKind.INITIATE, body_kind=BodyKind.JSON)
+    before = pair.main.stats.dropped[Drop.INVALID_BODY]
+    pair.main.receive_datagram(unusable, MINION, pair.net.now)
+    assert pair.main.stats.dropped[Drop.INVALID_BODY] == before + 1
+    assert allowent.state is allowent.States.COOKIE
+    pair.net.drop = None
+    pair.net.run_for(10.0)
+    assert len(pair.events(MAIN, events.Allowed)) == allowed + 1
+    assert not pair.events(MINION, events.AllowFailed)
