@@ -10,10 +10,11 @@ This module holds the stack's state, its commands, the datagram and event queues
 dispatch (RAET's processRx: a packet's remote, its transaction, nacks) and a remote's
 lifecycle (handshakes started and finished, presence), as methods.  It owns the register
 of remotes (:mod:`road._register`), two deadline heaps (:mod:`road._deadlines`), the
-admission of keys (:class:`road.keeping.Admission`) and fast mode (:mod:`road._fast`).
-Still bound from modules of functions, to become owned objects: the outbox and message
-pump (:mod:`road._outbox`), timer handling (:mod:`road._timers`) and what adding or
-removing a remote means (:mod:`road._remotes`).
+admission of keys (:class:`road.keeping.Admission`), RAET mode's message pump
+(:mod:`road._pump`) and fast mode (:mod:`road._fast`).  Still bound from modules of
+functions, to become owned objects: the outbox's requeue and expiry
+(:mod:`road._outbox`), timer handling (:mod:`road._timers`) and what adding or removing
+a remote means (:mod:`road._remotes`).
 Its settings live in :mod:`road.config`.
 """
 
@@ -39,6 +40,7 @@ from road._fast import FastRoad
 from road._fast_wire import is_fast
 from road._join import Joinent, Joiner
 from road._message import Messengent, Messenger, Partials, done_again
+from road._pump import MessagePump
 from road._register import Register
 from road._transaction import Transaction, rx_index, tx_index
 from road.config import LocalEstate, RoadConfig
@@ -84,9 +86,7 @@ class RoadStack:
         self._out: deque[tuple[bytes, Address]] = deque()
         self._events: deque[events.Event] = deque()
         self._transactions: dict[Transaction, None] = {}
-        self._stalled: dict[int, dict[Messenger, None]] = {}
-        self._in_flight: dict[int, dict[Messenger, None]] = {}
-        self._launched: dict[int, int] = {}  # uid -> messages started to it so far
+        self.messages = MessagePump(self.config, self._messenger, self._expire)
         self._want_joined: dict[int, float] = {}  # uid -> next join attempt
         # Lazy timer heaps: an entry may be stale (the deadline moved later or
         # its owner is gone); it then only causes one early handle_timer.
@@ -274,8 +274,7 @@ class RoadStack:
             else:
                 rtt = remote.round_trip.smoothed
             traffic = remote.traffic
-            queued = (len(remote.outbox) + len(self._in_flight.get(remote.uid, ()))
-                      + len(self._stalled.get(remote.uid, ())))
+            queued = len(remote.outbox) + self.messages.held(remote.uid)
             if link is not None:
                 queued += len(link.messages)
             heard = traffic.last_heard
@@ -362,13 +361,29 @@ class RoadStack:
     def _track(self, transaction: Transaction) -> None:
         self._transactions[transaction] = None
         if isinstance(transaction, Messenger):
-            self._in_flight.setdefault(transaction.remote.uid, {})[transaction] = None
+            self.messages.track(transaction)
 
     def _untrack(self, transaction: Transaction) -> None:
         self._transactions.pop(transaction, None)
         if isinstance(transaction, Messenger):
-            self._in_flight.get(transaction.remote.uid, {}).pop(transaction, None)
-            self._stalled.get(transaction.remote.uid, {}).pop(transaction, None)
+            self.messages.untrack(transaction)
+
+    def _messenger(self, remote: Remote, outgoing: Outgoing) -> Messenger:
+        return Messenger(self, remote, outgoing)
+
+    def _pump(self, remote: Remote) -> None:
+        """Send what waits for ``remote``: fast mode pulls it as its window opens, RAET
+        mode's pump starts messengers (:class:`road._pump.MessagePump`)."""
+        if not remote.allowed or remote.session_box is None or remote.alive is False:
+            return
+        if self._fast.links and self._fast.takes(remote):
+            return  # the fast link pulls from the outbox as its window opens
+        self.messages.pump(remote, self.now)
+
+    def _stall(self, messenger: Messenger) -> None:
+        self.messages.stall(messenger)
+
+    _window_opened = _pump
 
     def _tx_index_of(self, data: bytes, destination: Address) -> Any:
         return tx_index(parse_packet(data).head, destination)
@@ -725,7 +740,7 @@ class RoadStack:
         if remote.alive is not False:
             remote.alive = False
             self._emit(events.RemoteLost(remote.name, reason))
-        for messenger in list(self._in_flight.get(remote.uid, {})):
+        for messenger in self.messages.flying(remote.uid):
             messenger.requeue(resume=True)  # gone silent: the session stands
 
     def _replace_stale_initiators(self, remote: Remote) -> None:
@@ -753,9 +768,6 @@ class RoadStack:
 
 
     # the outbox and message pump
-    _pump = _outbox.pump
-    _stall = _outbox.stall
-    _window_opened = _outbox.window_opened
     _sent = _outbox.sent
     _requeue = _outbox.requeue
     _expire = _outbox.expire

@@ -183,7 +183,7 @@ def _worst_overtaking(limit: int, seed: int) -> int:
     pair.run_until(lambda: len(pair.events(MINION, events.MessageSent)) == 120, timeout=600.0)
     seqs = received_seqs(pair, MAIN)
     assert sorted(seqs) == list(range(120))
-    assert not pair.minion._in_flight.get(pair.minion.remote("main").uid)
+    assert not pair.minion.messages.flying(pair.minion.remote("main").uid)
     return _overtakers(seqs)
 
 
