@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from raetlike.crypto import PrivateKey, PublicKey, SessionBox, VerifyKey
 from raetlike.dedup import BitWindow
+from raetlike.errors import LocalProtocolError
 from raetlike.wire.kinds import SID_ROLLOVER, TID_ROLLOVER, Acceptance
 from road.stats import RemoteTraffic
 
 if TYPE_CHECKING:
     from road._transaction import Index, Transaction
 
-__all__ = ["Address", "Outgoing", "Remote", "session_is_valid"]
+__all__ = ["Address", "Outgoing", "Remote", "message_body", "session_is_valid"]
 
 Address = tuple[str, int]
 
@@ -28,6 +30,17 @@ def session_is_valid(new: int, old: int) -> bool:
     if not old or not new:
         return True
     return (new - old) % _MODULO < _HALF
+
+
+def message_body(message: object) -> dict[str, Any] | bytes:
+    """``message`` as a stack carries it: a mapping as a dict, bytes-like as bytes (each a
+    copy of its own); LocalProtocolError for anything else."""
+    if isinstance(message, Mapping):
+        return dict(message)
+    if isinstance(message, bytes | bytearray):
+        return bytes(message)
+    raise LocalProtocolError(
+        f"a message must be a mapping or bytes, not {type(message).__name__}")
 
 
 @dataclass(slots=True)

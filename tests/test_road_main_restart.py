@@ -42,12 +42,18 @@ class Pair:
         self.net.add(address, stack)
         return stack
 
-    def kill_main(self, down: float, *, lose_keep: bool = False) -> None:
+    def kill_main(self, down: float, *, lose_keep: bool = False,
+                  forget_minion: bool = False) -> None:
         """kill -9: the main's stack is gone, its keep stays (unless ``lose_keep``: then
-        it comes back with new keys); back after ``down`` s."""
+        it comes back with new keys; ``forget_minion``: without its record of the minion,
+        its role's keys still accepted); back after ``down`` s."""
         self.net.stacks.pop(MAIN, None)
         if lose_keep:
             shutil.rmtree(self.root / "main")
+        if forget_minion:
+            keep = self.root / "main" / "main"
+            for record in ("remote/estate.minion.json", "raetlike/remote.minion.json"):
+                (keep / record).unlink()
         self.net.run_for(down)
         self.main = self.start("main", MAIN, main=True)
         self.net.events[MINION].clear()
@@ -109,20 +115,11 @@ def test_a_main_back_without_the_minion_s_record_after_an_allow_lets_it_in_again
     pair = Pair(tmp_path, RoadConfig(fast=fast))
     pair.minion.join(MAIN, now=pair.net.now)
     assert pair.allowed(timeout=30.0)
-    pair.net.stacks.pop(MAIN)
-    _forget_minion(tmp_path)
-    pair.kill_main(down=0.05)
+    pair.kill_main(down=0.05, forget_minion=True)
     assert pair.allowed(timeout=60.0)
     assert [type(e).__name__ for e in pair.net.events[MINION]][:1] == ["RemoteLost"]
     to_main, to_minion = pair.exchange(10)
     assert (to_main, to_minion) == (Counter(range(10)), Counter(range(10)))
-
-
-def _forget_minion(root: Path) -> None:
-    """The main's record of the minion goes; its role's keys stay accepted."""
-    keep = root / "main" / "main"
-    for record in ("remote/estate.minion.json", "raetlike/remote.minion.json"):
-        (keep / record).unlink()
 
 
 @pytest.mark.parametrize("fast", [False, True], ids=["raet", "fast"])
@@ -134,9 +131,7 @@ def test_a_main_down_a_minute_that_lost_the_minion_lets_it_in_again(
     pair = Pair(tmp_path, RoadConfig(fast=fast))
     pair.minion.join(MAIN, now=pair.net.now)
     assert pair.allowed(timeout=30.0)
-    pair.net.stacks.pop(MAIN)
-    _forget_minion(tmp_path)
-    pair.kill_main(down=60.0)
+    pair.kill_main(down=60.0, forget_minion=True)
     assert pair.allowed(timeout=120.0)
     to_main, to_minion = pair.exchange(10)
     assert (to_main, to_minion) == (Counter(range(10)), Counter(range(10)))
@@ -160,9 +155,7 @@ def test_after_the_rejoin_the_main_s_new_sessions_and_far_uid_are_taken(
     pair.net.run_for(5.0)
     assert pair.minion.remote("main").remote_session_id > 2
     old_uid = pair.minion.remote("main").far_uid
-    pair.net.stacks.pop(MAIN)
-    _forget_minion(tmp_path)
-    pair.kill_main(down=0.05)
+    pair.kill_main(down=0.05, forget_minion=True)
     other = pair.start("other", ("127.0.0.1", 7542), main=False)
     other.join(MAIN, now=pair.net.now)
     pair.net.run_until(lambda: "other" in pair.main.names, timeout=10.0)

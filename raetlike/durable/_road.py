@@ -42,7 +42,7 @@ from raetlike.errors import BackpressureError, LocalProtocolError, StoreError, S
 from raetlike.journal import FsyncPolicy, JournalWriter, durable_marks_after
 from road import events
 from road.config import LocalEstate
-from road.remote import Address, Remote
+from road.remote import Address, Remote, message_body
 from road.stack import RoadStack
 
 __all__ = ["DURABLE_KEY", "RAW_MAGIC", "DurableConfig", "DurableMessageReceived", "DurableRoad",
@@ -107,16 +107,6 @@ class DurableMessageReceived(events.MessageReceived):
     durable_seq: int
     """The message's number among those the sender's store sent to this estate (1, 2, ...:
     what the dedup keeps)."""
-
-
-def _body(message: object) -> dict[str, Any] | bytes:
-    """``message`` as the stack carries it (a dict or bytes); LocalProtocolError else."""
-    if isinstance(message, Mapping):
-        return dict(message)
-    if isinstance(message, bytes | bytearray):
-        return bytes(message)
-    raise LocalProtocolError(
-        f"a message must be a mapping or bytes, not {type(message).__name__}")
 
 
 def is_durable_envelope(body: object) -> bool:
@@ -286,7 +276,7 @@ class DurableRoad:
         if type(message) is bytes and not self._backlog:  # the common case: no ABC check
             durable_id, envelope = self._put_raw(to, message, self.wall() + life)
         else:
-            body = _body(message)
+            body = message_body(message)
             expires = self.wall() + life
             durable_id = self.outbox.put(to, body, expires)
             seq = self.outbox.last_seq(to)
