@@ -3,11 +3,12 @@
 Both sides advertise ``rlk`` in their join bodies (RAET 0.6.8 ignores unknown
 keys).  When both did, every allow derives two per-direction ChaCha20-Poly1305
 keys from the allow's short-term session box, and messages to that remote go
-through a :class:`FastLink` instead of RAET message transactions: several
-messages (and acks) per datagram, packet numbers as nonces, a sliding replay
-window, cumulative and selective acks, loss detection and a paced NewReno
-window.  Join, allow and alive stay RAET transactions.  docs/road.md, "Fast
-mode", has the whole story.
+through a :class:`~road._fast_link.FastLink` instead of RAET message
+transactions: several messages (and acks) per datagram, packet numbers as
+nonces, a sliding replay window, cumulative and selective acks, loss
+detection and a paced NewReno window.  Join, allow and alive stay RAET
+transactions.  Here: the links, one per remote, and what the stack asks of
+them all.  docs/road.md, "Fast mode", has the whole story.
 """
 
 from __future__ import annotations
@@ -15,20 +16,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from raetlike.crypto import AeadKey, counter_nonce
-from raetlike.errors import CryptoError, PacketError
+from raetlike.errors import PacketError
 from road import events
-from road._fast_control import ReceivedRanges, ReplayWindow
-from road._fast_receive import ReceivingSide
-from road._fast_recovery import RecoverySide
-from road._fast_send import SendingSide
-from road._fast_timers import TimersSide
-from road._fast_wire import FAST_HEADER_SIZE, read_header
+from road._fast_link import FastLink
+from road._fast_wire import read_header
 from road.stats import Drop
 
 if TYPE_CHECKING:
-    from road._fast_state import LinkState
-    from road.remote import Address, Outgoing, Remote
+    from road.remote import Address, Remote
     from road.stack import RoadStack
 
 __all__ = ["CAPABILITY", "FAST_VERSION", "FastLink", "FastRoad"]
@@ -37,76 +32,6 @@ log = logging.getLogger(__name__)
 
 CAPABILITY = "rlk"  # the join body key that advertises fast mode
 FAST_VERSION = 1
-_CONTEXT = b"raetlike fast v1 "
-
-
-class FastLink(SendingSide, RecoverySide, ReceivingSide, TimersSide):
-    """The fast-mode link with one remote: its state (road/_fast_state.py) and its sides.
-
-    Sending (road/_fast_send.py), recovery (road/_fast_recovery.py),
-    receiving (road/_fast_receive.py) and time (road/_fast_timers.py); here
-    what spans them: keys, pause and resume, and the stream handed back.
-    """
-
-    # -- keys ------------------------------------------------------------------------
-    def rekey(self) -> None:
-        """New session keys from the allow just completed; unacked data goes again."""
-        remote = self.remote
-        box, peer = remote.session_box, remote.short_peer
-        if box is None or peer is None:
-            return
-        mine, theirs = remote.short_private.public_key.raw, peer.raw
-        self.send_key = AeadKey(box.derive(_CONTEXT + mine + theirs))
-        self.receive_key = AeadKey(box.derive(_CONTEXT + theirs + mine))
-        self.key_id = box.derive(_CONTEXT + b"id" + min(mine, theirs) + max(mine, theirs))[0]
-        self.keyed = True
-        self.stream_pinned = False  # the first datagram under the new keys names the stream
-        self.sending_ok = False
-        self.answered = False
-        self.unanswered_since = None
-        self._forget_sent()
-        self.next_packet = 0
-        self.sent_floor = 0
-        self.largest_acked = -1
-        self.replay = ReplayWindow()
-        self.received = ReceivedRanges()
-        self.ack_pending = 0
-        self.ack_due = None
-
-    def pause(self) -> None:
-        """The remote is dead: stop sending; everything in flight goes again on resume."""
-        self.paused = True
-        self._forget_sent()
-
-    def resume(self) -> None:
-        """The remote answers again."""
-        if self.paused:
-            self.paused = False
-            self.probe_count = 0
-            self.control.collapse()
-
-    def take_back(self) -> list[Outgoing]:
-        """Every message in the stream, in order, and the stream emptied (fallback)."""
-        taken = [sending.outgoing for sending in self.messages.values()]
-        self.messages.clear()
-        self.queue.clear()
-        self.again.clear()
-        self.abandons.clear()
-        for _, size, _, _ in self.sent.values():
-            self.control.on_forgotten(size)
-        self.sent.clear()
-        self.release_partials()
-        return taken
-
-    def give_back(self, reason: str) -> None:
-        """Return every message in the stream as MessageExpired (close, removal)."""
-        for sending in self.messages.values():
-            self.stack._expire(self.remote, sending.outgoing, reason)
-        self.messages.clear()
-        self.queue.clear()
-        self.again.clear()
-        self.sent.clear()
-        self.release_partials()
 
 
 class FastRoad:
@@ -141,7 +66,7 @@ class FastRoad:
             return
         link = self.links.get(remote.uid)
         if link is None:
-            link = self.links[remote.uid] = FastLink(self, remote)
+            link = self.links[remote.uid] = FastLink(self.stack, remote)
         link.rekey()
 
     def allowed(self, remote: Remote) -> None:
@@ -172,8 +97,7 @@ class FastRoad:
             return False
         if link.paused:
             link.resume()
-        soonest = link.outbox_expiry
-        link.outbox_expiry = expires if expires < soonest else soonest  # (cheaper than min())
+        link.sending.watch(expires)
         return True
 
     def _release(self, remote: Remote) -> None:
@@ -182,7 +106,7 @@ class FastRoad:
             self.stack._watch_expiry(remote, min(outgoing.expires for outgoing in remote.outbox))
 
     def receive(self, data: bytes, now: float) -> None:
-        """One fast datagram; garbage is dropped and counted."""
+        """One fast datagram, to its link; garbage is dropped and counted."""
         stack = self.stack
         try:
             _, key_id, destination, stream, number = read_header(data)
@@ -196,20 +120,7 @@ class FastRoad:
         if key_id != link.key_id:
             stack.stats.drop(Drop.STALE_KEY)
             return
-        # authenticate at the door: nothing of the datagram reaches the link's state before
-        # its packet number is fresh and its AEAD tag (over the header too) has verified
-        if not link.replay.fresh(number):
-            stack.stats.drop(Drop.REPLAYED)
-            return
-        assert link.receive_key is not None  # noqa: S101 - keyed links have keys
-        try:
-            plain = link.receive_key.open(data[FAST_HEADER_SIZE:], counter_nonce(0, number),
-                                          data[:FAST_HEADER_SIZE])
-        except CryptoError:
-            stack.stats.drop(Drop.BAD_COAT)
-            return
-        stack._heard_from(link.remote, len(data))
-        link.receive(plain, stream, number, len(data), now)
+        link.receive(data, stream, number, now)
 
     def datagrams(self, now: float) -> list[tuple[bytes, Address]]:
         """Datagrams from every link, one per link per round (fair sharing)."""
@@ -238,11 +149,13 @@ class FastRoad:
         return min(times) if times else None
 
     def handle_timer(self, now: float) -> None:
-        """Let every link's timers fire."""
+        """Let every link's timers fire (and fall back from those that ask to)."""
         for link in list(self.links.values()):
-            link.handle_timer(now)
+            reason = link.handle_timer(now)
+            if reason is not None:
+                self.fall_back(link, reason)
 
-    def fall_back(self, link: LinkState, reason: str) -> None:
+    def fall_back(self, link: FastLink, reason: str) -> None:
         """The remote never acknowledged fast mode: its messages go in RAET mode, none lost.
 
         Unacknowledged messages go back into the outbox in transmit order and

@@ -1,38 +1,46 @@
-"""Fast mode, receiving: authenticated datagrams in, messages reassembled and delivered once.
+"""Fast mode, receiving: the peer's stream of messages, and the acks we owe it.
 
-road/_fast.py's :meth:`~road._fast.FastRoad.receive` authenticates every
-datagram at the door (key id, replay window, AEAD tag) and hands
-:class:`ReceivingSide` only opened plaintext, so nothing here can act on a
-forged field.  It delivers one-chunk messages inline (their events in one
-batch), reassembles long ones within the bounds of :class:`road.config.RoadConfig`
+road/_fast_link.py's :meth:`~road._fast_link.FastLink.receive` authenticates
+every datagram at the door (key id, replay window, AEAD tag) and hands these
+parts only opened frames, so nothing here can act on a forged field.
+
+:class:`ReceiveStream` delivers each message of the peer's stream once, in
+any order: one-chunk messages inline (their events in one batch), long ones
+reassembled within the bounds of :class:`road.config.RoadConfig`
 (``max_message_size``, ``max_open_messages``, ``max_open_messages_total``,
 ``max_reassembly_bytes``, ``reassembly_timeout``: memory follows the bytes
-received, never a declared size), hands ack frames to road/_fast_recovery.py
-and decides when our ack is due.
+received, never a declared size).  :class:`AckState` keeps the peer's packet
+numbers (the replay window and the ranges to acknowledge) and decides when
+our ack is due.
 """
 
 from __future__ import annotations
 
-import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raetlike.errors import PacketError
 from raetlike.wire.body import parse_body
 from raetlike.wire.kinds import BodyKind
 from road import events
-from road._fast_state import NEVER, LinkState
-from road._fast_wire import MessageFields, read_frames
+from road._fast_control import ReceivedRanges, ReplayWindow
+from road._fast_wire import MessageFields, pack_ack
 from road.stats import Drop
 
-__all__ = ["MIN_CHUNK", "Partial", "ReceivingSide"]
+if TYPE_CHECKING:
+    from road._message import Partials
+    from road.config import RoadConfig
+    from road.remote import Remote
+    from road.stats import RoadStats
 
-log = logging.getLogger(__name__)
+__all__ = ["MIN_CHUNK", "AckState", "Partial", "ReceiveStream"]
+
+NEVER = float("inf")
 
 _BODY_KINDS = {int(kind): kind for kind in BodyKind}
 _RAW = int(BodyKind.RAW)
 _SHORT_ACK_SPACING = 0.001  # at most one early ack for short datagrams per millisecond
 MIN_CHUNK = 64
-"""The smallest chunk but a message's last (senders cut at least this; LinkState checks)."""
+"""The smallest chunk but a message's last (senders cut at least this; FastLink checks)."""
 _SWEEP_SPACING = 1.0  # partials are swept for quiet ones at most once a second
 
 
@@ -50,76 +58,45 @@ class Partial:
         self.pieces: dict[int, bytes | memoryview] = {}
 
 
-class ReceivingSide(LinkState):
-    """The link's datagrams in: the peer's stream, delivered in any order, each message once."""
+class ReceiveStream:
+    """The peer's messages: each delivered once, whatever the order or repetition.
 
-    def receive(self, plain: bytes, stream: int, number: int, size: int, now: float) -> None:
-        """An authenticated datagram: ``plain`` opened under our keys, ``size`` bytes sealed.
+    Everything here changes only on frames of a datagram whose AEAD tag verified.
+    """
 
-        FastRoad.receive checked the packet number against the replay window
-        and the AEAD tag over the header (stream id and number included)
-        before calling this.
+    __slots__ = ("config", "dedup_window", "delivered", "floor", "partials", "partials_check",
+                 "peer_stream", "pinned", "reassembly", "remote", "stats")
+
+    def __init__(self, remote: Remote, config: RoadConfig, stats: RoadStats,
+                 reassembly: Partials) -> None:
+        self.remote = remote  # its name and session go into every MessageReceived
+        self.config = config
+        self.stats = stats
+        self.reassembly = reassembly  # the bounds shared with RAET mode and other remotes
+        self.peer_stream: int | None = None
+        self.pinned = False  # the peer's stream is fixed for the current keys
+        self.floor = 1  # every message number below it is done (delivered or abandoned)
+        self.delivered: set[int] = set()  # numbers done above the floor (may hold stale ones)
+        # how far above the floor a message may be before the floor moves up to it
+        self.dedup_window = max(config.dedup_window, 2 * config.fast_messages_in_flight)
+        self.partials: dict[int, Partial] = {}
+        self.partials_check = NEVER  # when partials may next have gone quiet too long
+
+    def accepts(self, stream: int) -> bool:
+        """Whether a datagram of ``stream`` belongs here (the first under new keys names it).
+
+        A new stream means the peer restarted: what was done is forgotten.
+        A second stream under the same keys: no honest peer sends that.
         """
-        stack = self.stack
-        self.replay.mark(number)
-        try:
-            messages, ranges, abandons = read_frames(plain)
-        except PacketError:
-            stack.stats.drop(Drop.MALFORMED)
-            return
         if stream != self.peer_stream:
-            if self.stream_pinned:  # a second stream under the same keys: no honest peer
-                stack.stats.drop(Drop.STALE_PACKET)
-                return
-            self._new_peer_stream(stream)
-        self.stream_pinned = True
-        self.sending_ok = True
-        refused = self._take(messages, now, len(plain)) if messages else False
-        if ranges:
-            self._on_ack(ranges, now)
-        for abandoned in abandons:
-            self._abandoned(abandoned)
-        if not refused:  # a datagram with a chunk refused for want of room goes unacked
-            self.received.add(number)
-        if messages or abandons:
-            self._ack_later(size < self.short_datagram, now)
-        self._heard(now)
-
-    def _ack_later(self, short: bool, now: float) -> None:
-        """An ack-eliciting datagram arrived: when its ack is due.
-
-        Every second one at once; a short one (a sender with more to say fills
-        its datagrams, so it is a burst's tail or a lone message) at once too,
-        but at most one such ack per _SHORT_ACK_SPACING, so a stream of short
-        datagrams keeps the every-second cadence; any other after the delay.
-        """
-        self.ack_pending += 1
-        if self.ack_pending >= 2:
-            self.ack_due = now
-            return
-        due = self.ack_due if self.ack_due is not None else now + self.ack_delay
-        if short:
-            due = min(due, max(now, self.last_ack + _SHORT_ACK_SPACING))
-        self.ack_due = due
-
-    def _heard(self, now: float) -> None:
-        """An authenticated datagram is proof of presence (no RAET alive needed meanwhile)."""
-        stack, remote = self.stack, self.remote
-        if remote.alive is not True or self.paused:
-            stack._presence(remote, alive=True)
-            return
-        config = stack.config
-        remote.presence_due = now + config.presence_delay(stack.local.main)
-        remote.reap_due = now + config.reap_interval
-
-    def _new_peer_stream(self, stream: int) -> None:
-        """The first datagram under new keys names a new stream: the peer restarted."""
-        if self.peer_stream is not None:
-            log.debug("%s: %s restarted its fast stream", self.stack.name, self.remote.name)
-        self.peer_stream = stream
-        self.floor = 1
-        self.delivered.clear()
-        self.release_partials()
+            if self.pinned:
+                return False
+            self.peer_stream = stream
+            self.floor = 1
+            self.delivered.clear()
+            self.release_partials()
+        self.pinned = True
+        return True
 
     # -- each message once ----------------------------------------------------------
     def _done(self, number: int) -> bool:
@@ -157,16 +134,16 @@ class ReceivingSide(LinkState):
             floor = self.floor
             delivered.difference_update([done for done in delivered if done < floor])
 
-    def _take(self, messages: list[MessageFields], now: float, plain_size: int) -> bool:
-        """A datagram's message frames: one-chunk messages inline, their events in one batch.
+    def take(self, messages: list[MessageFields], now: float, plain_size: int,
+             made: list[events.Event]) -> bool:
+        """A datagram's message frames; a MessageReceived into ``made`` for each completed.
 
         True when a chunk was refused for want of room (open messages or
         reassembly bytes): the datagram then goes unacknowledged, so its
         sender sends the chunk again later; what the datagram delivered stays
         delivered, once.
         """
-        stack = self.stack
-        made: list[events.Event] = []
+        stats = self.stats
         delivered, partials = self.delivered, self.partials
         name, session = self.remote.name, self.remote.remote_session_id
         received = events.MessageReceived
@@ -178,8 +155,8 @@ class ReceivingSide(LinkState):
                 continue
             floor = self.floor
             if number < floor or number in delivered or len(data) != total:
-                stack.stats.drop(Drop.MALFORMED if len(data) != total and not self._done(number)
-                                 else Drop.DUPLICATE)
+                stats.drop(Drop.MALFORMED if len(data) != total and not self._done(number)
+                           else Drop.DUPLICATE)
                 continue
             if partials and number in partials:  # chunks of it came before: a confused peer
                 self._drop_partial(number)
@@ -198,10 +175,13 @@ class ReceivingSide(LinkState):
                 if body is None:
                     continue
             made.append(received(name, body, session, number & 0xFFFFFFFF, 1))
-        if made:
-            stack.stats.messages_received += len(made)
-            stack._emit_all(made)
         return refused
+
+    def abandoned(self, number: int) -> None:
+        """The peer gave message ``number`` up: its chunks go, and it counts as done."""
+        if not self._done(number):
+            self._drop_partial(number)
+            self._mark_done(number)
 
     # -- reassembly within bounds ---------------------------------------------------
     def _chunk(self, fields: MessageFields, now: float, plain_size: int,
@@ -212,16 +192,16 @@ class ReceivingSide(LinkState):
         and counted (the datagram is still acknowledged).
         """
         number, total, index, chunks, body_kind, data = fields
-        stack = self.stack
+        stats = self.stats
         if number < self.floor or number in self.delivered:
-            stack.stats.drop(Drop.DUPLICATE)
+            stats.drop(Drop.DUPLICATE)
             return False
         size = len(data)
         last = chunks - 1
         # every chunk but the last has one size, at least MIN_CHUNK, and they add up to total
         if ((index < last and not (size >= MIN_CHUNK and last * size < total <= chunks * size))
                 or size == 0):
-            stack.stats.drop(Drop.MALFORMED)
+            stats.drop(Drop.MALFORMED)
             return False
         partial = self.partials.get(number)
         if partial is None:
@@ -230,23 +210,23 @@ class ReceivingSide(LinkState):
                 return opened
             partial = opened
         elif partial.chunks != chunks or partial.total != total:
-            stack.stats.drop(Drop.MALFORMED)
+            stats.drop(Drop.MALFORMED)
             return False
         pieces = partial.pieces
         if index in pieces:
-            stack.stats.drop(Drop.DUPLICATE)
+            stats.drop(Drop.DUPLICATE)
             return False
         if index < last and size != partial.chunk_size:
             if partial.chunk_size:
-                stack.stats.drop(Drop.MALFORMED)
+                stats.drop(Drop.MALFORMED)
                 return False
             partial.chunk_size = size
         if partial.held + size > total:
-            stack.stats.drop(Drop.MALFORMED)
+            stats.drop(Drop.MALFORMED)
             return False
-        shared = stack._partials
-        if shared.bytes + size > stack.config.max_reassembly_bytes:
-            stack.stats.drop(Drop.REASSEMBLY_FULL)
+        shared = self.reassembly
+        if shared.bytes + size > self.config.max_reassembly_bytes:
+            stats.drop(Drop.REASSEMBLY_FULL)
             return True
         # a view into the datagram when the chunk is most of it (no copy), else its own bytes,
         # so what is held is at most twice what is counted
@@ -266,7 +246,7 @@ class ReceivingSide(LinkState):
         self._drop_partial(number)
         self._mark_done(number)
         if len(whole) != partial.total:
-            self.stack.stats.drop(Drop.MALFORMED)
+            self.stats.drop(Drop.MALFORMED)
             return
         body = self._body(body_kind, whole)
         if body is not None:
@@ -278,29 +258,29 @@ class ReceivingSide(LinkState):
                       now: float) -> Partial | bool:
         """A new partial message, or why not: True when refused for want of room (the
         datagram goes unacked, its sender retries), False when refused for good."""
-        stack = self.stack
-        if total > stack.config.max_message_size:
-            stack.stats.drop(Drop.MESSAGE_TOO_LARGE)
+        config, shared = self.config, self.reassembly
+        if total > config.max_message_size:
+            self.stats.drop(Drop.MESSAGE_TOO_LARGE)
             return False
-        if stack._partials.bytes + size > stack.config.max_reassembly_bytes:
-            stack.stats.drop(Drop.REASSEMBLY_FULL)
+        if shared.bytes + size > config.max_reassembly_bytes:
+            self.stats.drop(Drop.REASSEMBLY_FULL)
             return True
-        if not stack._partials.open(stack, self.remote, total):  # counts its refusal
+        if not shared.open(self.remote, total):  # counts its refusal
             return True
         partial = self.partials[number] = Partial(total, chunks, now)
         if self.partials_check == NEVER:
-            self.partials_check = now + stack.config.reassembly_timeout
+            self.partials_check = now + config.reassembly_timeout
         return partial
 
     def _drop_partial(self, number: int) -> None:
         """Forget the partial message ``number`` and what it held."""
         partial = self.partials.pop(number, None)
         if partial is not None:
-            self.stack._partials.close(self.remote, partial.held)
+            self.reassembly.close(self.remote, partial.held)
 
     def release_partials(self) -> None:
         """Forget every partial message (a new peer stream, the link gone)."""
-        shared, remote = self.stack._partials, self.remote
+        shared, remote = self.reassembly, self.remote
         for partial in self.partials.values():
             shared.close(remote, partial.held)
         self.partials.clear()
@@ -314,14 +294,13 @@ class ReceivingSide(LinkState):
         Sweeps come at most once per second, so a partial goes at most a
         second after its timeout; each costs one pass over the open partials.
         """
-        stack = self.stack
-        timeout = stack.config.reassembly_timeout
+        timeout = self.config.reassembly_timeout
         soonest = NEVER
         for number, partial in list(self.partials.items()):
             due = partial.last + timeout
             if due <= now:
                 self._drop_partial(number)
-                stack.stats.drop(Drop.REASSEMBLY_TIMEOUT)
+                self.stats.drop(Drop.REASSEMBLY_TIMEOUT)
             elif due < soonest:
                 soonest = due
         self.partials_check = (max(soonest, now + min(_SWEEP_SPACING, timeout))
@@ -335,11 +314,51 @@ class ReceivingSide(LinkState):
                 raise PacketError("bad-body", f"unknown body kind {body_kind}")
             return parse_body(kind, payload)
         except PacketError:
-            self.stack.stats.drop(Drop.BAD_BODY)
+            self.stats.drop(Drop.BAD_BODY)
             return None
 
-    def _abandoned(self, number: int) -> None:
-        """The peer gave message ``number`` up: its chunks go, and it counts as done."""
-        if not self._done(number):
-            self._drop_partial(number)
-            self._mark_done(number)
+
+class AckState:
+    """The peer's packet numbers under the current keys: which came, and when we say so."""
+
+    __slots__ = ("delay", "due", "last_sent", "pending", "received", "replay")
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay  # how long an ack may wait for a second datagram to cover
+        self.last_sent = -NEVER  # when an ack frame last went
+        self.replay = ReplayWindow()
+        self.received = ReceivedRanges()
+        self.pending = 0  # ack-eliciting datagrams not yet acknowledged
+        self.due: float | None = None
+
+    def reset(self) -> None:
+        """New keys: packet numbers start again."""
+        self.replay = ReplayWindow()
+        self.received = ReceivedRanges()
+        self.pending = 0
+        self.due = None
+
+    def later(self, short: bool, now: float) -> None:
+        """An ack-eliciting datagram arrived: when its ack is due.
+
+        Every second one at once; a short one (a sender with more to say fills
+        its datagrams, so it is a burst's tail or a lone message) at once too,
+        but at most one such ack per _SHORT_ACK_SPACING, so a stream of short
+        datagrams keeps the every-second cadence; any other after the delay.
+        """
+        self.pending += 1
+        if self.pending >= 2:
+            self.due = now
+            return
+        due = self.due if self.due is not None else now + self.delay
+        if short:
+            due = min(due, max(now, self.last_sent + _SHORT_ACK_SPACING))
+        self.due = due
+
+    def frame(self, now: float, *, with_data: bool) -> bytes:
+        """The ack frame to send now (at most 4 ranges beside data); nothing is pending after."""
+        ranges = self.received.highest_first()
+        self.pending = 0
+        self.due = None
+        self.last_sent = now
+        return pack_ack(ranges[:4] if with_data else ranges)

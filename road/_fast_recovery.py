@@ -1,68 +1,100 @@
-"""Fast mode, recovery: the peer's acks settle messages; lost datagrams' chunks go again.
+"""Fast mode, loss recovery: our datagrams in flight, until acknowledged, lost or forgotten.
 
-Loss detection follows NewReno's packet and time thresholds (see
-road/_fast_control.py); a lost or forgotten datagram's unacked chunks and
-abandons return to the queues of road/_fast_send.py.
+:class:`LossRecovery` keeps a record of each ack-eliciting datagram, settles
+them as the peer's ack ranges arrive, finds losses by NewReno's packet and
+time thresholds, times probes, and owns the congestion controller
+(road/_fast_control.py) that all of these feed.  It hands the chunks of
+acked datagrams and of lost ones back to its caller (road/_fast_link.py),
+which gives them to the send stream: recovery never sees a message.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from road import events
-from road._fast_send import Carried, Sending, Sent
-from road._fast_state import LinkState
-from road.stats import Drop
+from road._fast_control import CongestionControl
+from road._fast_send import Carried
 
-__all__ = ["RecoverySide"]
+__all__ = ["LossRecovery", "Sent"]
+
+_MAX_PROBE_INTERVAL = 0.5
+
+# a datagram awaiting its ack: (sent at, size, chunks it carried, abandons it carried)
+Sent = tuple[float, int, list[Carried], list[int]]
 
 
-class RecoverySide(LinkState):
-    """The link's datagrams in flight: acked, lost or forgotten."""
+class LossRecovery:
+    """The ack-eliciting datagrams in flight with one remote, and the window they fill."""
 
-    def _forget_sent(self) -> None:
-        """Every datagram in flight is history: its unacked chunks and abandons go again."""
-        for _, size, chunks, abandons in self.sent.values():
-            self.control.on_forgotten(size)
-            self._requeue(chunks, abandons)
-        self.sent.clear()
-        self.loss_time = None
-        self.probe_count = 0
-        self.probes = 0
+    __slots__ = ("ack_delay", "control", "datagram_size", "floor", "largest_acked",
+                 "last_eliciting", "loss_time", "probe_count", "probes", "sent", "upto")
 
-    def _requeue(self, chunks: list[Carried], abandons: list[int]) -> None:
-        for item in chunks:
-            sending, index = item if isinstance(item, tuple) else (item, 0)
-            if not sending.acked[index] and sending.number in self.messages:
-                self.again.append((sending, index))
-        self.abandons.extend(abandons)
+    def __init__(self, datagram_size: int, max_window: int, ack_delay: float) -> None:
+        self.datagram_size = datagram_size
+        self.ack_delay = ack_delay  # how long the peer may hold an ack (as we do)
+        self.control = CongestionControl(datagram_size, max_window)
+        self.sent: dict[int, Sent] = {}
+        self.floor = 0  # no packet below this one awaits its ack (see first_sent)
+        self.upto = 0  # no packet at or above this one was sent under these keys
+        self.largest_acked = -1
+        self.last_eliciting = 0.0
+        self.loss_time: float | None = None
+        self.probes = 0  # datagrams that may go now whatever the window (after a probe timeout)
+        self.probe_count = 0  # probe timeouts in a row
 
-    def _first_sent(self) -> int:
-        """The lowest packet number awaiting its ack (next_packet when none does).
+    # -- sending -----------------------------------------------------------------------
+    def may_send(self, now: float) -> bool:
+        """Whether the window and the pacing let a data datagram go now."""
+        if self.probes:
+            return True
+        control = self.control
+        return control.can_send(self.datagram_size) and control.pace_next <= now
 
-        A pointer moved forward lazily, as ``SendingSide._oldest`` is.
+    def send_time(self, now: float) -> float | None:
+        """When a data datagram may go (None: not until an ack opens the window)."""
+        if self.probes:
+            return now
+        control = self.control
+        if not control.can_send(self.datagram_size):
+            return None
+        return max(control.pace_next, now)
+
+    def on_sent(self, number: int, now: float, size: int, chunks: list[Carried],
+                abandons: list[int]) -> None:
+        """Packet ``number`` (``size`` bytes) left carrying ``chunks`` and ``abandons``."""
+        self.sent[number] = (now, size, chunks, abandons)
+        self.upto = number + 1
+        self.control.on_sent(size, now)
+        self.last_eliciting = now
+        if self.probes:
+            self.probes -= 1
+
+    # -- acks and losses ---------------------------------------------------------------
+    def first_sent(self) -> int:
+        """The lowest packet number awaiting its ack (upto when none does).
+
+        A pointer moved forward lazily, as ``SendStream.oldest_in_flight`` is.
         """
-        sent, first, upto = self.sent, self.sent_floor, self.next_packet
+        sent, first, upto = self.sent, self.floor, self.upto
         while first < upto and first not in sent:
             first += 1
-        self.sent_floor = first
+        self.floor = first
         return first
 
-    def _on_ack(self, ranges: list[tuple[int, int]], now: float) -> None:
+    def on_ack(self, ranges: list[tuple[int, int]], now: float) -> list[list[Carried]]:
+        """The peer acknowledged ``ranges`` (highest first, all below what we sent).
+
+        Returns what the newly acked datagrams carried, in the order acked.
+        """
         sent = self.sent
         largest = ranges[0][1]
-        if largest >= self.next_packet:
-            self.stack.stats.drop(Drop.INVALID_BODY)
-            return
-        self.answered = True
-        self.unanswered_since = None
         control = self.control
         newest: Sent | None = None
-        done: list[Sending] = []
+        acked: list[list[Carried]] = []
         for first, last in ranges:
             if not sent:
                 break
-            low = max(first, self._first_sent())
+            low = max(first, self.first_sent())
             if last < low:
                 continue
             numbers: Any = range(low, last + 1) if last - low < len(sent) else \
@@ -75,51 +107,25 @@ class RecoverySide(LinkState):
                     newest = packet
                 sent_at, size, chunks, _ = packet
                 control.on_acked(size, sent_at)
-                self._settle(chunks, done)
-        if done:
-            stack = self.stack
-            stack.stats.messages_sent += len(done)
-            name, sent_event = self.remote.name, events.MessageSent
-            stack._emit_all([sent_event(name, sending.outgoing.message_id) for sending in done])
+                acked.append(chunks)
         self.largest_acked = max(self.largest_acked, largest)
         if newest is not None:
             control.sample(now - newest[0])
             self.probe_count = 0
             self.probes = 0
-        self._detect_losses(now)
+        return acked
 
-    def _settle(self, chunks: list[Carried], done: list[Sending]) -> None:
-        """Mark the chunks an acked datagram carried; messages now whole go to ``done``."""
-        messages = self.messages
-        for item in chunks:
-            if not isinstance(item, tuple):  # a one-chunk message: done when acked
-                if messages.pop(item.number, None) is not None:
-                    done.append(item)
-                continue
-            sending, index = item
-            if sending.chunks == 1:  # one sent again (from the again queue)
-                if messages.pop(sending.number, None) is not None:
-                    done.append(sending)
-                continue
-            acked = sending.acked
-            if acked[index]:
-                continue
-            acked[index] = 1  # type: ignore[index]
-            sending.acked_count += 1
-            if (sending.acked_count == sending.chunks
-                    and messages.pop(sending.number, None) is not None):
-                done.append(sending)
-
-    def _detect_losses(self, now: float) -> None:
+    def detect_losses(self, now: float) -> list[Sent]:
+        """The datagrams now counted lost (removed; the window cut), and the next loss time."""
         self.loss_time = None
         sent = self.sent
         if not sent:
-            return
+            return []
         control = self.control
         delay = control.loss_delay(control.smoothed_rtt)
         largest = self.largest_acked
         lost: list[int] = []
-        number = self._first_sent()
+        number = self.first_sent()
         while number <= largest:
             packet = sent.get(number)
             number += 1
@@ -131,9 +137,60 @@ class RecoverySide(LinkState):
             else:
                 self.loss_time = packet[0] + delay
                 break
+        gone = []
         for number in lost:
-            sent_at, size, chunks, abandons = sent.pop(number)
-            control.on_lost(size, sent_at, now)
-            self._requeue(chunks, abandons)
-            self.stack.stats.fast_datagrams_lost += 1
-            self.remote.traffic.resends += 1
+            packet = sent.pop(number)
+            control.on_lost(packet[1], packet[0], now)
+            gone.append(packet)
+        return gone
+
+    # -- probes ------------------------------------------------------------------------
+    def probe_deadline(self) -> float | None:
+        """When the oldest unacknowledged datagram is probed (None: nothing in flight)."""
+        if not self.sent:
+            return None
+        backoff = float(1 << min(self.probe_count, 16))
+        interval = min(self.control.probe_timeout(self.ack_delay) * backoff,
+                       _MAX_PROBE_INTERVAL)
+        return self.last_eliciting + interval
+
+    def timed_out(self) -> int:
+        """The probe deadline passed unanswered: how many times in a row now."""
+        self.probe_count += 1
+        return self.probe_count
+
+    def probe(self, now: float) -> Sent:
+        """A probe timeout: the oldest datagram is forgotten (to go again, as if lost but
+        without a window cut) and two datagrams may go whatever the window."""
+        if self.probe_count >= 3:
+            self.control.collapse()
+        packet = self.sent.pop(self.first_sent())
+        self.control.on_forgotten(packet[1])
+        self.probes = 2
+        self.last_eliciting = now
+        return packet
+
+    # -- starting over -----------------------------------------------------------------
+    def forget(self) -> list[Sent]:
+        """Every datagram in flight is history (the remote went silent, or new keys)."""
+        control = self.control
+        forgotten = list(self.sent.values())
+        for packet in forgotten:
+            control.on_forgotten(packet[1])
+        self.sent.clear()
+        self.loss_time = None
+        self.probe_count = 0
+        self.probes = 0
+        return forgotten
+
+    def new_keys(self) -> list[Sent]:
+        """New session keys: packet numbers start again at 0; what was in flight is returned."""
+        forgotten = self.forget()
+        self.floor = self.upto = 0
+        self.largest_acked = -1
+        return forgotten
+
+    def resume(self) -> None:
+        """The remote answers again after silence: start from a small window."""
+        self.probe_count = 0
+        self.control.collapse()

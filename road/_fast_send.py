@@ -1,37 +1,38 @@
-"""Fast mode, sending: the records of messages in flight and the building of datagrams.
+"""Fast mode, sending: our stream of messages to one remote, numbered and cut into chunks.
 
-:class:`SendingSide` fills each datagram with an ack (when one is due),
-abandons, chunks to send again, queued chunks and fresh messages straight
-from the remote's outbox, in that order, within the window and the pacing
-of :class:`~road._fast_control.CongestionControl`.
+:class:`SendStream` owns the messages in flight until the peer has every
+chunk of them, and fills the data part of each datagram the link builds:
+abandons, chunks to send again, queued chunks, then fresh messages straight
+from the remote's outbox, in that order.  When a datagram may go (window,
+pacing, keys) is the link's business (road/_fast_link.py); which datagrams
+were lost is recovery's (road/_fast_recovery.py), which hands their chunks
+back here.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from raetlike.crypto import AEAD_TAG_SIZE, counter_nonce
+from raetlike.crypto import random_bytes
 from raetlike.errors import LocalProtocolError, PacketError
 from raetlike.wire.body import pack_body
 from raetlike.wire.kinds import BodyKind
-from road._fast_state import NEVER, LinkState
 from road._fast_wire import (
-    FAST_HEADER_SIZE,
     FRAME_MESSAGE_SIZE,
     MESSAGE_HEAD,
     MESSAGE_KIND,
     pack_abandon,
-    pack_ack,
-    pack_header,
     pack_message_head,
 )
 
 if TYPE_CHECKING:
-    from road.remote import Outgoing
+    from road.remote import Outgoing, Remote
 
-__all__ = ["Carried", "Sending", "SendingSide", "Sent"]
+__all__ = ["NEVER", "Carried", "SendStream", "Sending"]
 
-_REKEY_AT = 1 << 62  # packet numbers: ask for a new allow long before 2**64
+NEVER = float("inf")
 _RAW = int(BodyKind.RAW)
 
 
@@ -81,14 +82,38 @@ _NOT_ACKED = bytes(1)  # the acked flags of every one-chunk message (never writt
 
 # a chunk a datagram carried: a one-chunk message as itself, others as (message, chunk index)
 Carried = Sending | tuple[Sending, int]
-# a datagram awaiting its ack: (sent at, size, chunks it carried, abandons it carried)
-Sent = tuple[float, int, list[Carried], list[int]]
 
 
-class SendingSide(LinkState):
-    """The link's datagrams out: what may go now, and what each one carries."""
+class SendStream:
+    """Our messages to one remote: numbered, in flight until every chunk is acknowledged.
 
-    def _oldest(self) -> int:
+    ``expire(outgoing, reason)`` gives a message back as expired (the stack's
+    MessageExpired); the stream never sees the stack.
+    """
+
+    __slots__ = ("abandons", "again", "body_kind", "chunk_size", "expire", "expiry_check",
+                 "max_in_flight", "messages", "next_number", "oldest", "outbox_expiry",
+                 "queue", "remote", "stream_id")
+
+    def __init__(self, remote: Remote, chunk_size: int, max_in_flight: int, body_kind: BodyKind,
+                 expire: Callable[[Outgoing, str], None]) -> None:
+        self.remote = remote  # fresh messages come from its outbox
+        self.chunk_size = chunk_size
+        self.max_in_flight = max_in_flight
+        self.body_kind = body_kind  # how a mapping is packed
+        self.expire = expire
+        self.stream_id = int.from_bytes(random_bytes(4), "big")
+        self.next_number = 1
+        self.oldest = 1  # no message below this one is in flight (see oldest_in_flight)
+        self.messages: dict[int, Sending] = {}
+        self.queue: deque[tuple[Sending, int]] = deque()  # chunks of long messages, in order
+        self.again: deque[tuple[Sending, int]] = deque()  # chunks of lost datagrams
+        self.abandons: deque[int] = deque()  # numbers of messages given up, to tell the peer
+        self.expiry_check = 0.0  # no message in flight expires before this (while any is)
+        # the soonest expiry of a message that joined the outbox (see FastRoad.queued)
+        self.outbox_expiry = NEVER
+
+    def oldest_in_flight(self) -> int:
         """The lowest message number still in flight (next_number when none is).
 
         A pointer moved forward lazily: ``next(iter(messages))`` would walk
@@ -101,98 +126,28 @@ class SendingSide(LinkState):
         self.oldest = oldest
         return oldest
 
-    def _outbox_ready(self) -> bool:
+    def outbox_ready(self) -> bool:
         """Whether a message could leave the outbox now (no side effects)."""
         return bool(self.remote.outbox) and (
-            self.next_number - self._oldest() < self.stack.config.fast_messages_in_flight)
+            self.next_number - self.oldest_in_flight() < self.max_in_flight)
 
-    def _packed(self, outgoing: Outgoing) -> tuple[bytes, int] | None:
-        """The message's payload and body kind, or None when it expired or cannot be packed."""
-        stack = self.stack
-        if outgoing.expires <= stack.now:
-            stack._expire(self.remote, outgoing, "time to live ran out while queued")
-            return None
-        body = outgoing.body
-        if type(body) is bytes:
-            return body, _RAW
-        kind = BodyKind.RAW if isinstance(body, bytes | bytearray) else stack.config.body_kind
-        try:
-            return pack_body(kind, body), int(kind)
-        except (LocalProtocolError, PacketError, TypeError, ValueError) as exc:
-            stack._expire(self.remote, outgoing, f"cannot be packed: {exc}")
-            return None
+    def has_data(self) -> bool:
+        """Whether anything waits to go: abandons, chunks again or queued, or fresh messages."""
+        return bool(self.again or self.queue or self.abandons or self.outbox_ready())
 
-    def _start(self, outgoing: Outgoing, payload: bytes, kind: int) -> Sending:
-        """Give a message its number and put it in flight (its chunks not yet queued)."""
-        sending = Sending(self.next_number, outgoing, payload, kind, self.chunk_size)
-        self.expiry_check = min(self.expiry_check, outgoing.expires) \
-            if self.messages else outgoing.expires
-        self.messages[self.next_number] = sending
-        self.next_number += 1
-        return sending
+    def watch(self, expires: float) -> None:
+        """A message that expires at ``expires`` joined the outbox."""
+        soonest = self.outbox_expiry
+        self.outbox_expiry = expires if expires < soonest else soonest  # (cheaper than min())
 
-    def _has_data(self) -> bool:
-        return bool(self.again or self.queue or self.abandons or self._outbox_ready())
+    # -- filling a datagram ----------------------------------------------------------
+    def fill(self, parts: list[bytes | memoryview], room: int, chunks: list[Carried],
+             abandons: list[int], now: float) -> None:
+        """Abandons, then resends, then queued chunks, then fresh messages, while they fit.
 
-    def can_send_data(self, now: float) -> bool:
-        """Whether a data datagram may go now (keys, window, pacing, presence)."""
-        if not (self.keyed and self.sending_ok) or self.paused or self.remote.alive is False:
-            return False
-        if self.probes:
-            return self._has_data()
-        control = self.control
-        return (control.can_send(self.datagram_size) and control.pace_next <= now
-                and self._has_data())
-
-    def build(self, now: float) -> bytes | None:
-        """One datagram (data, acks or both), or None when nothing may go now."""
-        if not (self.ack_pending or self.again or self.queue or self.abandons
-                or self.remote.outbox):
-            return None  # the common second call of a round: nothing at all to say
-        if not self.keyed or self.send_key is None:
-            return None
-        if self.next_packet >= _REKEY_AT:
-            self.road.stack._start_allow(self.remote)
-            return None
-        data = self.can_send_data(now)
-        ack_now = self.ack_pending and (data or (self.ack_due is not None and self.ack_due <= now))
-        if not data and not ack_now:
-            return None
-        parts: list[bytes | memoryview] = []
-        room = self.datagram_size - FAST_HEADER_SIZE - AEAD_TAG_SIZE
-        if ack_now:
-            ranges = self.received.highest_first()
-            frame = pack_ack(ranges[:4] if data else ranges)
-            parts.append(frame)
-            room -= len(frame)
-            self.ack_pending = 0
-            self.ack_due = None
-            self.last_ack = now
-        chunks: list[Carried] = []
-        abandons: list[int] = []
-        if data:
-            self._fill(parts, room, chunks, abandons)
-            if not parts:
-                return None  # the outbox held only messages that expired or could not be packed
-        number = self.next_packet
-        self.next_packet += 1
-        header = pack_header(self.key_id, self.remote.far_uid, self.stream_id, number)
-        sealed = self.send_key.seal(b"".join(parts), counter_nonce(0, number), header)
-        datagram = header + sealed
-        if chunks or abandons:
-            self.sent[number] = (now, len(datagram), chunks, abandons)
-            self.control.on_sent(len(datagram), now)
-            self.last_eliciting = now
-            if self.probes:
-                self.probes -= 1
-            if not self.answered and self.unanswered_since is None:
-                self.unanswered_since = now
-        self.stack.stats.fast_datagrams_sent += 1
-        return datagram
-
-    def _fill(self, parts: list[bytes | memoryview], room: int, chunks: list[Carried],
-              abandons: list[int]) -> None:
-        """Abandons, then resends, then queued chunks, then fresh messages, while they fit."""
+        Frames go into ``parts``; what the datagram carries into ``chunks``
+        and ``abandons`` (recovery keeps them until it is acked or lost).
+        """
         while self.abandons and room >= 9:
             number = self.abandons.popleft()
             abandons.append(number)
@@ -205,7 +160,7 @@ class SendingSide(LinkState):
             elif queue:
                 source = queue
             else:
-                room = self._fill_fresh(parts, room, chunks)
+                room = self._fill_fresh(parts, room, chunks, now)
                 if not queue:
                     return
                 source = queue  # a long message, or one that did not fit what is left
@@ -221,8 +176,8 @@ class SendingSide(LinkState):
             chunks.append((sending, index))
             room -= size
 
-    def _fill_fresh(self, parts: list[bytes | memoryview], room: int,
-                    chunks: list[Carried]) -> int:
+    def _fill_fresh(self, parts: list[bytes | memoryview], room: int, chunks: list[Carried],
+                    now: float) -> int:
         """Messages straight from the outbox into this datagram; the room left.
 
         The hot path of small messages: each becomes one frame here, never
@@ -234,8 +189,8 @@ class SendingSide(LinkState):
             return room
         messages = self.messages
         alone = not messages
-        limit = self._oldest() + self.stack.config.fast_messages_in_flight
-        chunk_size, number, now = self.chunk_size, self.next_number, self.stack.now
+        limit = self.oldest_in_flight() + self.max_in_flight
+        chunk_size, number = self.chunk_size, self.next_number
         head, append, track = MESSAGE_HEAD.pack, parts.append, chunks.append
         earliest = NEVER
         while outbox and number < limit:
@@ -244,7 +199,7 @@ class SendingSide(LinkState):
             if type(body) is bytes and outgoing.expires > now:
                 payload, kind = body, _RAW
             else:
-                packed = self._packed(outgoing)
+                packed = self._packed(outgoing, now)
                 if packed is None:
                     continue
                 payload, kind = packed
@@ -268,6 +223,30 @@ class SendingSide(LinkState):
         self._note_expiry(earliest, alone)
         return room
 
+    def _packed(self, outgoing: Outgoing, now: float) -> tuple[bytes, int] | None:
+        """The message's payload and body kind, or None when it expired or cannot be packed."""
+        if outgoing.expires <= now:
+            self.expire(outgoing, "time to live ran out while queued")
+            return None
+        body = outgoing.body
+        if type(body) is bytes:
+            return body, _RAW
+        kind = BodyKind.RAW if isinstance(body, bytes | bytearray) else self.body_kind
+        try:
+            return pack_body(kind, body), int(kind)
+        except (LocalProtocolError, PacketError, TypeError, ValueError) as exc:
+            self.expire(outgoing, f"cannot be packed: {exc}")
+            return None
+
+    def _start(self, outgoing: Outgoing, payload: bytes, kind: int) -> Sending:
+        """Give a message its number and put it in flight (its chunks not yet queued)."""
+        sending = Sending(self.next_number, outgoing, payload, kind, self.chunk_size)
+        self.expiry_check = min(self.expiry_check, outgoing.expires) \
+            if self.messages else outgoing.expires
+        self.messages[self.next_number] = sending
+        self.next_number += 1
+        return sending
+
     def _note_expiry(self, earliest: float, alone: bool) -> None:
         """Messages just put in flight expire at ``earliest`` at the soonest.
 
@@ -275,3 +254,66 @@ class SendingSide(LinkState):
         """
         if earliest != NEVER:
             self.expiry_check = earliest if alone else min(self.expiry_check, earliest)
+
+    # -- what became of the datagrams ------------------------------------------------
+    def settle(self, chunks: list[Carried], done: list[Sending]) -> None:
+        """An acked datagram carried ``chunks``: messages now whole go to ``done``."""
+        messages = self.messages
+        for item in chunks:
+            if not isinstance(item, tuple):  # a one-chunk message: done when acked
+                if messages.pop(item.number, None) is not None:
+                    done.append(item)
+                continue
+            sending, index = item
+            if sending.chunks == 1:  # one sent again (from the again queue)
+                if messages.pop(sending.number, None) is not None:
+                    done.append(sending)
+                continue
+            acked = sending.acked
+            if acked[index]:
+                continue
+            acked[index] = 1  # type: ignore[index]
+            sending.acked_count += 1
+            if (sending.acked_count == sending.chunks
+                    and messages.pop(sending.number, None) is not None):
+                done.append(sending)
+
+    def requeue(self, chunks: list[Carried], abandons: list[int]) -> None:
+        """A lost or forgotten datagram's unacked chunks and abandons go again."""
+        messages, again = self.messages, self.again
+        for item in chunks:
+            sending, index = item if isinstance(item, tuple) else (item, 0)
+            if not sending.acked[index] and sending.number in messages:
+                again.append((sending, index))
+        self.abandons.extend(abandons)
+
+    def expire_in_flight(self, now: float) -> None:
+        """Give up the messages in flight whose time to live ran out (the peer is told)."""
+        upcoming = NEVER
+        for number, sending in list(self.messages.items()):
+            expires = sending.outgoing.expires
+            if expires <= now:
+                del self.messages[number]
+                self.abandons.append(number)
+                self.expire(sending.outgoing, "time to live ran out in flight")
+            else:
+                upcoming = min(upcoming, expires)
+        self.expiry_check = upcoming
+
+    def take_back(self) -> list[Outgoing]:
+        """Every message in the stream, in order, and the stream emptied (fallback)."""
+        taken = [sending.outgoing for sending in self.messages.values()]
+        self._clear()
+        return taken
+
+    def give_back(self, reason: str) -> None:
+        """Every message in the stream given back as expired (close, removal)."""
+        for sending in self.messages.values():
+            self.expire(sending.outgoing, reason)
+        self._clear()
+
+    def _clear(self) -> None:
+        self.messages.clear()
+        self.queue.clear()
+        self.again.clear()
+        self.abandons.clear()

@@ -27,7 +27,9 @@ from road._transaction import Rule, Transaction
 from road.stats import Drop
 
 if TYPE_CHECKING:
+    from road.config import RoadConfig
     from road.remote import Outgoing, Remote
+    from road.stats import RoadStats
 
 __all__ = ["BURSTS_IN_FLIGHT", "MAX_MISSEDS_PER_ANSWER", "MAX_MISSEDS_PER_PACKET", "Messengent",
            "Messenger", "Partials"]
@@ -309,22 +311,24 @@ class Partials:
     ``max_reassembly_bytes``; every refusal is a counted drop.
     """
 
-    __slots__ = ("by_remote", "bytes", "count")
+    __slots__ = ("by_remote", "bytes", "config", "count", "stats")
 
-    def __init__(self) -> None:
+    def __init__(self, config: RoadConfig, stats: RoadStats) -> None:
+        self.config = config
+        self.stats = stats  # where refusals are counted
         self.count = 0
         self.bytes = 0
         self.by_remote: dict[int, int] = {}
 
-    def open(self, stack: Any, remote: Remote, message_length: int) -> bool:
+    def open(self, remote: Remote, message_length: int) -> bool:
         """Room for one more open message from ``remote`` announcing ``message_length``?"""
-        config = stack.config
+        config = self.config
         if message_length > config.max_message_size:
-            stack.stats.drop(Drop.MESSAGE_TOO_LARGE)
+            self.stats.drop(Drop.MESSAGE_TOO_LARGE)
             return False
         if (self.by_remote.get(remote.uid, 0) >= config.max_open_messages
                 or self.count >= config.max_open_messages_total):
-            stack.stats.drop(Drop.TOO_MANY_OPEN_MESSAGES)
+            self.stats.drop(Drop.TOO_MANY_OPEN_MESSAGES)
             return False
         self.count += 1
         self.by_remote[remote.uid] = self.by_remote.get(remote.uid, 0) + 1
@@ -413,7 +417,7 @@ class Messengent(Transaction):
             self.finish(packet.coat, 1)
             return
         if self.reassembly is None:
-            if not stack._partials.open(stack, self.remote, head.message_length):
+            if not stack._partials.open(self.remote, head.message_length):
                 self._reply(PacketKind.NACK, remember=False)
                 self.fail("no room to reassemble it")
                 return

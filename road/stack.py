@@ -103,7 +103,7 @@ class RoadStack:
         self._unallowed: dict[int, float] = {}  # uid -> when a stranger never allowed goes
         self._retries: dict[int, int] = {}  # uid -> our unanswered attempts in a row (backoff)
         self.admission = Admission(self.keep, self.config)
-        self._partials = Partials()  # RAET-mode messages partly received
+        self._partials = Partials(self.config, self.stats)  # messages partly received (both modes)
         # the last packet authenticated at the door, with its remote (see _process)
         self._authentic: tuple[Packet | None, Remote | None] = (None, None)
         self.closed = False
@@ -265,14 +265,13 @@ class RoadStack:
         for remote in list(self.remotes.values()):
             link = self._fast.links.get(remote.uid)
             fast = link is not None and link.keyed
-            if link is not None and fast and link.control.min_rtt > 0:
-                rtt: float | None = link.control.smoothed_rtt
-            else:
+            rtt = link.smoothed_rtt() if link is not None and fast else None
+            if rtt is None:
                 rtt = remote.round_trip.smoothed
             traffic = remote.traffic
             queued = len(remote.outbox) + self.messages.held(remote.uid)
             if link is not None:
-                queued += len(link.messages)
+                queued += len(link.sending.messages)
             heard = traffic.last_heard
             snapshot.append(RemoteStats(
                 name=remote.name, address=remote.host_address,

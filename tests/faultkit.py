@@ -49,7 +49,8 @@ def tracked(stack: RoadStack) -> int:
     """Open transactions plus the fast links' per-message state: what must not grow."""
     total = len(stack._transactions)
     for link in stack._fast.links.values():
-        total += len(link.messages) + len(link.sent) + len(link.partials) + len(link.queue)
+        total += (len(link.sending.messages) + len(link.recovery.sent)
+                  + len(link.receiving.partials) + len(link.sending.queue))
     return total
 
 

@@ -133,7 +133,8 @@ def test_a_datagram_far_behind_the_window_is_dropped_as_replayed() -> None:
     pair.run_until(lambda: bool(pair.events(MINION, events.MessageSent)))
     first = next(d for d in datagrams if d[1] == MINION)
     link = pair.main._fast.links[pair.main.remote("minion").uid]
-    link.replay.mark(link.replay.highest + 10_000)  # as if 10,000 later packets had arrived
+    replay = link.acks.replay
+    replay.mark(replay.highest + 10_000)  # as if 10,000 later packets had arrived
     pair.net.inject(*first)
     pair.net.run_for(0.1)
     assert pair.main.stats.dropped[Drop.REPLAYED] >= 1
@@ -210,7 +211,7 @@ def test_a_ten_megabyte_message_streams_through_large_datagrams() -> None:
     pair.run_until(lambda: bool(pair.events(MINION, events.MessageSent)), timeout=60)
     [received] = pair.events(MAIN, events.MessageReceived)
     assert received.body == blob
-    assert received.segments == -(-len(blob) // pair.minion._fast.links[2].chunk_size)
+    assert received.segments == -(-len(blob) // pair.minion._fast.links[2].sending.chunk_size)
     assert pair.net.now - start < 1.0  # virtual seconds on a 0.5 ms link
     assert pair.minion.stats.fast_datagrams_lost == 0
 

@@ -9,7 +9,7 @@ from typing import Any
 from raetlike.crypto import counter_nonce
 from raetlike.wire.kinds import BodyKind
 from road import events
-from road._fast import FastLink
+from road._fast_link import FastLink
 from road._fast_wire import pack_header, pack_message_head
 from road.config import RoadConfig
 from road.stats import Drop
@@ -36,7 +36,8 @@ def _sealed(pair: Pair, plain: bytes) -> bytes:
     number = link.next_packet
     link.next_packet += 1
     assert link.send_key is not None
-    header = pack_header(link.key_id, pair.minion.remote("main").far_uid, link.stream_id, number)
+    header = pack_header(link.key_id, pair.minion.remote("main").far_uid,
+                         link.sending.stream_id, number)
     return header + link.send_key.seal(plain, counter_nonce(0, number), header)
 
 
@@ -45,10 +46,12 @@ def _feed(pair: Pair, data: bytes) -> None:
 
 
 def _state(link: FastLink) -> dict[str, Any]:
-    return {"floor": link.floor, "delivered": set(link.delivered), "stream": link.peer_stream,
-            "highest": link.replay.highest, "bits": link.replay.bits,
-            "ranges": [list(r) for r in link.received.ranges], "partials": dict(link.partials),
-            "acks": link.ack_pending, "heard": link.remote.reap_due}
+    receiving, acks = link.receiving, link.acks
+    return {"floor": receiving.floor, "delivered": set(receiving.delivered),
+            "stream": receiving.peer_stream, "highest": acks.replay.highest,
+            "bits": acks.replay.bits, "ranges": [list(r) for r in acks.received.ranges],
+            "partials": dict(receiving.partials), "acks": acks.pending,
+            "heard": link.remote.reap_due}
 
 
 def _flows(pair: Pair, count: int = 50) -> None:
@@ -66,7 +69,8 @@ def test_forged_fast_datagrams_change_nothing_before_their_tag_verifies() -> Non
     real = _sealed(pair, _frame(10**6, 3, 0, 1, b"abc"))
     forged = [
         real[:-1] + bytes([real[-1] ^ 1]),  # a flipped tag
-        real[:8] + (minion_link.stream_id ^ 1).to_bytes(4, "big") + real[12:],  # another stream
+        real[:8] + (minion_link.sending.stream_id ^ 1).to_bytes(4, "big")
+        + real[12:],  # another stream
         real[:12] + (10**9).to_bytes(8, "big") + real[20:],  # a packet number far ahead
         real[:20] + bytes(len(real) - 20),  # garbage sealed text
     ]
@@ -115,11 +119,11 @@ def test_chunks_of_huge_announced_messages_cost_what_they_carry_and_are_freed() 
     finally:
         tracemalloc.stop()
     _, main_link = _links(pair)
-    assert len(main_link.partials) == 1000
+    assert len(main_link.receiving.partials) == 1000
     assert pair.main.stats.dropped[Drop.TOO_MANY_OPEN_MESSAGES] == 500
     assert grown < 3 * sent, (grown, sent)
     pair.net.run_for(config.reassembly_timeout + 2.0)
-    assert not main_link.partials
+    assert not main_link.receiving.partials
     assert pair.main._partials.count == 0
     assert pair.main._partials.bytes == 0
     assert pair.main.stats.dropped[Drop.REASSEMBLY_TIMEOUT] == 1000
@@ -135,7 +139,7 @@ def test_chunks_announcing_more_than_max_message_size_or_impossible_shapes_are_r
     _feed(pair, _sealed(pair, impossible))
     assert pair.main.stats.dropped[Drop.MESSAGE_TOO_LARGE] == 1
     assert pair.main.stats.dropped[Drop.MALFORMED] == 1
-    assert not _links(pair)[1].partials
+    assert not _links(pair)[1].receiving.partials
     _flows(pair)
 
 

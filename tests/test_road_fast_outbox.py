@@ -67,8 +67,8 @@ def test_the_in_flight_limit_slides_as_the_oldest_messages_are_acknowledged() ->
         pair.minion.transmit(b"s%d" % n, to="main")
     pair.run_until(lambda: len(pair.events(MINION, events.MessageSent)) == 200)
     link = pair.minion._fast.links[pair.minion.remote("main").uid]
-    assert link.next_number == 201
-    assert not link.messages
+    assert link.sending.next_number == 201
+    assert not link.sending.messages
     assert [e.body for e in pair.events(MAIN, events.MessageReceived)] == \
         [b"s%d" % n for n in range(200)]
 

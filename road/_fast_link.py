@@ -1,0 +1,334 @@
+"""Fast mode with one remote: the link that coordinates its owned parts.
+
+A :class:`FastLink` owns four parts, none of which sees the stack or the others:
+
+- :class:`~road._fast_send.SendStream`: our messages, numbered and chunked,
+  in flight until acknowledged;
+- :class:`~road._fast_recovery.LossRecovery`: our datagrams in flight, acks,
+  losses, probes and the congestion window;
+- :class:`~road._fast_receive.ReceiveStream`: the peer's messages, each
+  delivered once, long ones reassembled within bounds;
+- :class:`~road._fast_receive.AckState`: the peer's packet numbers (replay
+  window, ranges to acknowledge) and when our ack is due.
+
+The link keeps what spans them: the session keys and our packet numbers,
+whether the peer has ever answered (the fallback to RAET mode), pause and
+resume with presence, and the deadlines of all four.  It passes chunks
+between them (acked ones to be settled, lost ones to go again) and turns
+their results into the stack's events and counters.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import TYPE_CHECKING
+
+from raetlike.crypto import AEAD_TAG_SIZE, AeadKey, counter_nonce
+from raetlike.errors import CryptoError, LocalProtocolError, PacketError
+from road import events
+from road._fast_receive import AckState, ReceiveStream
+from road._fast_recovery import LossRecovery, Sent
+from road._fast_send import Carried, Sending, SendStream
+from road._fast_wire import FAST_HEADER_SIZE, FRAME_MESSAGE_SIZE, pack_header, read_frames
+from road.stats import Drop
+
+if TYPE_CHECKING:
+    from road.remote import Outgoing, Remote
+    from road.stack import RoadStack
+
+__all__ = ["FastLink"]
+
+log = logging.getLogger(__name__)
+
+_CONTEXT = b"raetlike fast v1 "
+_ACK_ROOM = 2 + 16 * 4  # an ack frame of up to 4 ranges rides along with data
+_REKEY_AT = 1 << 62  # packet numbers: ask for a new allow long before 2**64
+
+
+class FastLink:
+    """The fast-mode link with one remote: keys, packet numbers and the parts they serve."""
+
+    def __init__(self, stack: RoadStack, remote: Remote) -> None:
+        self.stack = stack
+        self.remote = remote
+        config = stack.config
+        self.datagram_size = size = config.fast_datagram_size
+        chunk_size = size - FAST_HEADER_SIZE - AEAD_TAG_SIZE - FRAME_MESSAGE_SIZE - _ACK_ROOM
+        if chunk_size < 64:
+            raise LocalProtocolError("fast_datagram_size is too small")
+        self.short_datagram = size // 2  # acked at once (see AckState.later)
+        self.keyed = False
+        self.sending_ok = False  # the peer has the keys too (its allow finished, or it spoke)
+        self.key_id = 0
+        self.send_key: AeadKey | None = None
+        self.receive_key: AeadKey | None = None
+        self.next_packet = 0
+        self.paused = False  # the remote is dead to presence: nothing goes until it answers
+        # fallback: has the peer acknowledged any fast datagram under the current keys?
+        self.answered = False
+        self.unanswered_since: float | None = None
+        self.sending = SendStream(remote, chunk_size, config.fast_messages_in_flight,
+                                  config.body_kind, partial(stack._expire, remote))
+        self.recovery = LossRecovery(size, config.fast_max_window, config.fast_ack_delay)
+        self.receiving = ReceiveStream(remote, config, stack.stats, stack._partials)
+        self.acks = AckState(config.fast_ack_delay)
+
+    # -- keys and presence -----------------------------------------------------------
+    def rekey(self) -> None:
+        """New session keys from the allow just completed; unacked data goes again."""
+        remote = self.remote
+        box, peer = remote.session_box, remote.short_peer
+        if box is None or peer is None:
+            return
+        mine, theirs = remote.short_private.public_key.raw, peer.raw
+        self.send_key = AeadKey(box.derive(_CONTEXT + mine + theirs))
+        self.receive_key = AeadKey(box.derive(_CONTEXT + theirs + mine))
+        self.key_id = box.derive(_CONTEXT + b"id" + min(mine, theirs) + max(mine, theirs))[0]
+        self.keyed = True
+        self.receiving.pinned = False  # the first datagram under the new keys names the stream
+        self.sending_ok = False
+        self.answered = False
+        self.unanswered_since = None
+        self._again(self.recovery.new_keys())
+        self.next_packet = 0
+        self.acks.reset()
+
+    def pause(self) -> None:
+        """The remote is dead: stop sending; everything in flight goes again on resume."""
+        self.paused = True
+        self._again(self.recovery.forget())
+
+    def resume(self) -> None:
+        """The remote answers again."""
+        if self.paused:
+            self.paused = False
+            self.recovery.resume()
+
+    def smoothed_rtt(self) -> float | None:
+        """The round trip measured by acks (None before the first sample)."""
+        control = self.recovery.control
+        return control.smoothed_rtt if control.min_rtt > 0 else None
+
+    # -- out -------------------------------------------------------------------------
+    def can_send_data(self, now: float) -> bool:
+        """Whether a data datagram may go now (keys, window, pacing, presence)."""
+        if not (self.keyed and self.sending_ok) or self.paused or self.remote.alive is False:
+            return False
+        return self.recovery.may_send(now) and self.sending.has_data()
+
+    def build(self, now: float) -> bytes | None:
+        """One datagram (data, acks or both), or None when nothing may go now."""
+        sending, acks = self.sending, self.acks
+        if not (acks.pending or sending.again or sending.queue or sending.abandons
+                or self.remote.outbox):
+            return None  # the common second call of a round: nothing at all to say
+        if not self.keyed or self.send_key is None:
+            return None
+        if self.next_packet >= _REKEY_AT:
+            self.stack._start_allow(self.remote)
+            return None
+        data = self.can_send_data(now)
+        ack_now = acks.pending and (data or (acks.due is not None and acks.due <= now))
+        if not data and not ack_now:
+            return None
+        parts: list[bytes | memoryview] = []
+        room = self.datagram_size - FAST_HEADER_SIZE - AEAD_TAG_SIZE
+        if ack_now:
+            frame = acks.frame(now, with_data=data)
+            parts.append(frame)
+            room -= len(frame)
+        chunks: list[Carried] = []
+        abandons: list[int] = []
+        if data:
+            sending.fill(parts, room, chunks, abandons, now)
+            if not parts:
+                return None  # the outbox held only messages that expired or could not be packed
+        number = self.next_packet
+        self.next_packet += 1
+        header = pack_header(self.key_id, self.remote.far_uid, sending.stream_id, number)
+        datagram = header + self.send_key.seal(b"".join(parts), counter_nonce(0, number), header)
+        if chunks or abandons:
+            self.recovery.on_sent(number, now, len(datagram), chunks, abandons)
+            if not self.answered and self.unanswered_since is None:
+                self.unanswered_since = now
+        self.stack.stats.fast_datagrams_sent += 1
+        return datagram
+
+    # -- in --------------------------------------------------------------------------
+    def receive(self, data: bytes, stream: int, number: int, now: float) -> None:
+        """A datagram under our key id; garbage is dropped and counted.
+
+        The door: nothing of the datagram reaches any part's state before its
+        packet number is fresh and its AEAD tag (over the header, stream id and
+        number included) has verified.
+        """
+        stack, acks = self.stack, self.acks
+        if not acks.replay.fresh(number):
+            stack.stats.drop(Drop.REPLAYED)
+            return
+        assert self.receive_key is not None  # noqa: S101 - keyed links have keys
+        try:
+            plain = self.receive_key.open(data[FAST_HEADER_SIZE:], counter_nonce(0, number),
+                                          data[:FAST_HEADER_SIZE])
+        except CryptoError:
+            stack.stats.drop(Drop.BAD_COAT)
+            return
+        stack._heard_from(self.remote, len(data))
+        acks.replay.mark(number)
+        try:
+            messages, ranges, abandons = read_frames(plain)
+        except PacketError:
+            stack.stats.drop(Drop.MALFORMED)
+            return
+        receiving = self.receiving
+        if not receiving.accepts(stream):  # a second stream under the same keys
+            stack.stats.drop(Drop.STALE_PACKET)
+            return
+        self.sending_ok = True
+        refused = False
+        if messages:
+            made: list[events.Event] = []
+            refused = receiving.take(messages, now, len(plain), made)
+            if made:
+                stack.stats.messages_received += len(made)
+                stack._emit_all(made)
+        if ranges:
+            self._on_ack(ranges, now)
+        for abandoned in abandons:
+            receiving.abandoned(abandoned)
+        if not refused:  # a datagram with a chunk refused for want of room goes unacked
+            acks.received.add(number)
+        if messages or abandons:
+            acks.later(len(data) < self.short_datagram, now)
+        self._heard(now)
+
+    def _on_ack(self, ranges: list[tuple[int, int]], now: float) -> None:
+        if ranges[0][1] >= self.next_packet:  # an ack of what we never sent
+            self.stack.stats.drop(Drop.INVALID_BODY)
+            return
+        self.answered = True
+        self.unanswered_since = None
+        acked = self.recovery.on_ack(ranges, now)
+        if acked:
+            done: list[Sending] = []
+            settle = self.sending.settle
+            for chunks in acked:
+                settle(chunks, done)
+            if done:
+                stack = self.stack
+                stack.stats.messages_sent += len(done)
+                name, sent_event = self.remote.name, events.MessageSent
+                stack._emit_all([sent_event(name, sending.outgoing.message_id)
+                                 for sending in done])
+        self._lost(self.recovery.detect_losses(now))
+
+    def _lost(self, lost: list[Sent]) -> None:
+        if lost:
+            self._again(lost)
+            self.stack.stats.fast_datagrams_lost += len(lost)
+            self.remote.traffic.resends += len(lost)
+
+    def _again(self, datagrams: list[Sent]) -> None:
+        """What datagrams no longer in flight carried goes again (unless acked meanwhile)."""
+        requeue = self.sending.requeue
+        for _, _, chunks, abandons in datagrams:
+            requeue(chunks, abandons)
+
+    def _heard(self, now: float) -> None:
+        """An authenticated datagram is proof of presence (no RAET alive needed meanwhile)."""
+        stack, remote = self.stack, self.remote
+        if remote.alive is not True or self.paused:
+            stack._presence(remote, alive=True)
+            return
+        config = stack.config
+        remote.presence_due = now + config.presence_delay(stack.local.main)
+        remote.reap_due = now + config.reap_interval
+
+    # -- time ------------------------------------------------------------------------
+    def deadline(self, now: float) -> float | None:
+        """The next moment this link wants ``handle_timer`` (or to send)."""
+        acks, recovery, sending, receiving = self.acks, self.recovery, self.sending, self.receiving
+        earliest = acks.due if acks.pending else None
+        loss_time = recovery.loss_time
+        if loss_time is not None and (earliest is None or loss_time < earliest):
+            earliest = loss_time
+        if recovery.sent:
+            probe = None if self.paused else recovery.probe_deadline()
+            if probe is not None and (earliest is None or probe < earliest):
+                earliest = probe
+            fallback = self.fallback_deadline()
+            if fallback is not None and (earliest is None or fallback < earliest):
+                earliest = fallback
+        if sending.messages and (earliest is None or sending.expiry_check < earliest):
+            earliest = sending.expiry_check
+        if receiving.partials and (earliest is None or receiving.partials_check < earliest):
+            earliest = receiving.partials_check
+        if self.remote.outbox and (earliest is None or sending.outbox_expiry < earliest):
+            earliest = sending.outbox_expiry
+        # The same conditions as can_send_data, or the loop spins at one instant.
+        if (self.keyed and self.sending_ok and not self.paused and self.remote.alive is not False
+                and sending.has_data()):
+            send = recovery.send_time(now)
+            if send is not None and (earliest is None or send < earliest):
+                earliest = send
+        return earliest
+
+    def fallback_deadline(self) -> float | None:
+        """When to give fast mode up if the peer still has not acknowledged anything."""
+        after = self.stack.config.fast_fallback_after
+        if self.answered or self.unanswered_since is None or after <= 0:
+            return None
+        return self.unanswered_since + after
+
+    def handle_timer(self, now: float) -> str | None:
+        """Losses by time, probe timeouts and expiries; why to fall back to RAET mode, if so."""
+        fallback = self.fallback_deadline()
+        if fallback is not None and fallback <= now:
+            return f"no fast datagram acknowledged in {self.stack.config.fast_fallback_after:g} s"
+        recovery, sending = self.recovery, self.sending
+        if recovery.loss_time is not None and recovery.loss_time <= now:
+            self._lost(recovery.detect_losses(now))
+        probe = None if self.paused else recovery.probe_deadline()
+        if probe is not None and probe <= now:
+            reason = self._probe_timeout(now)
+            if reason is not None:
+                return reason
+        if sending.messages and sending.expiry_check <= now:
+            sending.expire_in_flight(now)
+        if sending.outbox_expiry <= now:
+            sending.outbox_expiry = self.stack._expire_queued(self.remote, now)
+        if self.receiving.partials and self.receiving.partials_check <= now:
+            self.receiving.sweep_partials(now)
+        return None
+
+    def _probe_timeout(self, now: float) -> str | None:
+        """The oldest datagram went unacknowledged too long; why to fall back, if so.
+
+        Unanswered since the keys came, past ``fast_fallback_probes``: fall
+        back.  Past ``max_redos``: the remote is dead (paused).  Else probe.
+        """
+        recovery, config = self.recovery, self.stack.config
+        count = recovery.timed_out()
+        if not self.answered and 0 < config.fast_fallback_probes <= count:
+            return f"{count} fast-mode probes unanswered"
+        if count > config.max_redos:
+            self.pause()
+            self.stack._presence(self.remote, alive=False,
+                                 reason="fast-mode datagrams not acknowledged")
+            return None
+        self._again([recovery.probe(now)])
+        return None
+
+    # -- the end -----------------------------------------------------------------------
+    def take_back(self) -> list[Outgoing]:
+        """Every message in the stream, in order, and the link emptied (fallback)."""
+        self.recovery.forget()
+        self.receiving.release_partials()
+        return self.sending.take_back()
+
+    def give_back(self, reason: str) -> None:
+        """Return every message in the stream as MessageExpired (close, removal)."""
+        self.recovery.forget()
+        self.receiving.release_partials()
+        self.sending.give_back(reason)
