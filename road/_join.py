@@ -148,7 +148,7 @@ class _Join(Transaction):
         """Whether the remote counts as established (see the module's docstring)."""
         stack, remote = self.stack, self.remote
         return (remote.joined is True and remote.uid in stack.remotes
-                and remote.uid not in stack._unallowed and remote.verify_key is not None)
+                and stack.strangers.reap_time(remote.uid) is None and remote.verify_key is not None)
 
     def head(self, packet_kind: PacketKind, **fields: Any) -> Any:
         fields.setdefault("body_kind", BodyKind.JSON)

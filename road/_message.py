@@ -208,7 +208,7 @@ class Messenger(Transaction):
         self.redo_interval = round_trip.timeout(self.redo_min, self.redo_max)
         self.stack._presence(self.remote, alive=True)
         if more:
-            self.stack._window_opened(self.remote)
+            self.stack._pump(self.remote)
 
     def end(self) -> None:
         if self.outstanding:
@@ -217,7 +217,7 @@ class Messenger(Transaction):
         self.bursts.clear()
         self.burst_times.clear()
         super().end()
-        self.stack._window_opened(self.remote)
+        self.stack._pump(self.remote)
 
     # -- answers --------------------------------------------------------------------
 

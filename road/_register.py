@@ -1,8 +1,10 @@
-"""The register of remote estates a stack knows: by uid, by name, joiners by address.
+"""The register of remote estates a stack knows (by uid, by name, joiners by address), and
+the strangers among them (added by a vacuous join, not proven by an allow).
 
-An owned object of :class:`road.stack.RoadStack` that knows nothing of it: it keeps the
-three indexes consistent and hands out uids.  What adding or removing a remote means
-beyond that (timers, the keep, events) is the stack's.
+Owned objects of :class:`road.stack.RoadStack` that know nothing of it: the register
+keeps the three indexes consistent and hands out uids; :class:`Strangers` bounds the
+estates that never finish joining.  What adding or removing a remote means beyond that
+(timers, the keep, events) is the stack's.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from raetlike.errors import LocalProtocolError
 from road.remote import Address, Remote
 
-__all__ = ["Register"]
+__all__ = ["Register", "Strangers"]
 
 
 class Register:
@@ -70,3 +72,48 @@ class Register:
         for address, joinee in list(self.joinees.items()):
             if joinee is remote:
                 del self.joinees[address]
+
+
+class Strangers:
+    """Estates a vacuous join added: at most ``limit`` not yet joined (oldest evicted), and
+    each reaped ``reap_after`` seconds after its join unless an allow proved its keys.
+
+    A join proves nothing (it is unsigned); an allow does.
+    """
+
+    __slots__ = ("limit", "reap_after", "unjoined", "unproven")
+
+    def __init__(self, limit: int, reap_after: float) -> None:
+        self.limit = limit
+        self.reap_after = reap_after  # 0: never reaped
+        self.unjoined: dict[int, None] = {}  # uids in the order they came
+        self.unproven: dict[int, float] = {}  # uid -> when it goes unless allowed by then
+
+    def add(self, uid: int, now: float) -> list[int]:
+        """A stranger came; the uids of the oldest ones to evict for it (past ``limit``)."""
+        self.unjoined[uid] = None
+        if self.reap_after > 0:
+            self.unproven[uid] = now + self.reap_after
+        evicted = []
+        while len(self.unjoined) > self.limit:
+            oldest = next(iter(self.unjoined))
+            del self.unjoined[oldest]
+            evicted.append(oldest)
+        return evicted
+
+    def joined(self, uid: int) -> None:
+        """Its join completed: no longer counted against ``limit``."""
+        self.unjoined.pop(uid, None)
+
+    def proven(self, uid: int) -> None:
+        """An allow proved its keys: never reaped as a stranger."""
+        self.unproven.pop(uid, None)
+
+    def reap_time(self, uid: int) -> float | None:
+        """When an unproven stranger goes (None: it is not one)."""
+        return self.unproven.get(uid)
+
+    def forget(self, uid: int) -> None:
+        """The remote is gone."""
+        self.unjoined.pop(uid, None)
+        self.unproven.pop(uid, None)

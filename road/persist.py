@@ -19,9 +19,8 @@ from raetlike.errors import KeepError
 from raetlike.keep import Keep, RemoteEstate, StackTraits
 from raetlike.keep import LocalEstate as KeptLocal
 from raetlike.wire.kinds import Acceptance, AutoMode
-from road._remotes import bounded_capabilities
 from road.keeping import expires
-from road.remote import Address, Remote
+from road.remote import Address, Remote, bounded_capabilities
 from road.stack import LocalEstate
 
 if TYPE_CHECKING:

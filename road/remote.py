@@ -17,7 +17,8 @@ from road.stats import RemoteTraffic
 if TYPE_CHECKING:
     from road._transaction import Index, Transaction
 
-__all__ = ["Address", "Outgoing", "Remote", "message_body", "session_is_valid"]
+__all__ = ["MAX_EXTRA_KEY", "MAX_EXTRA_TEXT", "Address", "Outgoing", "Remote",
+           "bounded_capabilities", "message_body", "session_is_valid"]
 
 Address = tuple[str, int]
 
@@ -30,6 +31,31 @@ def session_is_valid(new: int, old: int) -> bool:
     if not old or not new:
         return True
     return (new - old) % _MODULO < _HALF
+
+
+MAX_EXTRA_KEY = 32
+"""Longest join-body key beyond RAET's that is kept (a capability name)."""
+MAX_EXTRA_TEXT = 64
+"""Longest string value such a key may carry and still count."""
+
+
+def bounded_capabilities(extra: Any, limit: int) -> frozenset[str]:
+    """At most ``limit`` keys of ``extra`` (a join body's keys beyond RAET's, or a kept
+    list of names), each at most ``MAX_EXTRA_KEY`` printable characters, with a number,
+    boolean or string of at most ``MAX_EXTRA_TEXT`` characters as value."""
+    kept: list[str] = []
+    items = extra.items() if isinstance(extra, dict) else ((name, 1) for name in extra)
+    for key, value in items:
+        if len(kept) >= limit:
+            break
+        if not isinstance(key, str) or not 0 < len(key) <= MAX_EXTRA_KEY or not key.isprintable():
+            continue
+        if isinstance(value, str) and len(value) > MAX_EXTRA_TEXT:
+            continue
+        if not isinstance(value, bool | int | float | str):
+            continue
+        kept.append(key)
+    return frozenset(kept)
 
 
 def message_body(message: object) -> dict[str, Any] | bytes:

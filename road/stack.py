@@ -7,20 +7,19 @@ what happened with :meth:`RoadStack.next_event`.  ``now`` is monotonic
 seconds, always passed in: the stack has no clock and no socket.
 
 This module holds the stack's state, its commands, the datagram and event queues, inbound
-dispatch (RAET's processRx: a packet's remote, its transaction, nacks) and a remote's
-lifecycle (handshakes started and finished, presence), as methods.  It owns the register
-of remotes (:mod:`road._register`), two deadline heaps (:mod:`road._deadlines`), the
-admission of keys (:class:`road.keeping.Admission`), RAET mode's message pump
-(:mod:`road._pump`) and fast mode (:mod:`road._fast`).  Still bound from modules of
-functions, to become owned objects: the outbox's requeue and expiry
-(:mod:`road._outbox`), timer handling (:mod:`road._timers`) and what adding or removing
-a remote means (:mod:`road._remotes`).
-Its settings live in :mod:`road.config`.
+dispatch (RAET's processRx: a packet's remote, its transaction, nacks), a remote's
+lifecycle (added, handshakes started and finished, presence, removed), its timers and the
+fate of its messages (sent, put back, expired), all as methods.  It owns the register of
+remotes and the strangers among them (:mod:`road._register`), two deadline heaps
+(:mod:`road._deadlines`), the admission of keys (:class:`road.keeping.Admission`), RAET
+mode's message pump (:mod:`road._pump`) and fast mode (:mod:`road._fast`); none of them
+imports this module.  Its settings live in :mod:`road.config`.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -31,7 +30,7 @@ from raetlike.wire.body import parse_body, uncoat
 from raetlike.wire.head import Head
 from raetlike.wire.kinds import Acceptance, CoatKind, Flag, FootKind, PacketKind, TransactionKind
 from raetlike.wire.packet import Packet, parse_packet
-from road import _outbox, _remotes, _timers, events
+from road import events
 from road._alive import Aliver, answer_alive
 from road._allow import Allowent, Allower
 from road._amplification import AddressBudget, JoinRate
@@ -41,11 +40,11 @@ from road._fast_wire import is_fast
 from road._join import Joinent, Joiner
 from road._message import Messengent, Messenger, Partials, done_again
 from road._pump import MessagePump
-from road._register import Register
+from road._register import Register, Strangers
 from road._transaction import Transaction, rx_index, tx_index
 from road.config import LocalEstate, RoadConfig
 from road.keeping import Admission, MemoryKeep, RoadKeep
-from road.remote import Address, Outgoing, Remote, message_body
+from road.remote import Address, Outgoing, Remote, bounded_capabilities, message_body
 from road.stats import Drop, RemoteStats, RoadStats
 
 __all__ = ["LocalEstate", "RoadConfig", "RoadStack"]
@@ -92,7 +91,8 @@ class RoadStack:
         # its owner is gone); it then only causes one early handle_timer.
         self._transaction_timers: Deadlines[Transaction] = Deadlines()
         self._remote_timers: Deadlines[int] = Deadlines()  # remote uids
-        self._strangers: dict[int, None] = {}  # uids added by vacuous joins, not joined yet
+        self.strangers = Strangers(self.config.max_pending_joins,
+                                   self.config.unallowed_reap_after)
         self._fast = FastRoad(self)
         self._heard: Remote | None = None  # who the datagram being handled proved to be from
         # join spam and reflection (road._amplification, docs/security.md)
@@ -100,7 +100,6 @@ class RoadStack:
         self._join_rate = JoinRate(self.config.join_rate_per_source,
                                    self.config.join_burst_per_source,
                                    self.config.max_unvalidated_addresses)
-        self._unallowed: dict[int, float] = {}  # uid -> when a stranger never allowed goes
         self._retries: dict[int, int] = {}  # uid -> our unanswered attempts in a row (backoff)
         self.admission = Admission(self.keep, self.config)
         self._partials = Partials(self.config, self.stats)  # messages partly received (both modes)
@@ -296,8 +295,49 @@ class RoadStack:
         self.stats.bytes_sent += sum(len(d) for d, _ in out)
         return out
 
-    get_timer = _timers.get_timer
-    handle_timer = _timers.handle_timer
+    def get_timer(self) -> float | None:
+        """The earliest moment the stack wants :meth:`handle_timer`, or None when idle."""
+        times: list[float] = []
+        live = self._transactions
+        soonest = self._transaction_timers.earliest(
+            lambda transaction: not transaction.ended and transaction in live)
+        if soonest is not None:
+            times.append(soonest)
+        remotes = self.remotes
+        soonest = self._remote_timers.earliest(lambda uid: uid in remotes)
+        if soonest is not None:
+            times.append(soonest)
+        times.extend(self._want_joined.values())
+        if self._fast.links and (fast := self._fast.deadline(self.now)) is not None:
+            times.append(fast)
+        return min(times) if times else None
+
+    def handle_timer(self, now: float) -> None:
+        """Let due timers fire: redos, timeouts, presence, reaping, expiries, rejoins."""
+        self._tick(now)
+        now = self.now  # (never behind the clock)
+        for transaction in self._transaction_timers.due(now):
+            if transaction.ended or transaction not in self._transactions:
+                continue
+            deadline = transaction.deadline()
+            if deadline is not None and deadline <= now:
+                transaction.handle_timer(now)
+        for uid in self._remote_timers.due(now):
+            remote = self.remotes.get(uid)
+            if remote is not None:
+                self._manage(remote)
+                self._schedule(remote)
+        self._fast.handle_timer(now)
+        for uid, due in list(self._want_joined.items()):
+            wanted = self.remotes.get(uid)
+            if wanted is None or wanted.joined:
+                self._want_joined.pop(uid, None)
+            elif due <= now:
+                # a join still open keeps its turn: look again later, never spin on a past
+                # deadline
+                self._want_joined[uid] = now + self.config.rejoin_interval
+                if not wanted.in_process(TransactionKind.JOIN):
+                    self._start_join(wanted)
 
     def next_event(self) -> events.Event | None:
         """The oldest event not yet taken, or None."""
@@ -377,8 +417,6 @@ class RoadStack:
 
     def _stall(self, messenger: Messenger) -> None:
         self.messages.stall(messenger)
-
-    _window_opened = _pump
 
     def _tx_index_of(self, data: bytes, destination: Address) -> Any:
         return tx_index(parse_packet(data).head, destination)
@@ -619,7 +657,7 @@ class RoadStack:
                    afresh: bool = False) -> None:
         if remote.in_process(TransactionKind.JOIN):
             return
-        if remote.uid in self._want_joined and remote.uid not in self._unallowed:
+        if remote.uid in self._want_joined and self.strangers.reap_time(remote.uid) is None:
             # we were asked to join this address (join(), a rejoin): our own choice, so no
             # anti-amplification limit on it (road._amplification)
             self._budget.validate(remote.host_address)
@@ -640,7 +678,7 @@ class RoadStack:
 
         Never a join to a stranger (an estate that joined us vacuously): its joiner joins and
         allows, we only answer.  Each join or allow we start counts as an attempt for the
-        back-off of :func:`retry_delay` until one completes.  Not main, a remote that left
+        back-off of :meth:`_retry_delay` until one completes.  Not main, a remote that left
         ``allow_tries_before_rejoin`` checks unanswered is allowed again, and after as many
         unanswered allows joined afresh (docs/road.md, "A main that lost us"), unless the
         check was ``asked`` for (:meth:`RoadStack.alive`: "alive?" it is).
@@ -648,8 +686,8 @@ class RoadStack:
         busy = remote.in_process(TransactionKind.JOIN) or remote.in_process(TransactionKind.ALLOW)
         limit = 0 if self.local.main or asked else self.config.allow_tries_before_rejoin
         if not remote.joined:
-            if remote.uid in self._unallowed:
-                return
+            if self.strangers.reap_time(remote.uid) is not None:
+                return  # a stranger: it joins and allows, we only answer
             if remote.uid in self._want_joined or remote.far_uid:
                 if not busy:
                     tries = self._retries[remote.uid] = self._retries.get(remote.uid, 0) + 1
@@ -681,7 +719,7 @@ class RoadStack:
     def _joined(self, remote: Remote, *, initiator: bool) -> None:
         self.stats.joins_completed += 1
         remote.failure_warned = False
-        self._strangers.pop(remote.uid, None)
+        self.strangers.joined(remote.uid)
         self._retries.pop(remote.uid, None)
         self._want_joined.pop(remote.uid, None)
         self._save_remote(remote)
@@ -697,7 +735,7 @@ class RoadStack:
         remote.allowed = True
         # the allow proved the keys, and the cookie it echoed proved the address
         self._budget.validate(remote.host_address)
-        self._unallowed.pop(remote.uid, None)
+        self.strangers.proven(remote.uid)
         self._retries.pop(remote.uid, None)
         self.admission.proven(remote.role)
         remote.session_keys_changed()  # the one event that may clear message dedup
@@ -759,26 +797,145 @@ class RoadStack:
                     # the initiator speaks in a newer session: our allow had finished
                     self._allowed(remote)
 
-    # == bound by job from the road._* modules (names the transactions call) ==
+    # == a remote in the register: added, saved, removed; its timers ==================
 
+    def _add_remote(self, remote: Remote) -> None:
+        """File ``remote`` in the register and start its timers."""
+        self.register.add(remote)
+        remote.presence_due = self.now + self.config.presence_delay(self.local.main)
+        remote.reap_due = self.now + self.config.reap_interval
+        self._schedule(remote)
 
-    # the outbox and message pump
-    _sent = _outbox.sent
-    _requeue = _outbox.requeue
-    _expire = _outbox.expire
-    _expire_queued = _outbox.expire_queued
-    _watch_expiry = _outbox.watch_expiry
+    def _stranger(self, remote: Remote) -> None:
+        """A vacuous join added ``remote``: count it among the strangers, evicting the oldest
+        that never finished joining; reaped unless an allow proves it (:meth:`_manage`)."""
+        evicted = self.strangers.add(remote.uid, self.now)
+        if self.strangers.reap_after > 0:
+            self._schedule(remote)
+        for uid in evicted:
+            oldest = self.remotes.get(uid)
+            if oldest is not None and not oldest.joined:
+                self.stats.joins_evicted += 1
+                self._remove_remote(oldest, "too many estates that never finished joining")
 
-    # timers on lazy heaps
-    _wake = _timers.wake
-    _schedule = _timers.schedule
-    _manage = _timers.manage
+    def _remove_remote(self, remote: Remote, reason: str) -> None:
+        for transaction in list(remote.transactions.values()):
+            transaction.end()
+        self.register.drop(remote)
+        self._want_joined.pop(remote.uid, None)
+        self.strangers.forget(remote.uid)
+        self._retries.pop(remote.uid, None)
+        if remote.host_address in self._budget.validated and not any(
+                other.host_address == remote.host_address for other in self.remotes.values()):
+            self._budget.forget(remote.host_address)
+        self._fast.remove(remote, reason)
+        while remote.outbox:
+            self._expire(remote, remote.outbox.popleft(), f"remote removed: {reason}")
+        self.keep.remove_remote(remote)
+        self._emit(events.RemoteRemoved(remote.name, reason))
 
+    def _save_remote(self, remote: Remote) -> None:
+        if remote.uid in self.remotes:
+            self.keep.save_remote(remote)
 
-    # the register of remotes
-    _stranger = _remotes.stranger
-    _add_remote = _remotes.add_remote
-    _remove_remote = _remotes.remove_remote
-    _save_remote = _remotes.save_remote
-    _join_extras = _remotes.join_extras
-    _capabilities = _remotes.capabilities
+    def _join_extras(self) -> dict[str, Any]:
+        """What our join bodies carry beyond RAET's keys (fast mode's advertisement)."""
+        return self._fast.join_extras()
+
+    def _capabilities(self, remote: Remote, extra: dict[str, Any]) -> None:
+        """Take the join body's extra keys as the remote's capabilities (a few short ones)."""
+        remote.capabilities = bounded_capabilities(extra, self.config.max_join_extras)
+
+    def _wake(self, transaction: Transaction, at: float) -> None:
+        """``transaction`` wants :meth:`handle_timer` at ``at``."""
+        self._transaction_timers.push(at, transaction)
+
+    def _schedule(self, remote: Remote, at: float | None = None) -> None:
+        """Put the remote's next presence, reap, expiry or cleanup time on the heap."""
+        config, times = self.config, [] if at is None else [at]
+        if (unproven := self.strangers.reap_time(remote.uid)) is not None:
+            times.append(unproven)
+        if not remote.reaped:
+            if config.keepalive:
+                times.append(remote.presence_due)
+            if self.local.main and config.reap_interval > 0:
+                times.append(remote.reap_due)
+        if remote.outbox and remote.outbox_soonest < math.inf:
+            times.append(remote.outbox_soonest)
+        if remote.done_transactions:
+            times.append(next(iter(remote.done_transactions.values())))
+        if times:
+            self._remote_timers.push(min(times), remote.uid)
+
+    def _manage(self, remote: Remote) -> None:
+        """The remote's time came: reap a stranger, check presence, expire what waited."""
+        config, now = self.config, self.now
+        unproven = self.strangers.reap_time(remote.uid)
+        if unproven is not None and unproven <= now:
+            # a stranger that joined (or began to) and never proved its keys with an allow
+            self.stats.strangers_reaped += 1
+            self.admission.forget_unproven(remote.role, remote.verify_key, remote.public_key)
+            self._remove_remote(remote, f"no allow within {config.unallowed_reap_after:g} s "
+                                        "of its join")
+            return
+        if not remote.reaped and config.keepalive and remote.presence_due <= now:
+            self._start_alive(remote)
+            remote.presence_due = now + self._retry_delay(remote)
+        if (self.local.main and config.reap_interval > 0 and not remote.reaped
+                and remote.reap_due <= now):
+            remote.reaped = True
+            self._emit(events.RemoteReaped(remote.name))
+        if remote.outbox_soonest <= now:
+            remote.outbox_soonest = self._expire_queued(remote, now)
+        while remote.done_transactions:
+            tid, expires = next(iter(remote.done_transactions.items()))
+            if expires > now:
+                break
+            del remote.done_transactions[tid]
+
+    # == the fate of a message: sent, put back, expired ==============================
+
+    def _sent(self, remote: Remote, outgoing: Outgoing) -> None:
+        self.stats.messages_sent += 1
+        self._emit(events.MessageSent(remote.name, outgoing.message_id))
+
+    def _expire(self, remote: Remote, outgoing: Outgoing, reason: str) -> None:
+        self.stats.messages_expired += 1
+        self._emit(events.MessageExpired(remote.name, outgoing.message_id, outgoing.body,
+                                         reason))
+
+    def _requeue(self, remote: Remote, outgoing: Outgoing) -> None:
+        """A message not delivered goes back into the outbox, in transmit order."""
+        if outgoing.expires <= self.now:
+            self._expire(remote, outgoing, "time to live ran out")
+            return
+        # several messengers requeued one after another must not come out reversed (the
+        # outbox is ordered by message id)
+        position = 0
+        for queued in remote.outbox:
+            if queued.message_id > outgoing.message_id:
+                break
+            position += 1
+        remote.outbox.insert(position, outgoing)
+        self._watch_expiry(remote, outgoing.expires)
+
+    def _expire_queued(self, remote: Remote, now: float) -> float:
+        """Give back the outbox's messages whose time to live ran out by ``now``
+        (MessageExpired); the soonest expiry among those left (inf: none)."""
+        soonest = math.inf
+        keep: deque[Outgoing] = deque()
+        for outgoing in remote.outbox:
+            if outgoing.expires <= now:
+                self._expire(remote, outgoing, "time to live ran out while queued")
+            else:
+                keep.append(outgoing)
+                soonest = min(soonest, outgoing.expires)
+        remote.outbox = keep
+        return soonest
+
+    def _watch_expiry(self, remote: Remote, expires: float) -> None:
+        """A message with time to live until ``expires`` joined the outbox: make sure a timer
+        is due by then (one heap entry per new soonest expiry, not one per message)."""
+        if expires < remote.outbox_soonest:
+            remote.outbox_soonest = expires
+            self._schedule(remote)
