@@ -11,6 +11,7 @@ from road._rejoin import rejoin_when_unjoined
 from road._transaction import Rule, Transaction
 
 if TYPE_CHECKING:
+    from road._host import Host
     from road.remote import Remote
 
 __all__ = ["Aliver", "answer_alive"]
@@ -27,7 +28,7 @@ class Aliver(Transaction):
     class States(enum.Enum):
         ASKED = "asked"
 
-    def __init__(self, stack: Any, remote: Remote) -> None:
+    def __init__(self, stack: Host, remote: Remote) -> None:
         super().__init__(
             stack, remote, correspondent=False, session_id=remote.session_id,
             transaction_id=remote.next_transaction_id(),
@@ -88,7 +89,7 @@ class _Alivent(Transaction):
         return self.States.ANSWERING
 
 
-def answer_alive(stack: Any, remote: Remote, packet: Packet) -> None:
+def answer_alive(stack: Host, remote: Remote, packet: Packet) -> None:
     """Answer an alive request: ack, or unjoined / unallowed."""
     answer = _Alivent(
         stack, remote, correspondent=True, session_id=packet.head.session_id,

@@ -23,6 +23,7 @@ from road._transaction import Rule, Transaction
 from road.stats import Drop
 
 if TYPE_CHECKING:
+    from road._host import Host
     from road.remote import Remote
 
 __all__ = ["Allower", "Allowent"]
@@ -82,7 +83,7 @@ class Allower(_Allow):
         HELLO = "hello"
         INITIATE = "initiate"
 
-    def __init__(self, stack: Any, remote: Remote) -> None:
+    def __init__(self, stack: Host, remote: Remote) -> None:
         super().__init__(
             stack, remote, correspondent=False, session_id=remote.session_id,
             transaction_id=remote.next_transaction_id(),
@@ -173,7 +174,7 @@ class Allowent(_Allow):
         COOKIE = "cookie"
         ACKED = "acked"
 
-    def __init__(self, stack: Any, remote: Remote, packet: Packet) -> None:
+    def __init__(self, stack: Host, remote: Remote, packet: Packet) -> None:
         super().__init__(
             stack, remote, correspondent=True, session_id=packet.head.session_id,
             transaction_id=packet.head.transaction_id,

@@ -31,6 +31,7 @@ from road._transaction import Rule, Transaction
 from road.stats import Drop
 
 if TYPE_CHECKING:
+    from road._host import Host
     from road.remote import Remote
 
 __all__ = ["Joiner", "Joinent", "JoinCredentials", "parse_credentials"]
@@ -115,7 +116,7 @@ def adopt(remote: Remote, cred: JoinCredentials) -> None:
     remote.public_key = cred.public_key
 
 
-def credentials_body(stack: Any, *, uid: int | None = None) -> dict[str, Any]:
+def credentials_body(stack: Host, *, uid: int | None = None) -> dict[str, Any]:
     """Our credentials as a join body; a response also carries the ``uid`` we gave the joiner."""
     local = stack.local
     body: dict[str, Any] = {
@@ -147,7 +148,7 @@ class _Join(Transaction):
     def is_established(self) -> bool:
         """Whether the remote counts as established (see the module's docstring)."""
         stack, remote = self.stack, self.remote
-        return (remote.joined is True and remote.uid in stack.remotes
+        return (remote.joined is True and remote.uid in stack.register.by_uid
                 and stack.strangers.reap_time(remote.uid) is None and remote.verify_key is not None)
 
     def head(self, packet_kind: PacketKind, **fields: Any) -> Any:
@@ -156,9 +157,9 @@ class _Join(Transaction):
 
     def end(self) -> None:
         super().end()
-        if (self.vacuous and self.stack.joinees.get(self.address) is self.remote
+        if (self.vacuous and self.stack.register.joinees.get(self.address) is self.remote
                 and not self.remote.in_process(TransactionKind.JOIN)):
-            del self.stack.joinees[self.address]
+            del self.stack.register.joinees[self.address]
 
     def nack(self, kind: PacketKind = PacketKind.NACK) -> None:
         """Tell the far side we give up (nack, refuse or reject) and end."""
@@ -178,7 +179,7 @@ class _Join(Transaction):
     def take_changes(self, cred: JoinCredentials, far_uid: int) -> bool:
         """Rebind the remote record to ``cred``; False (after a reject) if its name is taken."""
         stack, remote = self.stack, self.remote
-        other = stack.names.get(cred.name)
+        other = stack.register.by_name.get(cred.name)
         if other is not None and other is not remote:
             self.nack(PacketKind.REJECT)
             return False
@@ -233,7 +234,7 @@ class Joiner(_Join):
         PENDED = "pended"  # the far side's keep holds the decision
         PENDING = "pending"  # our keep holds the decision
 
-    def __init__(self, stack: Any, remote: Remote, *, renewal: bool = False,
+    def __init__(self, stack: Host, remote: Remote, *, renewal: bool = False,
                  afresh: bool = False) -> None:
         """``renewal``: the far side asked for it (renew) or we chose it (``afresh``): a
         vacuous join that keeps what we hold of the remote; only its far uid may change.
@@ -261,7 +262,7 @@ class Joiner(_Join):
         data = self.send(PacketKind.REQUEST, credentials_body(self.stack), secure=False)
         self.register(self.stack._tx_index_of(data, self.address))
         if self.vacuous:
-            self.stack.joinees[self.address] = self.remote
+            self.stack.register.joinees[self.address] = self.remote
 
     def on_redo(self) -> None:
         if self.state is self.States.REQUESTED:
@@ -337,7 +338,7 @@ class Joiner(_Join):
             return True
         remote.far_uid = cred.uid
         if cred.name != remote.name:
-            other = self.stack.names.get(cred.name)
+            other = self.stack.register.by_name.get(cred.name)
             if other is not None and other is not remote:
                 self.nack(PacketKind.REJECT)
                 return False
@@ -411,7 +412,7 @@ class Joinent(_Join):
         PENDING = "pending"  # our keep holds the decision
         PENDED = "pended"  # the joiner's keep holds the decision
 
-    def __init__(self, stack: Any, remote: Remote, packet: Packet, source: Any) -> None:
+    def __init__(self, stack: Host, remote: Remote, packet: Packet, source: Any) -> None:
         super().__init__(
             stack, remote, correspondent=True, session_id=packet.head.session_id,
             transaction_id=packet.head.transaction_id, address=source,
@@ -447,7 +448,7 @@ class Joinent(_Join):
         if not self._wins_races(cred) or not self._bind(cred):
             return
         self.established = self.is_established()
-        created = self.vacuous and self.remote.uid not in stack.remotes
+        created = self.vacuous and self.remote.uid not in stack.register.by_uid
         status = self._admit(cred)
         if status is None:
             return
@@ -456,7 +457,7 @@ class Joinent(_Join):
             stack._stranger(remote)
         self.register(index)
         if self.vacuous:
-            stack.joinees[self.address] = remote
+            stack.register.joinees[self.address] = remote
         if not self.established:  # an established remote stays as it is: this is a claim
             stack._capabilities(remote, cred.extra)
             remote.joined = None
@@ -489,7 +490,7 @@ class Joinent(_Join):
         stack, remote = self.stack, self.remote
         far_uid = self.request.head.source_uid
         if not self.vacuous:
-            if stack.remotes.get(self.request.head.destination_uid) is not remote:
+            if stack.register.by_uid.get(self.request.head.destination_uid) is not remote:
                 self.nack(PacketKind.REJECT)
                 return False
             return True
@@ -498,11 +499,11 @@ class Joinent(_Join):
                      stack.name, safe_name(cred.name))
             self.nack(PacketKind.REJECT)
             return False
-        known = stack.names.get(cred.name)
+        known = stack.register.by_name.get(cred.name)
         if known is not None:
             self.remote = known
             return True
-        stack.register.rename(remote, cred.name)  # keeps stack.names true when the record is known
+        stack.register.rename(remote, cred.name)  # keeps the index by name true (a known record)
         adopt(remote, cred)
         if remote.far_uid not in (far_uid, 0):
             self.nack(PacketKind.REJECT)
@@ -529,7 +530,7 @@ class Joinent(_Join):
         if status is Acceptance.REJECTED:
             log.warning("%s: keys of role %s rejected (estate %s)", stack.name,
                         safe_name(cred.role), safe_name(cred.name))
-            if same_keys and remote.uid in stack.remotes:
+            if same_keys and remote.uid in stack.register.by_uid:
                 stack._remove_remote(remote, "keys rejected")
             else:
                 self.nack(PacketKind.REJECT)
@@ -537,7 +538,7 @@ class Joinent(_Join):
         remote.acceptance = status
         if not same_all and not self.take_changes(cred, far_uid):
             return None
-        if remote.uid not in stack.remotes:
+        if remote.uid not in stack.register.by_uid:
             stack._add_remote(remote)
         return status
 
@@ -560,7 +561,7 @@ class Joinent(_Join):
                 self.respond()
             elif status is Acceptance.REJECTED:
                 self.nack(PacketKind.REJECT)  # tell the joiner, as RAET does
-                if remote.uid in self.stack.remotes:
+                if remote.uid in self.stack.register.by_uid:
                     self.stack._remove_remote(remote, "keys rejected by operator")
 
     def on_timeout(self) -> None:
@@ -585,7 +586,7 @@ class Joinent(_Join):
 
     def on_reject(self, _packet: Packet, _body: Any) -> None:
         self.fail("rejected by joiner")
-        if self.remote.uid in self.stack.remotes and not self.established:
+        if self.remote.uid in self.stack.register.by_uid and not self.established:
             self.stack._remove_remote(self.remote, "joiner rejected us")
 
     # a repeated request, a nack, refuse or reject may come in any state; the joiner's ack

@@ -27,6 +27,7 @@ from road._transaction import Rule, Transaction
 from road.stats import Drop
 
 if TYPE_CHECKING:
+    from road._host import Host
     from road.config import RoadConfig
     from road.remote import Outgoing, Remote
     from road.stats import RoadStats
@@ -63,7 +64,7 @@ class Messenger(Transaction):
     class States(enum.Enum):
         SENDING = "sending"
 
-    def __init__(self, stack: Any, remote: Remote, outgoing: Outgoing) -> None:
+    def __init__(self, stack: Host, remote: Remote, outgoing: Outgoing) -> None:
         begun = outgoing.begun
         resumed = begun is not None and begun[0] == remote.session_id
         super().__init__(
@@ -360,7 +361,7 @@ class Messengent(Transaction):
     class States(enum.Enum):
         RECEIVING = "receiving"
 
-    def __init__(self, stack: Any, remote: Remote, packet: Packet) -> None:
+    def __init__(self, stack: Host, remote: Remote, packet: Packet) -> None:
         super().__init__(
             stack, remote, correspondent=True, session_id=packet.head.session_id,
             transaction_id=packet.head.transaction_id,
@@ -555,7 +556,7 @@ class Messengent(Transaction):
     }
 
 
-def done_again(stack: Any, remote: Remote, packet: Packet) -> None:
+def done_again(stack: Host, remote: Remote, packet: Packet) -> None:
     """A message packet for a transaction already delivered: say done again."""
     answer = Messengent(stack, remote, packet)
     answer.send(PacketKind.DONE, None, secure=False, remember=False)

@@ -27,7 +27,7 @@ from road.remote import Address, Remote
 from road.stats import Drop
 
 if TYPE_CHECKING:
-    from road.stack import RoadStack
+    from road._host import Host
 
 __all__ = ["Index", "Rule", "Transaction", "tx_index", "rx_index"]
 
@@ -105,7 +105,7 @@ class Transaction:
 
     def __init__(
         self,
-        stack: RoadStack,
+        stack: Host,
         remote: Remote,
         *,
         correspondent: bool,
