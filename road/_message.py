@@ -384,9 +384,10 @@ class Messengent(Transaction):
         if not fields:  # done, nack, resend: the message's coat, foot and wait flag
             remote, config = self.remote, self.stack.config
             return build_head(
-                packet_kind, self.kind, remote.uid, remote.far_uid, self.session_id,
-                self.transaction_id, self.reply_flags, 0, 1, 0, config.body_kind,
-                self.coat_kind, self.foot_kind, config.head_kind, 0.0, 0, 0,
+                packet_kind, self.kind, source_uid=remote.uid, destination_uid=remote.far_uid,
+                session_id=self.session_id, transaction_id=self.transaction_id,
+                flags=self.reply_flags, body_kind=config.body_kind, coat_kind=self.coat_kind,
+                foot_kind=self.foot_kind, head_kind=config.head_kind,
             )
         fields.setdefault("coat_kind", self.coat_kind)
         fields.setdefault("foot_kind", self.foot_kind)

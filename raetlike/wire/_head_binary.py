@@ -14,7 +14,7 @@ import math
 import struct
 
 from raetlike.errors import LocalProtocolError, PacketError
-from raetlike.wire._head_model import Head, HeadBuilder, foot_length
+from raetlike.wire._head_model import Head, build_head, foot_length
 from raetlike.wire.kinds import (
     BodyKind,
     CoatKind,
@@ -100,11 +100,13 @@ def parse_binary(data: bytes) -> tuple[Head, int, int]:
         raise PacketError("bad-field", "dt is not finite")
     try:
         foot = _FOOT_KINDS[foot_kind]
-        built = HeadBuilder(
+        head = build_head(
             _PACKET_KINDS[packet_kind], _TRANSACTION_KINDS[transaction_kind],
-            source_uid, destination_uid, session_id, transaction_id, _FLAGS[flags],
-            segment_number, segment_count, message_length, _BODY_KINDS[body_kind],
-            _COAT_KINDS[coat_kind], foot, _BINARY, stamp, order_index, version,
+            source_uid=source_uid, destination_uid=destination_uid, session_id=session_id,
+            transaction_id=transaction_id, flags=_FLAGS[flags], segment_number=segment_number,
+            segment_count=segment_count, message_length=message_length,
+            body_kind=_BODY_KINDS[body_kind], coat_kind=_COAT_KINDS[coat_kind], foot_kind=foot,
+            head_kind=_BINARY, stamp=stamp, order_index=order_index, version=version,
         )
     except IndexError:
         raise PacketError("bad-kind", "unknown kind in binary head") from None
@@ -112,5 +114,4 @@ def parse_binary(data: bytes) -> tuple[Head, int, int]:
         raise PacketError("bad-foot", f"fl {foot_size} does not fit fk {foot_kind}")
     if head_size + foot_size > packet_size:
         raise PacketError("bad-length", "head and foot overrun the packet")
-    built.__class__ = Head  # type: ignore[assignment]
-    return built, head_size, foot_size  # type: ignore[return-value]
+    return head, head_size, foot_size

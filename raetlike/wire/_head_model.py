@@ -81,74 +81,68 @@ class HeadBuilder:
                  "segment_count", "message_length", "body_kind", "coat_kind", "foot_kind",
                  "head_kind", "stamp", "order_index", "version")
 
-    def __init__(  # noqa: PLR0917 - one argument per head field, in field order
-        self,
-        packet_kind: PacketKind,
-        transaction_kind: TransactionKind,
-        source_uid: int,
-        destination_uid: int,
-        session_id: int,
-        transaction_id: int,
-        flags: Flag,
-        segment_number: int,
-        segment_count: int,
-        message_length: int,
-        body_kind: BodyKind,
-        coat_kind: CoatKind,
-        foot_kind: FootKind,
-        head_kind: HeadKind,
-        stamp: float,
-        order_index: int,
-        version: int,
-    ) -> None:
-        self.packet_kind = packet_kind
-        self.transaction_kind = transaction_kind
-        self.source_uid = source_uid
-        self.destination_uid = destination_uid
-        self.session_id = session_id
-        self.transaction_id = transaction_id
-        self.flags = flags
-        self.segment_number = segment_number
-        self.segment_count = segment_count
-        self.message_length = message_length
-        self.body_kind = body_kind
-        self.coat_kind = coat_kind
-        self.foot_kind = foot_kind
-        self.head_kind = head_kind
-        self.stamp = stamp
-        self.order_index = order_index
-        self.version = version
+    packet_kind: PacketKind
+    transaction_kind: TransactionKind
+    source_uid: int
+    destination_uid: int
+    session_id: int
+    transaction_id: int
+    flags: Flag
+    segment_number: int
+    segment_count: int
+    message_length: int
+    body_kind: BodyKind
+    coat_kind: CoatKind
+    foot_kind: FootKind
+    head_kind: HeadKind
+    stamp: float
+    order_index: int
+    version: int
 
 
 if HeadBuilder.__slots__ != Head.__slots__:  # pragma: no cover - guards the twin
     raise ImportError("HeadBuilder must have exactly Head's slots, in order")
 
 
-def build_head(  # noqa: PLR0917 - one argument per head field, in field order
+def build_head(
     packet_kind: PacketKind,
     transaction_kind: TransactionKind,
+    *,
     source_uid: int,
     destination_uid: int,
     session_id: int,
     transaction_id: int,
-    flags: Flag,
-    segment_number: int,
-    segment_count: int,
-    message_length: int,
-    body_kind: BodyKind,
-    coat_kind: CoatKind,
-    foot_kind: FootKind,
-    head_kind: HeadKind,
-    stamp: float,
-    order_index: int,
-    version: int,
+    flags: Flag = NO_FLAGS,
+    segment_number: int = 0,
+    segment_count: int = 1,
+    message_length: int = 0,
+    body_kind: BodyKind = BodyKind.NADA,
+    coat_kind: CoatKind = CoatKind.NADA,
+    foot_kind: FootKind = FootKind.NADA,
+    head_kind: HeadKind = HeadKind.RAET,
+    stamp: float = 0.0,
+    order_index: int = 0,
+    version: int = 0,
 ) -> Head:
-    """``Head(...)`` with every field given in order, built fast (see :class:`HeadBuilder`)."""
-    built = HeadBuilder(
-        packet_kind, transaction_kind, source_uid, destination_uid, session_id,
-        transaction_id, flags, segment_number, segment_count, message_length, body_kind,
-        coat_kind, foot_kind, head_kind, stamp, order_index, version,
-    )
+    """``Head(...)``, built fast (see :class:`HeadBuilder`); the defaults are Head's."""
+    built = object.__new__(HeadBuilder)
+    built.packet_kind = packet_kind
+    built.transaction_kind = transaction_kind
+    built.source_uid = source_uid
+    built.destination_uid = destination_uid
+    built.session_id = session_id
+    built.transaction_id = transaction_id
+    built.flags = flags
+    built.segment_number = segment_number
+    built.segment_count = segment_count
+    built.message_length = message_length
+    built.body_kind = body_kind
+    built.coat_kind = coat_kind
+    built.foot_kind = foot_kind
+    built.head_kind = head_kind
+    built.stamp = stamp
+    built.order_index = order_index
+    built.version = version
     built.__class__ = Head  # type: ignore[assignment]
     return built  # type: ignore[return-value]
 

@@ -232,9 +232,12 @@ def _fast(data: bytes) -> tuple[Head, int, int] | None:
         return None
     stamp = float(dt) if dt is not None else 0.0  # at most 30 digits: always finite
     head = build_head(
-        packet_kind, transaction_kind, source, destination,  # type: ignore[arg-type]
-        session, transaction, _FLAGS[flags], number, count, length,
-        body_kind, coat_kind, foot_kind, _NATIVE, stamp, order, 0,  # type: ignore[arg-type]
+        packet_kind, transaction_kind,  # type: ignore[arg-type]
+        source_uid=source, destination_uid=destination, session_id=session,
+        transaction_id=transaction, flags=_FLAGS[flags], segment_number=number,
+        segment_count=count, message_length=length,
+        body_kind=body_kind, coat_kind=coat_kind, foot_kind=foot_kind,  # type: ignore[arg-type]
+        head_kind=_NATIVE, stamp=stamp, order_index=order,
     )
     return head, head_size, foot_size
 
