@@ -196,8 +196,8 @@ class _Join(Transaction):
         stack._save_remote(remote)
         self.state = pending
         self.send(PacketKind.PEND, None, secure=False, remember=False)
-        self.redo_at = stack.now + self.pend_redo
-        self.timeout_at = stack.now + PENDING_TIMEOUT
+        self.arm_redo(stack.now + self.pend_redo)
+        self.arm_timeout(stack.now + PENDING_TIMEOUT)
         stack._emit(events.JoinPending(remote.name, remote.role, local=True))
 
     def keep_verdict(self) -> Acceptance:
@@ -282,8 +282,8 @@ class Joiner(_Join):
     def on_pend(self, _packet: Packet, _body: Any) -> None:
         if self.state is not self.States.PENDED:
             self.stack._emit(events.JoinPending(self.remote.name, self.remote.role, local=False))
-        self.redo_at = self.stack.now + self.pend_redo
-        self.timeout_at = self.stack.now + PENDING_TIMEOUT
+        self.arm_redo(self.stack.now + self.pend_redo)
+        self.arm_timeout(self.stack.now + PENDING_TIMEOUT)
 
     def on_response(self, _packet: Packet, body: Any) -> None:
         cred = parse_credentials(body, need_uid=True)
@@ -578,8 +578,8 @@ class Joinent(_Join):
         self.stack._joined(self.remote, initiator=False)
 
     def on_pend(self, _packet: Packet, _body: Any) -> None:
-        self.redo_at = self.stack.now + self.pend_redo
-        self.timeout_at = self.stack.now + PENDING_TIMEOUT  # the joiner's operator decides
+        self.arm_redo(self.stack.now + self.pend_redo)
+        self.arm_timeout(self.stack.now + PENDING_TIMEOUT)  # the joiner's operator decides
 
     def on_refuse(self, _packet: Packet, _body: Any) -> None:
         self.fail("refused by joiner")

@@ -163,7 +163,7 @@ class Messenger(Transaction):
         if again:
             self.stack.stats.segments_resent += count
             self.remote.traffic.resends += count
-        self.redo_at = self.stack.now + self.redo_interval
+        self.arm_redo(self.stack.now + self.redo_interval)
 
     def budget(self) -> int:
         """How many more segments the window lets this messenger send now."""
@@ -445,7 +445,7 @@ class Messengent(Transaction):
         if new:
             partials.bytes += self.reassembly.received_bytes - before
             self.idle = 0
-            self.timeout_at = stack.now + stack.config.reassembly_timeout
+            self.arm_timeout(stack.now + stack.config.reassembly_timeout)
         self.highest = max(self.highest, head.segment_number)
         if self.reassembly.complete:
             try:

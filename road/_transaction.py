@@ -121,37 +121,26 @@ class Transaction:
         self.address: Address = address or remote.host_address
         self.index: Index | None = None
         now = stack.now
-        self._timeout_at: float | None = None
-        self._redo_at: float | None = None
-        self.timeout_at = now + self.timeout if self.timeout > 0 else None
+        self.timeout_at: float | None = None  # when it gives up (None: never)
+        self.redo_at: float | None = None  # when the remembered packet goes again (None: not)
+        if self.timeout > 0:
+            self.arm_timeout(now + self.timeout)
         self.redo_interval = self.redo_min
         self.last_sent: bytes | None = None
         self.ended = False
         self.state: enum.Enum = self.initial_state()
 
-    # -- deadlines: every change is told to the stack's timer heap ---------
+    # -- deadlines: each one set is told to the stack's timer heap ----------
 
-    @property
-    def timeout_at(self) -> float | None:
-        """When the transaction gives up (None: never)."""
-        return self._timeout_at
+    def arm_timeout(self, at: float) -> None:
+        """Give up at ``at``."""
+        self.timeout_at = at
+        self.stack._wake(self, at)
 
-    @timeout_at.setter
-    def timeout_at(self, value: float | None) -> None:
-        self._timeout_at = value
-        if value is not None:
-            self.stack._wake(self, value)
-
-    @property
-    def redo_at(self) -> float | None:
-        """When the remembered packet goes again (None: not armed)."""
-        return self._redo_at
-
-    @redo_at.setter
-    def redo_at(self, value: float | None) -> None:
-        self._redo_at = value
-        if value is not None:
-            self.stack._wake(self, value)
+    def arm_redo(self, at: float) -> None:
+        """Send the remembered packet again at ``at``."""
+        self.redo_at = at
+        self.stack._wake(self, at)
 
     # -- identity ---------------------------------------------------------
 
@@ -267,7 +256,7 @@ class Transaction:
         traffic.bytes_out += len(data)
         if remember:
             self.last_sent = data
-            self.redo_at = self.stack.now + self.redo_interval
+            self.arm_redo(self.stack.now + self.redo_interval)
         return data
 
     def resend_last(self) -> None:
@@ -320,7 +309,7 @@ class Transaction:
             return
         if self.redo_at is not None and now >= self.redo_at:
             self.redo_interval = min(max(self.redo_min, self.redo_interval * 2.0), self.redo_max)
-            self.redo_at = now + self.redo_interval
+            self.arm_redo(now + self.redo_interval)
             self.on_redo()
 
     def on_timeout(self) -> None:
