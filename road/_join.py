@@ -25,9 +25,10 @@ from raetlike.crypto import PublicKey, VerifyKey
 from raetlike.errors import CryptoError
 from raetlike.names import is_valid_name, safe_name
 from raetlike.wire.kinds import Acceptance, BodyKind, PacketKind, TransactionKind
-from raetlike.wire.packet import Packet
+from raetlike.wire.packet import Packet, parse_packet
 from road import events
-from road._transaction import Rule, Transaction
+from road._transaction import Rule, Transaction, tx_index
+from road.remote import bounded_capabilities
 from road.stats import Drop
 
 if TYPE_CHECKING:
@@ -260,7 +261,7 @@ class Joiner(_Join):
         """Send the join request."""
         self.remote.joined = None
         data = self.send(PacketKind.REQUEST, credentials_body(self.stack), secure=False)
-        self.register(self.stack._tx_index_of(data, self.address))
+        self.register(tx_index(parse_packet(data).head, self.address))
         if self.vacuous:
             self.stack.register.joinees[self.address] = self.remote
 
@@ -324,7 +325,7 @@ class Joiner(_Join):
             return
         remote.far_uid = cred.uid
         if not self.established:
-            stack._capabilities(remote, cred.extra)
+            remote.capabilities = bounded_capabilities(cred.extra, stack.config.max_join_extras)
         if status is Acceptance.ACCEPTED:
             self.complete()
             return
@@ -459,7 +460,7 @@ class Joinent(_Join):
         if self.vacuous:
             stack.register.joinees[self.address] = remote
         if not self.established:  # an established remote stays as it is: this is a claim
-            stack._capabilities(remote, cred.extra)
+            remote.capabilities = bounded_capabilities(cred.extra, stack.config.max_join_extras)
             remote.joined = None
         if status is Acceptance.ACCEPTED:
             self.respond()

@@ -41,10 +41,10 @@ from road._join import Joinent, Joiner
 from road._message import Messengent, Messenger, Partials, done_again
 from road._pump import MessagePump
 from road._register import Register, Strangers
-from road._transaction import Transaction, rx_index, tx_index
+from road._transaction import Transaction, rx_index
 from road.config import LocalEstate, RoadConfig
 from road.keeping import Admission, MemoryKeep, RoadKeep
-from road.remote import Address, Outgoing, Remote, bounded_capabilities, message_body
+from road.remote import Address, Outgoing, Remote, message_body
 from road.stats import Drop, RemoteStats, RoadStats
 
 __all__ = ["LocalEstate", "RoadConfig", "RoadStack"]
@@ -417,9 +417,6 @@ class RoadStack:
 
     def _stall(self, messenger: Messenger) -> None:
         self.messages.stall(messenger)
-
-    def _tx_index_of(self, data: bytes, destination: Address) -> Any:
-        return tx_index(parse_packet(data).head, destination)
 
     # == inbound dispatch (RAET's processRx): a packet's remote, its transaction, nacks ==
 
@@ -841,10 +838,6 @@ class RoadStack:
     def _join_extras(self) -> dict[str, Any]:
         """What our join bodies carry beyond RAET's keys (fast mode's advertisement)."""
         return self._fast.join_extras()
-
-    def _capabilities(self, remote: Remote, extra: dict[str, Any]) -> None:
-        """Take the join body's extra keys as the remote's capabilities (a few short ones)."""
-        remote.capabilities = bounded_capabilities(extra, self.config.max_join_extras)
 
     def _wake(self, transaction: Transaction, at: float) -> None:
         """``transaction`` wants :meth:`handle_timer` at ``at``."""
