@@ -11,7 +11,7 @@ from road._rejoin import rejoin_when_unjoined
 from road._transaction import Rule, Transaction
 
 if TYPE_CHECKING:
-    from road._host import Host
+    from road._host import AliveHost
     from road.remote import Remote
 
 __all__ = ["Aliver", "answer_alive"]
@@ -20,6 +20,7 @@ __all__ = ["Aliver", "answer_alive"]
 class Aliver(Transaction):
     """We ask whether the remote is there."""
 
+    stack: AliveHost  # what this kind may ask of its stack (road/_host.py)
     kind: ClassVar[TransactionKind] = TransactionKind.ALIVE
     timeout: ClassVar[float] = 2.0
     redo_min: ClassVar[float] = 0.25
@@ -28,7 +29,7 @@ class Aliver(Transaction):
     class States(enum.Enum):
         ASKED = "asked"
 
-    def __init__(self, stack: Host, remote: Remote) -> None:
+    def __init__(self, stack: AliveHost, remote: Remote) -> None:
         super().__init__(
             stack, remote, correspondent=False, session_id=remote.session_id,
             transaction_id=remote.next_transaction_id(),
@@ -79,6 +80,7 @@ class Aliver(Transaction):
 class _Alivent(Transaction):
     """A one-shot answer; never registered, so it has no timers."""
 
+    stack: AliveHost  # what this kind may ask of its stack (road/_host.py)
     kind: ClassVar[TransactionKind] = TransactionKind.ALIVE
     timeout: ClassVar[float] = 0.0
 
@@ -89,7 +91,7 @@ class _Alivent(Transaction):
         return self.States.ANSWERING
 
 
-def answer_alive(stack: Host, remote: Remote, packet: Packet) -> None:
+def answer_alive(stack: AliveHost, remote: Remote, packet: Packet) -> None:
     """Answer an alive request: ack, or unjoined / unallowed."""
     answer = _Alivent(
         stack, remote, correspondent=True, session_id=packet.head.session_id,

@@ -23,7 +23,7 @@ from road._transaction import Rule, Transaction
 from road.stats import Drop
 
 if TYPE_CHECKING:
-    from road._host import Host
+    from road._host import AllowHost
     from road.remote import Remote
 
 __all__ = ["Allower", "Allowent"]
@@ -40,6 +40,7 @@ FQDN_SIZE = 128
 
 
 class _Allow(Transaction):
+    stack: AllowHost  # what this kind may ask of its stack (road/_host.py)
     kind: ClassVar[TransactionKind] = TransactionKind.ALLOW
     timeout: ClassVar[float] = 4.0
     redo_min: ClassVar[float] = 0.25
@@ -83,7 +84,7 @@ class Allower(_Allow):
         HELLO = "hello"
         INITIATE = "initiate"
 
-    def __init__(self, stack: Host, remote: Remote) -> None:
+    def __init__(self, stack: AllowHost, remote: Remote) -> None:
         super().__init__(
             stack, remote, correspondent=False, session_id=remote.session_id,
             transaction_id=remote.next_transaction_id(),
@@ -174,7 +175,7 @@ class Allowent(_Allow):
         COOKIE = "cookie"
         ACKED = "acked"
 
-    def __init__(self, stack: Host, remote: Remote, packet: Packet) -> None:
+    def __init__(self, stack: AllowHost, remote: Remote, packet: Packet) -> None:
         super().__init__(
             stack, remote, correspondent=True, session_id=packet.head.session_id,
             transaction_id=packet.head.transaction_id,

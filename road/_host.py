@@ -1,12 +1,13 @@
-"""What a transaction may ask of its stack: the host, as a Protocol.
+"""What a transaction may ask of its stack: a Protocol per kind of transaction.
 
 Transactions (road/_transaction.py and the join, allow, alive and message
-kinds) hold their stack as a :class:`Host`, so ``mypy --strict`` refuses any
-use of the stack beyond this list; :class:`road.stack.RoadStack` satisfies it
-(checked where a transaction is made).  Grouped by what the transaction
-wants: facts it reads, its own bookkeeping, what goes out, what a handshake
-finished means to the stack, and the fate of messages.  Nothing here is
-imported at run time: it is a contract for the type checker and the reader.
+kinds) hold their stack as one of these, so ``mypy --strict`` refuses any use
+of the stack beyond its list; :class:`road.stack.RoadStack` satisfies them all
+(checked where a transaction is made).  :class:`Host` is what every
+transaction needs (facts, its own timers and tracking, the door's checks,
+what goes out, joining again); each kind adds only what its steps mean to
+the stack.  Nothing here is imported at run time: it is a contract for the
+type checker and the reader.
 """
 
 from __future__ import annotations
@@ -26,21 +27,16 @@ if TYPE_CHECKING:
     from road.remote import Address, Outgoing, Remote
     from road.stats import RoadStats
 
-__all__ = ["Host"]
+__all__ = ["AliveHost", "AllowHost", "Host", "JoinHost", "MessageHost"]
 
 
 class Host(Protocol):
-    """The stack as its transactions see it."""
+    """What every transaction may ask of the stack."""
 
-    # -- facts (of the transactions, only joins change the register) -------------------
     now: float
     config: RoadConfig
     local: LocalEstate
     stats: RoadStats
-    register: Register
-    strangers: Strangers
-    _partials: Partials
-    _join_rate: JoinRate
 
     @property
     def name(self) -> str: ...
@@ -57,12 +53,23 @@ class Host(Protocol):
 
     def _open(self, remote: Remote, packet: Packet, *, signed: bool) -> Any: ...
 
-    # -- what goes out ---------------------------------------------------------------
+    # -- what goes out -------------------------------------------------------------------
     def _queue(self, data: bytes, address: Address) -> None: ...
 
     def _emit(self, event: events.Event) -> None: ...
 
-    # -- what a handshake's steps mean to the stack ------------------------------------
+    # -- the far side says we are not joined -------------------------------------------
+    def _start_join(self, remote: Remote, *, renewal: bool = False,
+                    afresh: bool = False) -> None: ...
+
+
+class JoinHost(Host, Protocol):
+    """A join's steps: the register, the admission of keys, a remote added or removed."""
+
+    register: Register
+    strangers: Strangers
+    _join_rate: JoinRate
+
     def _acceptance(self, role: str, verify_key: VerifyKey,
                     public_key: PublicKey) -> Acceptance | None: ...
 
@@ -76,24 +83,36 @@ class Host(Protocol):
 
     def _remove_remote(self, remote: Remote, reason: str) -> None: ...
 
-    def _start_join(self, remote: Remote, *, renewal: bool = False,
-                    afresh: bool = False) -> None: ...
-
-    def _start_allow(self, remote: Remote) -> None: ...
-
     def _joined(self, remote: Remote, *, initiator: bool) -> None: ...
 
     def _join_ended(self, remote: Remote, *, joined: bool) -> None: ...
+
+    def _replace_stale_initiators(self, remote: Remote) -> None: ...
+
+
+class AllowHost(Host, Protocol):
+    """An allow's steps: the session keys set up, the allow finished."""
 
     def _session_started(self, remote: Remote) -> None: ...
 
     def _allowed(self, remote: Remote) -> None: ...
 
-    def _replace_stale_initiators(self, remote: Remote) -> None: ...
+
+class AliveHost(Host, Protocol):
+    """A presence check's steps: answered or not, or an allow needed first."""
 
     def _presence(self, remote: Remote, *, alive: bool, reason: str = "") -> None: ...
 
-    # -- the fate of messages ----------------------------------------------------------
+    def _start_allow(self, remote: Remote) -> None: ...
+
+
+class MessageHost(Host, Protocol):
+    """A message's steps: the pump, its fate on our side, delivery on the other."""
+
+    _partials: Partials
+
+    def _presence(self, remote: Remote, *, alive: bool, reason: str = "") -> None: ...
+
     def _pump(self, remote: Remote) -> None: ...
 
     def _stall(self, messenger: Messenger) -> None: ...

@@ -32,7 +32,7 @@ from road.remote import bounded_capabilities
 from road.stats import Drop
 
 if TYPE_CHECKING:
-    from road._host import Host
+    from road._host import JoinHost
     from road.remote import Remote
 
 __all__ = ["Joiner", "Joinent", "JoinCredentials", "parse_credentials"]
@@ -117,7 +117,7 @@ def adopt(remote: Remote, cred: JoinCredentials) -> None:
     remote.public_key = cred.public_key
 
 
-def credentials_body(stack: Host, *, uid: int | None = None) -> dict[str, Any]:
+def credentials_body(stack: JoinHost, *, uid: int | None = None) -> dict[str, Any]:
     """Our credentials as a join body; a response also carries the ``uid`` we gave the joiner."""
     local = stack.local
     body: dict[str, Any] = {
@@ -137,6 +137,7 @@ def credentials_body(stack: Host, *, uid: int | None = None) -> dict[str, Any]:
 class _Join(Transaction):
     """What the joiner and joinent sides share: bookkeeping, nacks, pending and the verdict."""
 
+    stack: JoinHost  # what this kind may ask of its stack (road/_host.py)
     kind: ClassVar[TransactionKind] = TransactionKind.JOIN
     signed: ClassVar[bool] = False  # RAET's join packets carry no signature
     timeout: ClassVar[float] = 5.0
@@ -235,7 +236,7 @@ class Joiner(_Join):
         PENDED = "pended"  # the far side's keep holds the decision
         PENDING = "pending"  # our keep holds the decision
 
-    def __init__(self, stack: Host, remote: Remote, *, renewal: bool = False,
+    def __init__(self, stack: JoinHost, remote: Remote, *, renewal: bool = False,
                  afresh: bool = False) -> None:
         """``renewal``: the far side asked for it (renew) or we chose it (``afresh``): a
         vacuous join that keeps what we hold of the remote; only its far uid may change.
@@ -413,7 +414,7 @@ class Joinent(_Join):
         PENDING = "pending"  # our keep holds the decision
         PENDED = "pended"  # the joiner's keep holds the decision
 
-    def __init__(self, stack: Host, remote: Remote, packet: Packet, source: Any) -> None:
+    def __init__(self, stack: JoinHost, remote: Remote, packet: Packet, source: Any) -> None:
         super().__init__(
             stack, remote, correspondent=True, session_id=packet.head.session_id,
             transaction_id=packet.head.transaction_id, address=source,

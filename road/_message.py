@@ -27,7 +27,7 @@ from road._transaction import Rule, Transaction
 from road.stats import Drop
 
 if TYPE_CHECKING:
-    from road._host import Host
+    from road._host import MessageHost
     from road.config import RoadConfig
     from road.remote import Outgoing, Remote
     from road.stats import RoadStats
@@ -56,6 +56,7 @@ _FLAGS = tuple(Flag(value) for value in range(256))
 class Messenger(Transaction):
     """We send one message."""
 
+    stack: MessageHost  # what this kind may ask of its stack (road/_host.py)
     kind: ClassVar[TransactionKind] = TransactionKind.MESSAGE
     timeout: ClassVar[float] = 0.0  # the message's own time to live bounds it instead
     redo_min: ClassVar[float] = 0.2
@@ -64,7 +65,7 @@ class Messenger(Transaction):
     class States(enum.Enum):
         SENDING = "sending"
 
-    def __init__(self, stack: Host, remote: Remote, outgoing: Outgoing) -> None:
+    def __init__(self, stack: MessageHost, remote: Remote, outgoing: Outgoing) -> None:
         begun = outgoing.begun
         resumed = begun is not None and begun[0] == remote.session_id
         super().__init__(
@@ -349,6 +350,7 @@ class Partials:
 class Messengent(Transaction):
     """The remote sends us one message."""
 
+    stack: MessageHost  # what this kind may ask of its stack (road/_host.py)
     kind: ClassVar[TransactionKind] = TransactionKind.MESSAGE
     timeout: ClassVar[float] = 0.0
     redo_min: ClassVar[float] = 0.2
@@ -361,7 +363,7 @@ class Messengent(Transaction):
     class States(enum.Enum):
         RECEIVING = "receiving"
 
-    def __init__(self, stack: Host, remote: Remote, packet: Packet) -> None:
+    def __init__(self, stack: MessageHost, remote: Remote, packet: Packet) -> None:
         super().__init__(
             stack, remote, correspondent=True, session_id=packet.head.session_id,
             transaction_id=packet.head.transaction_id,
@@ -557,7 +559,7 @@ class Messengent(Transaction):
     }
 
 
-def done_again(stack: Host, remote: Remote, packet: Packet) -> None:
+def done_again(stack: MessageHost, remote: Remote, packet: Packet) -> None:
     """A message packet for a transaction already delivered: say done again."""
     answer = Messengent(stack, remote, packet)
     answer.send(PacketKind.DONE, None, secure=False, remember=False)
