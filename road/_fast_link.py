@@ -68,8 +68,7 @@ class FastLink:
         # fallback: has the peer acknowledged any fast datagram under the current keys?
         self.answered = False
         self.unanswered_since: float | None = None
-        self.sending = SendStream(remote, chunk_size, config.fast_messages_in_flight,
-                                  config.body_kind, partial(stack._expire, remote))
+        self.sending = SendStream(remote, chunk_size, config, partial(stack._expire, remote))
         self.recovery = LossRecovery(size, config.fast_max_window, config.fast_ack_delay)
         self.receiving = ReceiveStream(remote, config, stack.stats, stack._partials)
         self.acks = AckState(config.fast_ack_delay)
@@ -182,9 +181,12 @@ class FastLink:
             stack.stats.drop(Drop.MALFORMED)
             return
         receiving = self.receiving
+        known = receiving.peer_stream
         if not receiving.accepts(stream):  # a second stream under the same keys
             stack.stats.drop(Drop.STALE_PACKET)
             return
+        if stream != known and known is not None:
+            log.debug("%s: %s restarted its fast stream", stack.name, self.remote.name)
         self.sending_ok = True
         refused = False
         if messages:

@@ -28,6 +28,7 @@ from road._fast_wire import (
 )
 
 if TYPE_CHECKING:
+    from road.config import RoadConfig
     from road.remote import Outgoing, Remote
 
 __all__ = ["NEVER", "Carried", "SendStream", "Sending"]
@@ -91,16 +92,17 @@ class SendStream:
     MessageExpired); the stream never sees the stack.
     """
 
-    __slots__ = ("abandons", "again", "body_kind", "chunk_size", "expire", "expiry_check",
-                 "max_in_flight", "messages", "next_number", "oldest", "outbox_expiry",
-                 "queue", "remote", "stream_id")
+    __slots__ = ("abandons", "again", "chunk_size", "config", "expire", "expiry_check",
+                 "messages", "next_number", "oldest", "outbox_expiry", "queue", "remote",
+                 "stream_id")
 
-    def __init__(self, remote: Remote, chunk_size: int, max_in_flight: int, body_kind: BodyKind,
+    def __init__(self, remote: Remote, chunk_size: int, config: RoadConfig,
                  expire: Callable[[Outgoing, str], None]) -> None:
         self.remote = remote  # fresh messages come from its outbox
         self.chunk_size = chunk_size
-        self.max_in_flight = max_in_flight
-        self.body_kind = body_kind  # how a mapping is packed
+        # read at each use: fast_messages_in_flight (the bound on message numbers in
+        # flight) and body_kind (how a mapping is packed)
+        self.config = config
         self.expire = expire
         self.stream_id = int.from_bytes(random_bytes(4), "big")
         self.next_number = 1
@@ -129,7 +131,7 @@ class SendStream:
     def outbox_ready(self) -> bool:
         """Whether a message could leave the outbox now (no side effects)."""
         return bool(self.remote.outbox) and (
-            self.next_number - self.oldest_in_flight() < self.max_in_flight)
+            self.next_number - self.oldest_in_flight() < self.config.fast_messages_in_flight)
 
     def has_data(self) -> bool:
         """Whether anything waits to go: abandons, chunks again or queued, or fresh messages."""
@@ -189,7 +191,7 @@ class SendStream:
             return room
         messages = self.messages
         alone = not messages
-        limit = self.oldest_in_flight() + self.max_in_flight
+        limit = self.oldest_in_flight() + self.config.fast_messages_in_flight
         chunk_size, number = self.chunk_size, self.next_number
         head, append, track = MESSAGE_HEAD.pack, parts.append, chunks.append
         earliest = NEVER
@@ -231,7 +233,7 @@ class SendStream:
         body = outgoing.body
         if type(body) is bytes:
             return body, _RAW
-        kind = BodyKind.RAW if isinstance(body, bytes | bytearray) else self.body_kind
+        kind = BodyKind.RAW if isinstance(body, bytes | bytearray) else self.config.body_kind
         try:
             return pack_body(kind, body), int(kind)
         except (LocalProtocolError, PacketError, TypeError, ValueError) as exc:
@@ -303,17 +305,19 @@ class SendStream:
     def take_back(self) -> list[Outgoing]:
         """Every message in the stream, in order, and the stream emptied (fallback)."""
         taken = [sending.outgoing for sending in self.messages.values()]
-        self._clear()
-        return taken
-
-    def give_back(self, reason: str) -> None:
-        """Every message in the stream given back as expired (close, removal)."""
-        for sending in self.messages.values():
-            self.expire(sending.outgoing, reason)
-        self._clear()
-
-    def _clear(self) -> None:
         self.messages.clear()
         self.queue.clear()
         self.again.clear()
         self.abandons.clear()
+        return taken
+
+    def give_back(self, reason: str) -> None:
+        """Every message in the stream given back as expired (close, removal).
+
+        Abandons still waiting stay: a closing stack may yet tell the peer.
+        """
+        for sending in self.messages.values():
+            self.expire(sending.outgoing, reason)
+        self.messages.clear()
+        self.queue.clear()
+        self.again.clear()

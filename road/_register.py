@@ -9,8 +9,13 @@ estates that never finish joining.  What adding or removing a remote means beyon
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from raetlike.errors import LocalProtocolError
 from road.remote import Address, Remote
+
+if TYPE_CHECKING:
+    from road.config import RoadConfig
 
 __all__ = ["Register", "Strangers"]
 
@@ -75,27 +80,28 @@ class Register:
 
 
 class Strangers:
-    """Estates a vacuous join added: at most ``limit`` not yet joined (oldest evicted), and
-    each reaped ``reap_after`` seconds after its join unless an allow proved its keys.
+    """Estates a vacuous join added: at most ``max_pending_joins`` not yet joined (oldest
+    evicted), and each reaped ``unallowed_reap_after`` seconds after its join (0: never)
+    unless an allow proved its keys.  Both are read from the config at each use.
 
     A join proves nothing (it is unsigned); an allow does.
     """
 
-    __slots__ = ("limit", "reap_after", "unjoined", "unproven")
+    __slots__ = ("config", "unjoined", "unproven")
 
-    def __init__(self, limit: int, reap_after: float) -> None:
-        self.limit = limit
-        self.reap_after = reap_after  # 0: never reaped
+    def __init__(self, config: RoadConfig) -> None:
+        self.config = config
         self.unjoined: dict[int, None] = {}  # uids in the order they came
         self.unproven: dict[int, float] = {}  # uid -> when it goes unless allowed by then
 
     def add(self, uid: int, now: float) -> list[int]:
-        """A stranger came; the uids of the oldest ones to evict for it (past ``limit``)."""
+        """A stranger came; the uids of the oldest ones to evict for it (past the bound)."""
         self.unjoined[uid] = None
-        if self.reap_after > 0:
-            self.unproven[uid] = now + self.reap_after
+        reap_after = self.config.unallowed_reap_after
+        if reap_after > 0:
+            self.unproven[uid] = now + reap_after
         evicted = []
-        while len(self.unjoined) > self.limit:
+        while len(self.unjoined) > self.config.max_pending_joins:
             oldest = next(iter(self.unjoined))
             del self.unjoined[oldest]
             evicted.append(oldest)

@@ -91,8 +91,7 @@ class RoadStack:
         # its owner is gone); it then only causes one early handle_timer.
         self._transaction_timers: Deadlines[Transaction] = Deadlines()
         self._remote_timers: Deadlines[int] = Deadlines()  # remote uids
-        self.strangers = Strangers(self.config.max_pending_joins,
-                                   self.config.unallowed_reap_after)
+        self.strangers = Strangers(self.config)
         self._fast = FastRoad(self)
         self._heard: Remote | None = None  # who the datagram being handled proved to be from
         # join spam and reflection (road._amplification, docs/security.md)
@@ -807,7 +806,7 @@ class RoadStack:
         """A vacuous join added ``remote``: count it among the strangers, evicting the oldest
         that never finished joining; reaped unless an allow proves it (:meth:`_manage`)."""
         evicted = self.strangers.add(remote.uid, self.now)
-        if self.strangers.reap_after > 0:
+        if self.config.unallowed_reap_after > 0:
             self._schedule(remote)
         for uid in evicted:
             oldest = self.remotes.get(uid)

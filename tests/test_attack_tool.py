@@ -53,3 +53,8 @@ def test_flood_reports_ping_figures_and_the_garbage_sent() -> None:
     for key in ("ping_p50_quiet_ms", "ping_p50_during_flood_ms"):
         assert key in figures  # a number, or the reason no ping completed
     assert figures["pings_during_flood"]["runs"] >= 1
+
+
+def test_reassembly_in_fast_mode_seals_its_datagrams_with_the_peer_s_own_link() -> None:
+    figures = run_tool("reassembly", "--parts", "d", "--fast-datagrams", "5", "--wait", "0.5")
+    assert figures["d_fast"]["datagrams"] == 5

@@ -159,3 +159,24 @@ def test_a_stream_of_short_datagrams_is_acknowledged_about_every_second_one() ->
         pair.net.run_for(0.0002)
     pair.run_until(lambda: len(pair.events(MINION, events.MessageSent)) == 40)
     assert 18 <= len(acks) <= 24  # every second one (and the tail at once), not 40
+
+
+def test_a_closing_stack_still_tells_the_peer_of_a_message_that_expired_in_flight() -> None:
+    pair = fast_pair(**PATIENT)
+    minion, now = pair.minion, pair.net.now
+    minion.transmit(b"doomed", to="main", ttl=0.2, now=now)
+    assert len([d for d, _ in minion.datagrams_to_send(now) if is_fast(d)]) == 1
+    now += 0.2
+    minion.handle_timer(now)  # expired in flight: its abandon waits to go
+    minion.close(now=now)
+    assert len([d for d, _ in minion.datagrams_to_send(now) if is_fast(d)]) == 1
+
+
+def test_fast_messages_in_flight_is_read_at_each_use() -> None:
+    pair = fast_pair(**PATIENT)
+    pair.minion.config.fast_messages_in_flight = 2
+    pair.net.blocked.add(MAIN)
+    for n in range(5):
+        pair.minion.transmit(b"m%d" % n, to="main", now=pair.net.now)
+    pair.net.run_for(0.3)
+    assert [o.body for o in pair.minion.remote("main").outbox] == [b"m2", b"m3", b"m4"]

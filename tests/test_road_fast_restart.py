@@ -6,7 +6,10 @@ RAET mode to a minion that still spoke fast mode, and nothing got through.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+
+import pytest
 
 from road import events
 from road.persist import open_estate
@@ -47,3 +50,23 @@ def test_messages_sent_after_main_restarts_from_its_keep_arrive_in_fast_mode(
                          if isinstance(e.body, dict)}
     assert net.run_until(lambda: set(range(50)) <= delivered(), timeout=30)
     assert not net.of_type(MINION, events.MessageExpired)
+
+
+def test_a_peer_that_restarts_its_fast_stream_is_logged(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="road")
+    net = SimNet(seed=5)
+    first = _main(tmp_path, net)
+    local, keep = open_estate(tmp_path / "n", "minion", main=False, host_address=MINION)
+    minion = RoadStack(local, RoadConfig(fast=True), keep=keep)
+    net.add(MINION, minion)
+    minion.join(MAIN, now=0.0)
+    assert net.run_until(lambda: bool(net.of_type(MINION, events.Allowed)), timeout=10)
+    first.transmit(b"before", to="minion", now=net.now)
+    assert net.run_until(lambda: bool(net.of_type(MINION, events.MessageReceived)), timeout=10)
+    assert "restarted its fast stream" not in caplog.text
+    _main(tmp_path, net).transmit(b"after", to="minion", now=net.now)
+    net.run_for(5.0)
+    assert net.run_until(lambda: len(net.of_type(MINION, events.MessageReceived)) == 2,
+                         timeout=10)
+    assert "minion: main restarted its fast stream" in caplog.text

@@ -224,3 +224,14 @@ def test_an_unsigned_reject_does_not_remove_an_established_remote() -> None:
     pair.minion.receive_datagram(reject, MAIN, pair.net.now)
     assert "main" in pair.minion.names
     assert pair.events(MINION, events.RemoteRemoved) == []
+
+
+def test_max_pending_joins_is_read_at_each_use() -> None:
+    pair = make_pair()
+    pair.main.config.max_pending_joins = 1
+    for n in range(3):
+        other = RoadStack(LocalEstate(f"m{n}"), RoadConfig())
+        pair.net.add(("127.0.0.1", 7600 + n), other)
+        other.join(MAIN, now=pair.net.now)
+    pair.net.run_for(0.002)
+    assert pair.main.stats.joins_evicted >= 1

@@ -735,7 +735,9 @@ def reassembly_fast(args: argparse.Namespace, start: Callable[..., Victim]) -> d
                 frames.append(pack_message_head(number, 0xFFFFFFFF, 0, 0xFFFFFFFF,
                                                 body_kind=int(BodyKind.RAW),
                                                 size=frame_data) + os.urandom(frame_data))
-            header = pack_header(link.key_id, remote.far_uid, link.stream_id, packet_number)
+            # (the stream id is the send stream's since issue 15; the link's before)
+            stream_id = getattr(link, "sending", link).stream_id
+            header = pack_header(link.key_id, remote.far_uid, stream_id, packet_number)
             sealed = link.send_key.seal(b"".join(frames), counter_nonce(0, packet_number),
                                         header)
             datagrams.append(header + sealed)
