@@ -170,8 +170,9 @@ class CongestionControl:
         if sent_at <= self.recovery_start:
             return
         self.recovery_start = now
-        self.threshold = max(self.window // 2, MINIMUM_WINDOW_DATAGRAMS * self.datagram_size)
-        self.window = int(self.threshold)
+        window = max(self.window // 2, MINIMUM_WINDOW_DATAGRAMS * self.datagram_size)
+        self.threshold = float(window)
+        self.window = window
 
     def on_forgotten(self, size: int) -> None:
         """A datagram no longer counts (rekey, pause) without saying anything about the path."""

@@ -15,6 +15,7 @@ from raetlike.bench._raet068 import run_plan
 from raetlike.bench._raetlike import Client
 from raetlike.bench._raw import raw_stream
 from raetlike.bench._zmq import measure_zmq
+from road._build import build
 
 TINY = BenchOptions(quick=True, repeat=1, estates=3, scale=1000, cap=30.0)
 
@@ -103,6 +104,8 @@ def test_run_bench_measures_every_scenario_and_reports_goals_in_its_json_mapping
     result = run_bench(TINY)
     for scenario in ("raw_udp", "fast", "raet_mode", "raet_0_6_8"):
         assert result[scenario]["one_way_msgs_per_s"] > 0, scenario
+    assert result["build"] == build()  # which build of fast mode ran, in the table's footer
+    assert format_table(result).endswith(f"road's fast mode ran {build()})")
     assert result["raet_mode"]["joins_s"] is not None
     assert result["raet_mode"]["joins"] == 3
     assert result["raet_mode"]["ten_mb_s"] is not None

@@ -1,6 +1,7 @@
 # Sourced by tools/demo.sh and tools/test.sh: make (or reuse) the project venv
 # at .venv and install raetlike with the given extras into it.  Re-installs
-# only when pyproject.toml or a C source changed since the last install.
+# only when pyproject.toml, setup.py, a C source or a module mypyc compiles (road/_fast*.py)
+# changed since the last install.
 set -euo pipefail
 extras="$1"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -13,8 +14,8 @@ if [ ! -x "$venv/bin/python" ]; then
     "$venv/bin/python" -m pip install -q --upgrade pip setuptools 2>&1 | { grep -v '^WARNING: Location' >&2 || true; }
 fi
 stamp="$venv/.raetlike-$extras"
-# the compiled sources count too: a changed .c file is built again
-want="$(cat "$root/pyproject.toml" "$root"/raetlike/*/*.c | sha256sum | cut -d' ' -f1)"
+# the compiled sources count too: a changed .c file or compiled module is built again
+want="$(cat "$root/pyproject.toml" "$root/setup.py" "$root"/raetlike/*/*.c "$root"/road/_fast*.py | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "raetlike: installing .[$extras] into $venv" >&2
     # pipefail: a failed install stops here, loudly

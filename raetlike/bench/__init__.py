@@ -23,6 +23,7 @@ from raetlike.bench._raw import measure_raw, serve_udp
 from raetlike.bench._table import format_table
 from raetlike.bench._zmq import available as zmq_available
 from raetlike.bench._zmq import measure_zmq, serve_zmq
+from road._build import build
 
 __all__ = ["BenchOptions", "Progress", "StatusLine", "format_table", "joins", "main",
            "run_bench", "serve_estate", "serve_udp", "serve_zmq"]
@@ -59,6 +60,8 @@ def run_bench(options: BenchOptions, progress: Progress = silent) -> dict[str, A
             "repeat": options.repeat,
             "quick": options.quick,
             "pinned": cpus.peer is not None,
+            # compiled (mypyc) or pure Python: every process of the run imports the same
+            "build": build(),
         }
     result["goals"] = [goal.as_json() for goal in goals(result)]
     result["ratios"] = {ratio.name: ratio.value for ratio in ratios(result)}

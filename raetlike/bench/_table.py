@@ -66,5 +66,6 @@ def format_table(result: Mapping[str, Any]) -> str:
                                              figures.get("ten_mb_lost")):
             notes.append(f"  {title}: {figures.get('one_way_lost', 0)} small and "
                          f"{figures.get('ten_mb_lost', 0)} big datagrams lost")
-    return "\n".join([*lines, *(["notes:", *notes] if notes else []),
-                      f"(median of {result.get('repeat')} runs)"])
+    footer = (f"(median of {result.get('repeat')} runs; road's fast mode ran "
+              f"{result.get('build', 'pure Python')})")
+    return "\n".join([*lines, *(["notes:", *notes] if notes else []), footer])

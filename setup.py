@@ -1,0 +1,57 @@
+"""The compiled hot paths, built here from our own sources with the machine's C compiler.
+
+Each is optional: without a compiler (or with ``RAETLIKE_PURE_PYTHON`` set at install)
+raetlike installs and runs its pure-Python twins.  docs/performance.md, "The compiled
+build", says what is compiled and why mypyc.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from setuptools import Extension, setup
+
+ROOT = Path(__file__).resolve().parent
+
+# The fast mode's per-datagram path, compiled with mypyc from the same typed sources that
+# run as Python (mypy --strict already holds them to their annotations).
+MYPYC_MODULES = ["_fast_control", "_fast_wire", "_fast_send", "_fast_recovery",
+                 "_fast_receive", "_fast_link"]
+RECORD = ROOT / "road" / "_compiled_sources.json"
+
+
+def c_extensions() -> list[Extension]:
+    """The hand-written C parts: the journal's line writer and the durable outbox's put."""
+    return [
+        Extension("raetlike.journal._cjournal", ["raetlike/journal/_cjournal.c"], optional=True),
+        Extension("raetlike.durable._cdurable", ["raetlike/durable/_cdurable.c"],
+                  libraries=["z"], optional=True),
+    ]
+
+
+def mypyc_extensions() -> list[Extension]:
+    """road's fast mode through mypyc, and a record of the sources compiled (road/__init__
+    runs the pure modules instead when a source no longer matches its record)."""
+    RECORD.unlink(missing_ok=True)
+    if os.environ.get("RAETLIKE_PURE_PYTHON"):
+        return []
+    try:
+        from mypyc.build import mypycify  # noqa: PLC0415 - only at build time
+    except ImportError:
+        return []
+    paths = [f"road/{name}.py" for name in MYPYC_MODULES]
+    extensions = mypycify([*paths, "--ignore-missing-imports"], group_name="road._compiled",
+                          opt_level="3")
+    for extension in extensions:
+        extension.optional = True
+    RECORD.write_text(json.dumps({
+        name: hashlib.sha256((ROOT / path).read_bytes()).hexdigest()
+        for name, path in zip(MYPYC_MODULES, paths, strict=True)
+    }, indent=1) + "\n")
+    return extensions
+
+
+setup(ext_modules=[*c_extensions(), *mypyc_extensions()])
