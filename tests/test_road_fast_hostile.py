@@ -6,11 +6,14 @@ from __future__ import annotations
 import tracemalloc
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from raetlike.crypto import counter_nonce
 from raetlike.wire.kinds import BodyKind
 from road import events
 from road._fast_link import FastLink
-from road._fast_wire import pack_header, pack_message_head
+from road._fast_wire import pack_abandon, pack_ack, pack_header, pack_message_head
 from road.config import RoadConfig
 from road.stats import Drop
 from tests.roadkit import MAIN, MINION, Pair, allowed_pair
@@ -155,3 +158,45 @@ def test_a_10_mb_message_and_5000_small_ones_still_arrive_once_in_fast_mode() ->
     assert bodies.count(big) == 1
     assert sorted(b["n"] for b in bodies if isinstance(b, dict)) == list(range(5000))
     assert pair.main._partials.count == 0
+
+
+_U64 = st.one_of(st.sampled_from([0, 1, 2, 3, 0xFFFFFFFF, 2**32, 2**63, 2**64 - 1]),
+                 st.integers(0, 2**64 - 1))
+_U32 = st.one_of(st.sampled_from([0, 1, 2, 64, 0xFFFFFFFF]), st.integers(0, 2**32 - 1))
+
+
+@st.composite
+def _any_frame(draw: st.DrawFn) -> bytes:
+    """One frame as a hostile joined peer could seal it: any field, any length."""
+    kind = draw(st.sampled_from(["message", "ack", "abandon", "bytes"]))
+    if kind == "message":
+        data = draw(st.binary(max_size=200))
+        size = draw(st.one_of(st.just(len(data)), st.integers(0, 0xFFFF)))
+        return pack_message_head(draw(_U64), draw(_U32), draw(_U32), draw(_U32),
+                                 body_kind=draw(st.integers(0, 255)), size=size) + data
+    if kind == "ack":
+        ranges = draw(st.lists(st.tuples(_U64, _U64), min_size=1, max_size=5))
+        return pack_ack(ranges)
+    if kind == "abandon":
+        return pack_abandon(draw(_U64))
+    return draw(st.binary(max_size=64))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(_any_frame(), max_size=6), min_size=1, max_size=4))
+def test_sealed_garbage_from_a_joined_peer_is_dropped_and_never_trips_the_stack(
+        datagrams: list[list[bytes]]) -> None:
+    """A peer holding real keys sends any frames: nothing raises inside the stack (no
+    internal error, compiled or pure), and main's messages to it still arrive.
+
+    (What such a peer says of its own stream, an abandon of its next message or an ack of
+    what it never got, can only lose its own traffic: that is not checked here.)
+    """
+    pair = fast_pair()
+    for frames in datagrams:
+        _feed(pair, _sealed(pair, b"".join(frames)))
+    assert pair.main.stats.dropped[Drop.INTERNAL_ERROR] == 0
+    for n in range(5):
+        pair.main.transmit({"n": n}, to="minion")
+    pair.run_until(lambda: len([e for e in pair.events(MINION, events.MessageReceived)
+                                if isinstance(e.body, dict) and "n" in e.body]) == 5)
