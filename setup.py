@@ -16,11 +16,16 @@ from setuptools import Extension, setup
 
 ROOT = Path(__file__).resolve().parent
 
-# The fast mode's per-datagram path, compiled with mypyc from the same typed sources that
-# run as Python (mypy --strict already holds them to their annotations).
-MYPYC_MODULES = ["_fast_control", "_fast_wire", "_fast_send", "_fast_recovery",
-                 "_fast_receive", "_fast_link"]
-RECORD = ROOT / "road" / "_compiled_sources.json"
+# Compiled with mypyc from the same typed sources that run as Python (mypy --strict already
+# holds them to their annotations): the fast mode's per-datagram path, and the durable
+# store's bookkeeping around each message (docs/performance.md, "The compiled build").
+MYPYC_MODULES = [
+    "road._fast_control", "road._fast_wire", "road._fast_send", "road._fast_recovery",
+    "road._fast_receive", "road._fast_link",
+    "raetlike.durable._log", "raetlike.durable._outbox", "raetlike.durable._seen",
+    "raetlike.durable._road",
+]
+RECORD = ROOT / "raetlike" / "_compiled_sources.json"
 
 
 def c_extensions() -> list[Extension]:
@@ -33,8 +38,8 @@ def c_extensions() -> list[Extension]:
 
 
 def mypyc_extensions() -> list[Extension]:
-    """road's fast mode through mypyc, and a record of the sources compiled (road/__init__
-    runs the pure modules instead when a source no longer matches its record)."""
+    """The modules above through mypyc, and a record of the sources compiled (raetlike's
+    import runs the sources instead when one no longer matches its record)."""
     RECORD.unlink(missing_ok=True)
     if os.environ.get("RAETLIKE_PURE_PYTHON"):
         return []
@@ -42,14 +47,14 @@ def mypyc_extensions() -> list[Extension]:
         from mypyc.build import mypycify  # noqa: PLC0415 - only at build time
     except ImportError:
         return []
-    paths = [f"road/{name}.py" for name in MYPYC_MODULES]
-    extensions = mypycify([*paths, "--ignore-missing-imports"], group_name="road._compiled",
-                          opt_level="3")
+    paths = [module.replace(".", "/") + ".py" for module in MYPYC_MODULES]
+    extensions = mypycify([*paths, "--ignore-missing-imports"],
+                          group_name="raetlike._compiled", opt_level="3")
     for extension in extensions:
         extension.optional = True
     RECORD.write_text(json.dumps({
-        name: hashlib.sha256((ROOT / path).read_bytes()).hexdigest()
-        for name, path in zip(MYPYC_MODULES, paths, strict=True)
+        module: hashlib.sha256((ROOT / path).read_bytes()).hexdigest()
+        for module, path in zip(MYPYC_MODULES, paths, strict=True)
     }, indent=1) + "\n")
     return extensions
 

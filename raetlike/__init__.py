@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from raetlike.errors import (
+from raetlike import _native
+
+_native.choose()  # before any compiled module can be imported (docs/performance.md)
+
+from raetlike.errors import (  # noqa: E402
     BackpressureError,
     CryptoError,
     KeepError,

@@ -5,13 +5,10 @@
 
 from __future__ import annotations
 
-from road import _build
-
-_build.choose()  # before any compiled module is imported (docs/performance.md)
-
-from road import events  # noqa: E402
-from road.config import LocalEstate, RoadConfig  # noqa: E402
-from road.stack import RoadStack  # noqa: E402
-from road.stats import Drop, RoadStats  # noqa: E402
+import raetlike  # noqa: F401 - first: it chooses the compiled or pure build (raetlike._native)
+from road import events
+from road.config import LocalEstate, RoadConfig
+from road.stack import RoadStack
+from road.stats import Drop, RoadStats
 
 __all__ = ["Drop", "LocalEstate", "RoadConfig", "RoadStack", "RoadStats", "events"]

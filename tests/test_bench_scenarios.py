@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from raetlike._native import build
 from raetlike.bench import format_table, run_bench
 from raetlike.bench._common import BenchOptions, pinned, spawn, stop
 from raetlike.bench._goals import goals
@@ -15,7 +16,6 @@ from raetlike.bench._raet068 import run_plan
 from raetlike.bench._raetlike import Client
 from raetlike.bench._raw import raw_stream
 from raetlike.bench._zmq import measure_zmq
-from road._build import build
 
 TINY = BenchOptions(quick=True, repeat=1, estates=3, scale=1000, cap=30.0)
 

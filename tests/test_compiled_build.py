@@ -1,7 +1,8 @@
-"""The compiled build of road's fast mode (mypyc, setup.py) and its pure-Python twin.
+"""The compiled build (mypyc, setup.py: road's fast mode, the durable store) and its
+pure-Python twin.
 
-The suite runs whichever build is installed; the test below runs the road tests again on
-the other path, so CI tests both (docs/performance.md, "The compiled build").
+The suite runs whichever build is installed; a test below runs the road and durable tests
+again on the pure path, so CI tests both (docs/performance.md, "The compiled build").
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from road._build import build
+from raetlike._native import build
 
 ROOT = Path(__file__).resolve().parent.parent
 PURE = bool(os.environ.get("RAETLIKE_PURE_PYTHON"))
@@ -30,10 +31,14 @@ def test_fast_mode_runs_compiled_unless_the_pure_path_is_asked_for() -> None:
 
 
 @pytest.mark.skipif(PURE, reason="this run is the pure path already")
-def test_the_road_tests_pass_on_the_pure_path_too() -> None:
+def test_the_road_and_durable_tests_pass_on_the_pure_path_too() -> None:
     env = {**os.environ, "RAETLIKE_PURE_PYTHON": "1"}
-    tests = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "tests").glob("test_road_*.py")
-                   if "interop" not in path.name)
+    # what the compiled modules serve: road's fast mode and the durable store (the kill -9
+    # runs of test_durable_crash.py take minutes; their store is tested here all the same)
+    patterns = ("test_road_*.py", "test_durable_*.py")
+    tests = sorted(str(path.relative_to(ROOT)) for pattern in patterns
+                   for path in (ROOT / "tests").glob(pattern)
+                   if "interop" not in path.name and path.name != "test_durable_crash.py")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
          "tests/test_compiled_build.py", *tests],
@@ -43,14 +48,14 @@ def test_the_road_tests_pass_on_the_pure_path_too() -> None:
 
 
 def _fresh_build_module(tmp_path: Path) -> object:
-    """road/_build.py loaded on its own, looking at ``tmp_path`` instead of road/."""
-    spec = importlib.util.spec_from_file_location("_build_under_test",
-                                                  ROOT / "road" / "_build.py")
+    """raetlike/_native.py loaded on its own, looking at ``tmp_path`` for the sources."""
+    spec = importlib.util.spec_from_file_location("_native_under_test",
+                                                  ROOT / "raetlike" / "_native.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module._HERE = tmp_path  # type: ignore[attr-defined]
+    module._ROOT = tmp_path  # type: ignore[attr-defined]
     module._RECORD = tmp_path / "_compiled_sources.json"  # type: ignore[attr-defined]
     return module
 
@@ -58,9 +63,10 @@ def _fresh_build_module(tmp_path: Path) -> object:
 def test_a_source_edited_since_the_build_runs_as_python_and_says_so(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RAETLIKE_PURE_PYTHON", raising=False)
-    source = tmp_path / "_fast_thing.py"
+    (tmp_path / "road").mkdir()
+    source = tmp_path / "road" / "_fast_thing.py"
     source.write_text("VALUE = 1\n")
-    record = {"_fast_thing": hashlib.sha256(source.read_bytes()).hexdigest()}
+    record = {"road._fast_thing": hashlib.sha256(source.read_bytes()).hexdigest()}
     (tmp_path / "_compiled_sources.json").write_text(json.dumps(record))
     unchanged = _fresh_build_module(tmp_path)
     before = list(sys.meta_path)
@@ -80,4 +86,4 @@ def test_a_source_edited_since_the_build_runs_as_python_and_says_so(
         assert finder.find_spec("road.stack") is None  # only the compiled ones
     finally:
         sys.meta_path.remove(edited._PURE_FINDER)  # type: ignore[attr-defined]
-    assert "_fast_thing changed since the compiled build" in caplog.text
+    assert "road._fast_thing changed since the compiled build" in caplog.text

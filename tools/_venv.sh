@@ -1,6 +1,6 @@
 # Sourced by tools/demo.sh and tools/test.sh: make (or reuse) the project venv
 # at .venv and install raetlike with the given extras into it.  Re-installs
-# only when pyproject.toml, setup.py, a C source or a module mypyc compiles (road/_fast*.py)
+# only when pyproject.toml, setup.py, a C source or a module mypyc compiles (setup.py)
 # changed since the last install.
 set -euo pipefail
 extras="$1"
@@ -15,7 +15,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 stamp="$venv/.raetlike-$extras"
 # the compiled sources count too: a changed .c file or compiled module is built again
-want="$(cat "$root/pyproject.toml" "$root/setup.py" "$root"/raetlike/*/*.c "$root"/road/_fast*.py | sha256sum | cut -d' ' -f1)"
+want="$(cat "$root/pyproject.toml" "$root/setup.py" "$root"/raetlike/*/*.c "$root"/road/_fast*.py "$root"/raetlike/durable/*.py | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "raetlike: installing .[$extras] into $venv" >&2
     # pipefail: a failed install stops here, loudly

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from raetlike._native import build
 from raetlike.bench._common import BenchOptions, Progress, StatusLine, pinned, silent
 from raetlike.bench._goals import goals, ratios
 from raetlike.bench._raet068 import measure_raet_068
@@ -23,7 +24,6 @@ from raetlike.bench._raw import measure_raw, serve_udp
 from raetlike.bench._table import format_table
 from raetlike.bench._zmq import available as zmq_available
 from raetlike.bench._zmq import measure_zmq, serve_zmq
-from road._build import build
 
 __all__ = ["BenchOptions", "Progress", "StatusLine", "format_table", "joins", "main",
            "run_bench", "serve_estate", "serve_udp", "serve_zmq"]

@@ -6,12 +6,12 @@ received is handed over once, however often either side restarted.  See
 docs/reliability.md, "Durable delivery".
 """
 
+from raetlike.durable._api import DurableMessageReceived
 from raetlike.durable._log import RecordLog
 from raetlike.durable._outbox import DurableOutbox, Stored
 from raetlike.durable._road import (
     DURABLE_KEY,
     DurableConfig,
-    DurableMessageReceived,
     DurableRoad,
     is_durable_envelope,
 )

@@ -31,15 +31,15 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from raetlike.durable._api import DurableConfig, DurableMessageReceived
 from raetlike.durable._log import NO_ROOM
 from raetlike.durable._outbox import RAW_HEAD, RAW_MAGIC, DurableOutbox, Stored
 from raetlike.durable._seen import DurableSeen
 from raetlike.errors import BackpressureError, LocalProtocolError, StoreError, StoreFullError
-from raetlike.journal import FsyncPolicy, JournalWriter, durable_marks_after
+from raetlike.journal import JournalWriter, durable_marks_after
 from road import events
 from road.config import LocalEstate
 from road.remote import Address, Remote, message_body
@@ -56,57 +56,6 @@ _RAW_HEAD = RAW_HEAD
 _BODY = "body"
 _ENVELOPE_KEYS = frozenset({DURABLE_KEY, _BODY})
 _CLOSING = "stack closed"
-MAX_RANGES = 1 << 20
-"""The most ranges a dedup window may keep (a window's snapshot record stays far below
-the store's largest record)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DurableConfig:
-    """Settings of a durable store (docs/reliability.md, "Durable delivery")."""
-
-    fsync: FsyncPolicy = FsyncPolicy.INTERVAL
-    """``always``: fdatasync each message before ``transmit`` returns (survives power
-    loss); ``interval``: at most ``fsync_interval`` later; ``never``: the OS decides.
-    A killed process loses nothing under any of them."""
-    fsync_interval: float = 0.01
-    """Seconds between fdatasyncs under ``interval``."""
-    max_messages: int = 100_000
-    """Messages the outbox holds at most; past it ``transmit`` raises BackpressureError."""
-    max_bytes: int = 256 * 1024 * 1024
-    """Bytes of stored messages the outbox holds at most (the same error past it)."""
-    segment_bytes: int = 16 * 1024 * 1024
-    """Size at which the outbox's log starts a new segment (and compacts)."""
-    dedup_window: int = 1 << 20
-    """How far below a sender's highest number a late message is still told apart (more
-    than any sender keeps in flight: ``fast_messages_in_flight`` is 8192)."""
-    dedup_ranges: int = 4096
-    """Holes a sender's dedup window tracks at most (16 bytes each; past it the lowest
-    holes count as delivered)."""
-    max_senders: int = 1024
-    """Senders whose windows are kept (the least recently heard one goes first): at most
-    ``max_senders * dedup_ranges * 16`` bytes of dedup state."""
-    checkpoint_every: int = 10_000
-    """With a journal: deliveries between dedup snapshots (bounds what a restart reads)."""
-
-    def __post_init__(self) -> None:
-        for name in ("fsync_interval", "max_messages", "max_bytes", "segment_bytes",
-                     "dedup_window", "dedup_ranges", "max_senders", "checkpoint_every"):
-            if not getattr(self, name) > 0:
-                raise LocalProtocolError(f"durable {name} must be positive")
-        if self.dedup_ranges > MAX_RANGES:
-            raise LocalProtocolError(f"durable dedup_ranges is at most {MAX_RANGES}")
-
-
-@dataclass(slots=True)
-class DurableMessageReceived(events.MessageReceived):
-    """A durable message delivered for the first time (``body`` is the original)."""
-
-    store: int
-    """The sender's store id."""
-    durable_seq: int
-    """The message's number among those the sender's store sent to this estate (1, 2, ...:
-    what the dedup keeps)."""
 
 
 def is_durable_envelope(body: object) -> bool:
