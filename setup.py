@@ -70,4 +70,8 @@ def mypyc_extensions() -> list[Extension]:
     return extensions
 
 
-setup(ext_modules=[*c_extensions(), *mypyc_extensions()])
+# setuptools runs this file once per build step: only the steps that build extensions need
+# mypyc's C (it takes seconds), not those that only ask for metadata or requirements
+_BUILDS = {"build", "build_ext", "bdist_wheel", "editable_wheel", "develop", "install"}
+setup(ext_modules=[*c_extensions(),
+                   *(mypyc_extensions() if _BUILDS.intersection(sys.argv[1:]) else [])])

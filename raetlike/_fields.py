@@ -5,6 +5,7 @@ compiled code to its annotations at run time; docs/performance.md, "The compiled
 from __future__ import annotations
 
 import enum
+import functools
 import typing
 from typing import Any
 
@@ -13,8 +14,9 @@ from raetlike.errors import LocalProtocolError
 __all__ = ["checked", "field_types"]
 
 
+@functools.cache
 def field_types(owner: type) -> dict[str, Any]:
-    """The resolved annotations of a settings class's fields."""
+    """The resolved annotations of a settings class's fields (resolved once per class)."""
     return typing.get_type_hints(owner)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from raetlike._fields import checked, field_types
 from raetlike.crypto import PrivateKey, SigningKey
@@ -33,9 +32,6 @@ class LocalEstate:
             self.role = self.name
         if not 0 <= self.kind <= 255:
             raise LocalProtocolError(f"estate kind must be 0..255, got {self.kind}")
-
-
-_ROAD_CONFIG_TYPES: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -144,10 +140,8 @@ class RoadConfig:
 
     def __setattr__(self, name: str, value: object) -> None:
         """Each setting is checked against its type when set (raetlike._fields)."""
-        global _ROAD_CONFIG_TYPES  # noqa: PLW0603 - resolved once, when first needed
-        if _ROAD_CONFIG_TYPES is None:
-            _ROAD_CONFIG_TYPES = field_types(RoadConfig)
-        object.__setattr__(self, name, checked("RoadConfig", _ROAD_CONFIG_TYPES, name, value))
+        object.__setattr__(self, name,
+                           checked("RoadConfig", field_types(RoadConfig), name, value))
 
     def presence_delay(self, main: bool, unanswered: int = 0) -> float:
         """Seconds to a remote's next presence check: ``period`` (plus ``offset`` off
