@@ -15,7 +15,7 @@ INITIAL_RTT = 0.1
 GRANULARITY = 0.001
 PACKET_THRESHOLD = 3
 TIME_THRESHOLD = 9 / 8
-INITIAL_WINDOW_DATAGRAMS = 10
+INITIAL_WINDOW_DATAGRAMS = 10  # the least initial window, whatever the setting (RFC 9002)
 MINIMUM_WINDOW_DATAGRAMS = 2
 
 
@@ -105,6 +105,8 @@ class CongestionControl:
 
     datagram_size: int
     max_window: int
+    initial_window: int = 0
+    """Bytes the first flight may carry before any ack (at least 10 datagrams)."""
     window: int = 0
     threshold: float = float("inf")
     in_flight: int = 0
@@ -113,10 +115,11 @@ class CongestionControl:
     rtt_variance: float = INITIAL_RTT / 2
     min_rtt: float = 0.0
     has_sample: bool = False
-    pace_next: float = 0.0
+    pace_next: float = float("-inf")
 
     def __post_init__(self) -> None:
-        self.window = min(self.max_window, INITIAL_WINDOW_DATAGRAMS * self.datagram_size)
+        self.window = min(self.max_window,
+                          max(self.initial_window, INITIAL_WINDOW_DATAGRAMS * self.datagram_size))
 
     # -- RTT ---------------------------------------------------------------------
     def sample(self, rtt: float) -> None:
@@ -145,8 +148,15 @@ class CongestionControl:
         return self.in_flight + size <= self.window
 
     def on_sent(self, size: int, now: float) -> None:
-        """A datagram that counts in flight went out: charge the window and the pacer."""
+        """A datagram that counts in flight went out: charge the window and the pacer.
+
+        Before the first RTT sample the window alone bounds what goes: the
+        initial window leaves as one flight, unpaced (a pace from the guessed
+        100 ms would spread it over tens of milliseconds on a LAN).
+        """
         self.in_flight += size
+        if not self.has_sample:
+            return
         rate_window = max(self.window, self.datagram_size)
         gain = 2.0 if self.window < self.threshold else 1.25
         interval = self.smoothed_rtt * size / (rate_window * gain)

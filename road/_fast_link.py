@@ -69,7 +69,8 @@ class FastLink:
         self.answered = False
         self.unanswered_since: float | None = None
         self.sending = SendStream(remote, chunk_size, config, partial(stack._expire, remote))
-        self.recovery = LossRecovery(size, config.fast_max_window, config.fast_ack_delay)
+        self.recovery = LossRecovery(size, config.fast_max_window, config.fast_ack_delay,
+                                     config.fast_initial_window)
         self.receiving = ReceiveStream(remote, config, stack.stats, stack._partials)
         self.acks = AckState(config.fast_ack_delay)
 

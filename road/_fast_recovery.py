@@ -29,10 +29,11 @@ class LossRecovery:
     __slots__ = ("ack_delay", "control", "datagram_size", "floor", "largest_acked",
                  "last_eliciting", "loss_time", "probe_count", "probes", "sent", "upto")
 
-    def __init__(self, datagram_size: int, max_window: int, ack_delay: float) -> None:
+    def __init__(self, datagram_size: int, max_window: int, ack_delay: float,
+                 initial_window: int = 0) -> None:
         self.datagram_size = datagram_size
         self.ack_delay = ack_delay  # how long the peer may hold an ack (as we do)
-        self.control = CongestionControl(datagram_size, max_window)
+        self.control = CongestionControl(datagram_size, max_window, initial_window)
         self.sent: dict[int, Sent] = {}
         self.floor = 0  # no packet below this one awaits its ack (see first_sent)
         self.upto = 0  # no packet at or above this one was sent under these keys

@@ -122,8 +122,9 @@ def test_full_datagrams_are_acknowledged_every_second_one() -> None:
     pair = allowed_pair(main_config=RoadConfig(fast=True, fast_ack_delay=0.05),
                         minion_config=RoadConfig(fast=True))
     acks = fast_datagrams_from(pair, MAIN)
-    for n in range(6):  # one per datagram, each well over half of 1,232 bytes
-        pair.minion.transmit(b"%d" % n * 1000, to="main")
+    for n in range(6):  # one per datagram, each well over half of 1,232 bytes, 0.1 ms apart
+        pair.minion.transmit(b"%d" % n * 1000, to="main", now=pair.net.now)
+        pair.net.run_for(0.0001)
     pair.run_until(lambda: len(pair.events(MINION, events.MessageSent)) == 6)
     assert len(acks) == 3
 
