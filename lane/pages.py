@@ -125,8 +125,14 @@ class PageWriter:
         self._prefixes: dict[str, bytes] = {}
         self._packer = msgpack.Packer()  # packb's defaults; resets itself after an error
 
-    def pages(self, destination: str, book_id: int, message: Mapping[str, Any]) -> list[bytes]:
-        """The datagrams carrying ``message`` to ``destination`` as book ``book_id``.
+    def body(self, message: Mapping[str, Any]) -> bytes:
+        """``message`` serialized as a page body (raises LocalProtocolError as ``paginate``)."""
+        return fast_encode(message, self._kind, self._packer)
+
+    def pages(self, destination: str, book_id: int, message: Mapping[str, Any],
+              body: bytes | None = None) -> list[bytes]:
+        """The datagrams carrying ``message`` (serialized: ``body``) to ``destination`` as
+        book ``book_id``.
 
         Raises LocalProtocolError as ``paginate`` does.
         """
@@ -134,7 +140,8 @@ class PageWriter:
         if prefix is None:
             prefix = head_prefix(self._source, destination, self._session, self._kind)
             self._prefixes[destination] = prefix
-        body = fast_encode(message, self._kind, self._packer)
+        if body is None:
+            body = fast_encode(message, self._kind, self._packer)
         page = prefix + _SINGLE_SUFFIX % book_id + body
         if len(page) <= MAX_PAGE_SIZE:
             return [page]

@@ -27,13 +27,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lane import events
+from lane import coalesce, events
 from lane.pages import PageReader, PageWriter, fast_decode
 from lane.stats import Drop, LaneStats
 from lane.yard import LocalYard, Outgoing, RemoteYard, check_name, yard_path
 from raetlike.errors import BackpressureError, LocalProtocolError, PacketError
 from raetlike.names import safe_name
-from raetlike.wire.kinds import PageKind
+from raetlike.wire.kinds import MAX_PAGE_SIZE, PageKind
 from raetlike.wire.page import Binder, PageHead, parse_page
 
 __all__ = ["BUSY_ERRORS", "LaneConfig", "LaneStack"]
@@ -77,6 +77,11 @@ class LaneConfig:
     """Half-received books kept at once."""
     max_buffered_bytes: int = 256 * 1024 * 1024
     """Section bytes kept at once over all half-received books."""
+    coalesce: bool = True
+    """Between raetlike yards, carry many messages in one datagram (docs/lane.md,
+    "Coalescing"); RAET yards always get one page per datagram.  False: pages only."""
+    coalesce_limit: int = MAX_PAGE_SIZE
+    """The largest batch we take (told to the yards we grant); at most 65,535 bytes."""
 
 
 def _yard_name(name: str) -> bool:
@@ -108,6 +113,8 @@ class LaneStack:
         # (or routed page) as (yard, message, first page, end page, address)
         self._round: list[tuple[RemoteYard, Outgoing, int, int, str]] = []
         self._refused_addresses: set[str] = set()
+        self._grants: list[tuple[bytes, str]] = []  # to hand out at the end of the next round
+        self._granted: list[RemoteYard] = []  # yards whose grant the last round handed out
         self._waiting = False  # some outbox may hold pages: datagrams_to_send must look
         self._writer = PageWriter(local.name, local.yard_session, self.config.page_kind)
         self._reader = PageReader()
@@ -166,14 +173,37 @@ class LaneStack:
         if type(message) is not dict and not isinstance(message, Mapping):
             raise LocalProtocolError(f"a message must be a mapping, not {type(message).__name__}")
         remote = self.yards.get(to) or self._add_destination(to)
-        if len(remote.outbox) >= self.config.outbox_limit:
+        if remote.queued >= self.config.outbox_limit:
             raise BackpressureError(
                 f"outbox to yard {to} is full ({self.config.outbox_limit} messages)")
-        pages = self._writer.pages(to, remote.next_book_id(), message)
-        self._message_id += 1
-        remote.outbox.append(Outgoing(self._message_id, message, pages))
+        if remote.batch_limit:
+            body = self._writer.body(message)
+            self._message_id += 1
+            if not self._batch(remote, self._message_id, message, body):
+                remote.outbox.append(Outgoing(self._message_id, message, self._writer.pages(
+                    to, remote.next_book_id(), message, body)))
+        else:
+            pages = self._writer.pages(to, remote.next_book_id(), message)
+            self._message_id += 1
+            remote.outbox.append(Outgoing(self._message_id, message, pages))
+        remote.queued += 1
         self._waiting = True
         return self._message_id
+
+    def _batch(self, remote: RemoteYard, message_id: int, message: Mapping[str, Any],
+               body: bytes) -> bool:
+        """Put a message in ``remote``'s open batch (or a new one); False if too large."""
+        limit = remote.batch_limit
+        last = remote.outbox[-1] if remote.outbox else None
+        batch = last.batch if last is not None else None
+        if batch is None or not batch.fits(body, limit):
+            batch = coalesce.Batch(coalesce.batch_head(
+                self.local.name, remote.name, self.local.yard_session, self.config.page_kind))
+            if not batch.fits(body, limit):
+                return False  # a message this large goes as pages
+            remote.outbox.append(Outgoing(message_id, message, [b""], batch=batch))
+        batch.add(message_id, message, body)
+        return True
 
     def close(self, *, now: float | None = None) -> None:
         """Stop; every message not yet taken by the kernel comes back as YardUnreachable."""
@@ -194,8 +224,19 @@ class LaneStack:
         stats = self.stats
         stats.datagrams_received += 1
         stats.bytes_received += len(data)
+        if data[:2] == b"rl":
+            if data.startswith(coalesce.BATCH_MAGIC):
+                self._read_batch(data, source)
+                return
+            if data.startswith(coalesce.GRANT_MAGIC):
+                self._read_grant(data, source)
+                return
         if self._read_known(data, source):
             return
+        self._read_page(data, source)
+
+    def _read_page(self, data: bytes, source: str | None) -> None:
+        """The full path for a page: parse, check, admit, bind."""
         try:
             head, body = parse_page(data)
         except PacketError as exc:
@@ -232,6 +273,8 @@ class LaneStack:
                 head.source, message, head.yard_session, head.page_count))
             if head.page_count == 1 and (not source or source == remote.path):
                 self._reader.remember(data, head)
+        if remote.granted != head.yard_session:
+            self._grant(remote, head.yard_session, source)
 
     def _read_known(self, data: bytes, source: str | None) -> bool:
         """Take ``data`` by the fast path if it is a one-page book under a head accepted
@@ -257,7 +300,98 @@ class LaneStack:
         binder.messages += 1
         self.stats.messages_received += 1
         self._events.append(events.MessageReceived(remote.name, message, head.yard_session, 1))
+        if remote.granted != head.yard_session:
+            self._grant(remote, head.yard_session, source)
         return True
+
+    # -- coalescing (docs/lane.md, "Coalescing") ----------------------------------------
+
+    def _grant(self, remote: RemoteYard, session: str, source: str | None) -> None:
+        """Let a raetlike yard heard directly under ``session`` send us batches."""
+        if not (self.config.coalesce and session.startswith(coalesce.COALESCING_MARK)
+                and remote.via is None and source == remote.path):
+            return
+        remote.granted = session
+        limit = max(0, min(self.config.coalesce_limit, MAX_PAGE_SIZE))
+        self._grants.append((coalesce.grant(self.local.name, remote.name,
+                                            self.local.yard_session, limit), remote.path))
+        self._granted.append(remote)
+        self._waiting = True
+        self.stats.grants_sent += 1
+
+    def _read_grant(self, data: bytes, source: str | None) -> None:
+        """A yard lets us send it batches: only from its own socket, to us, if we coalesce."""
+        grant = coalesce.read_grant(data)
+        if grant is None:
+            self.stats.drop(Drop.MALFORMED)
+            return
+        grantor, grantee, session, limit = grant
+        remote = self.yards.get(grantor)
+        if grantee != self.local.name or remote is None or remote.via is not None \
+                or source != remote.path:
+            self.stats.drop(Drop.ADDRESS_MISMATCH)
+            return
+        if not self.config.coalesce:
+            return
+        if remote.yard_session != session:
+            self._note_session(remote, session)
+        remote.batch_limit = min(limit, MAX_PAGE_SIZE)
+        self.stats.grants_received += 1
+
+    def _read_batch(self, data: bytes, source: str | None) -> None:
+        """Messages a granted yard coalesced: each delivered as a one-page book would be."""
+        head = coalesce.read_batch_head(data)
+        if head is None:
+            self.stats.drop(Drop.MALFORMED)
+            return
+        name, destination, session, kind, offset = head
+        if name == self.local.name:
+            self.stats.drop(Drop.OWN_NAME)
+            return
+        if destination != self.local.name:
+            self.stats.drop(Drop.WRONG_DESTINATION)  # batches are never routed
+            return
+        remote = self.yards.get(name)
+        if remote is None or (source and source != remote.path):
+            remote = self._admit(name, source)
+            if remote is None:
+                return
+        if remote.yard_session != session:
+            self._note_session(remote, session)
+        stats = self.stats
+        stats.batches_received += 1
+        append = self._events.append
+        received = events.MessageReceived
+        taken = offset
+        for body in coalesce.bodies(data, offset):
+            taken += coalesce.LENGTH_SIZE + len(body)
+            try:
+                message = fast_decode(body, kind)
+            except PacketError:
+                stats.drop(Drop.BAD_BODY)
+                continue
+            stats.messages_received += 1
+            append(received(name, message, session, 1))
+        if taken != len(data):
+            stats.drop(Drop.MALFORMED)  # a cut batch: the whole bodies before the cut count
+        if remote.granted != session:
+            self._grant(remote, session, source)
+
+    def _unbatch(self, remote: RemoteYard) -> None:
+        """Turn ``remote``'s batches not yet handed out back into pages (it may be RAET now)."""
+        remote.batch_limit = 0
+        if not any(o.batch is not None and o.next_page == 0 for o in remote.outbox):
+            return
+        outbox: deque[Outgoing] = deque()
+        for outgoing in remote.outbox:
+            batch = outgoing.batch
+            if batch is None or outgoing.next_page:
+                outbox.append(outgoing)
+                continue
+            for message_id, message in zip(batch.message_ids, batch.messages, strict=True):
+                outbox.append(Outgoing(message_id, message, self._writer.pages(
+                    remote.name, remote.next_book_id(), message)))
+        remote.outbox = outbox
 
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, str]]:
         """What to put on the wire now, as ``(page, socket path)``, in order per yard."""
@@ -270,6 +404,9 @@ class LaneStack:
         for remote in self.yards.values():
             if remote.outbox:
                 self._hand_out(remote, now, out)
+        if self._grants:  # last: a refused grant leaves no page of the round behind it
+            out.extend(self._grants)
+            self._grants = []
         # an outbox keeps a message until a later call confirms it: it empties only then
         self._waiting = any(remote.outbox for remote in self.yards.values())
         if out:
@@ -290,6 +427,9 @@ class LaneStack:
         budget = remote.window or self.config.pages_per_round
         for outgoing in remote.outbox:
             first = outgoing.next_page
+            if outgoing.batch is not None and not outgoing.batch.sealed:
+                outgoing.pages[0] = outgoing.batch.seal()
+                self.stats.batches_sent += 1
             pages = outgoing.pages
             stop = min(len(pages), first + budget)
             if stop <= first:
@@ -317,8 +457,14 @@ class LaneStack:
         its messages handed back.
         """
         self._tick(now)
+        for remote in self._granted:  # its grant did not go (or came after a refused page)
+            if remote.path == address:
+                remote.granted = None
         if address in self._refused_addresses:
             return  # counted with the first refusal for this address this round
+        if data.startswith(coalesce.GRANT_MAGIC):
+            self._refused_addresses.add(address)
+            return  # asked again by the yard's next page
         found = self._refused_entries(address, data)
         if found is None:
             if log.isEnabledFor(logging.DEBUG):
@@ -382,6 +528,9 @@ class LaneStack:
             remote.rewound = True
             for later in itertools.takewhile(lambda o: o.next_page > 0, remote.outbox):
                 later.next_page = 0  # a restarted yard needs whole books
+            if remote.batch_limit or remote.granted is not None:
+                remote.granted = None  # whatever comes back there is granted anew
+                self._unbatch(remote)  # and gets pages until it grants
         if remote.blocked_until is not None and remote.blocked_until >= self.now:
             return  # already backing off
         if busy and position > 0:  # the yard took pages this round: it drains; wait for room
@@ -406,6 +555,13 @@ class LaneStack:
 
     def get_timer(self) -> float | None:
         """The earliest moment the stack wants attention, or None when idle."""
+        if self._grants:
+            return self.now
+        for name in self._handed:  # what the kernel took leaves the outbox (frees room) then
+            remote = self.yards.get(name)
+            if remote is not None and remote.outbox \
+                    and remote.outbox[0].next_page >= len(remote.outbox[0].pages):
+                return self.now
         if not self._waiting:
             return None
         earliest: float | None = None
@@ -477,6 +633,8 @@ class LaneStack:
         remote.yard_session = session
         if old is None or old == session:
             return
+        if remote.batch_limit:
+            self._unbatch(remote)  # a new process: batches again only once it grants
         if session not in remote.past_sessions:
             self._events.append(events.YardRestarted(remote.name, old, session))
         remote.past_sessions.append(old)
@@ -491,10 +649,11 @@ class LaneStack:
                 self.stats.drop(Drop.UNKNOWN_DESTINATION)
                 return
             destination = self.add_yard(head.destination)
-        if destination.via is not None or len(destination.outbox) >= self.config.outbox_limit:
+        if destination.via is not None or destination.queued >= self.config.outbox_limit:
             self.stats.drop(Drop.UNKNOWN_DESTINATION)
             return
         destination.outbox.append(Outgoing(0, None, [data]))
+        destination.queued += 1
         self._waiting = True
         self.stats.pages_forwarded += 1
 
@@ -517,9 +676,12 @@ class LaneStack:
             remote = self.yards.get(name)
             if remote is None:
                 continue
-            while remote.outbox and remote.outbox[0].next_page >= len(remote.outbox[0].pages):
-                if remote.outbox.popleft().message is not None:
-                    self.stats.messages_sent += 1
+            outbox = remote.outbox
+            while outbox and outbox[0].next_page >= len(outbox[0].pages):
+                sent = outbox.popleft()
+                remote.queued -= sent.count
+                if sent.message is not None:
+                    self.stats.messages_sent += sent.count
             if remote.blocked_until is None:
                 remote.failing_since = None
                 remote.retry_delay = 0.0
@@ -529,6 +691,7 @@ class LaneStack:
         self._handed.clear()
         self._round = []
         self._refused_addresses.clear()
+        self._granted.clear()
 
     def _back_off(self, remote: RemoteYard, busy: bool, reason: str) -> None:
         remote.last_error = reason
@@ -546,9 +709,20 @@ class LaneStack:
                       remote.retry_delay)
 
     def _give_up(self, remote: RemoteYard, reason: str) -> None:
-        messages = [o for o in remote.outbox if o.message is not None]
-        routed = len(remote.outbox) - len(messages)
+        message_ids: list[int] = []
+        messages: list[Mapping[str, Any]] = []
+        routed = 0
+        for outgoing in remote.outbox:
+            if outgoing.batch is not None:
+                message_ids += outgoing.batch.message_ids
+                messages += outgoing.batch.messages
+            elif outgoing.message is not None:
+                message_ids.append(outgoing.message_id)
+                messages.append(outgoing.message)
+            else:
+                routed += 1
         remote.outbox.clear()
+        remote.queued = 0
         remote.blocked_until = None
         remote.failing_since = None
         remote.retry_delay = 0.0
@@ -559,8 +733,8 @@ class LaneStack:
                  remote.name, reason, len(messages))
         self._events.append(events.YardUnreachable(
             remote.name,
-            tuple(o.message_id for o in messages),
-            tuple(o.message for o in messages if o.message is not None),
+            tuple(message_ids),
+            tuple(messages),
             routed,
             reason,
         ))

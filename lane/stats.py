@@ -46,6 +46,14 @@ class LaneStats:
     """Messages handed back in YardUnreachable events (or at close)."""
     forwarded_pages_undelivered: int = 0
     """Routed pages dropped because their destination stayed unreachable."""
+    batches_sent: int = 0
+    """Datagrams carrying several of our messages to a yard that granted it (coalescing)."""
+    batches_received: int = 0
+    """Such datagrams received from yards we granted."""
+    grants_sent: int = 0
+    """Grants we sent to raetlike yards (one per yard session heard directly)."""
+    grants_received: int = 0
+    """Grants we took (a yard let us send it batches)."""
     dropped: Counter[Drop] = field(default_factory=Counter)
     binder: BinderStats = field(default_factory=BinderStats)
     """Book reassembly: missed first pages, stale books after restarts, evictions."""

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lane.coalesce import COALESCING_MARK, Batch
 from raetlike.localfiles import default_lane_dir
 from raetlike.names import InvalidNameError, name_problem, quoted_name
 from raetlike.wire.page import MAX_BOOK_ID, YARD_SESSION_LENGTH
@@ -34,8 +35,9 @@ SOCKET_SUFFIX = ".uxd"
 
 
 def new_yard_session() -> str:
-    """A fresh yard session id: 18 random lower-case hex characters."""
-    return secrets.token_hex(YARD_SESSION_LENGTH // 2)
+    """A fresh yard session id: 18 lower-case hex characters, the first two
+    :data:`~lane.coalesce.COALESCING_MARK` (a RAET yard's never begin so), then random."""
+    return (COALESCING_MARK + secrets.token_hex(YARD_SESSION_LENGTH // 2))[:YARD_SESSION_LENGTH]
 
 
 def check_name(what: str, name: str, *, dots: bool = True) -> str:
@@ -96,9 +98,16 @@ class Outgoing:
     message: Mapping[str, Any] | None
     """The message as given; None for a routed page."""
     pages: list[bytes]
-    """Its datagrams."""
+    """Its datagrams (a batch: one, made when it is first handed out)."""
     next_page: int = 0
     """The first page not yet handed to the driver."""
+    batch: Batch | None = None
+    """Several messages in one datagram (``message`` and ``message_id`` are its first)."""
+
+    @property
+    def count(self) -> int:
+        """The messages it carries (a routed page counts as one)."""
+        return 1 if self.batch is None else len(self.batch.message_ids)
 
 
 @dataclass(slots=True)
@@ -130,6 +139,12 @@ class RemoteYard:
     """Pages handed out per round; shrinks to what a busy yard took, grows back by doubling."""
     window_filled: bool = False
     """The last round handed out a whole window (more was waiting)."""
+    queued: int = 0
+    """Messages and routed pages in the outbox (a batch counts its messages)."""
+    batch_limit: int = 0
+    """The largest batch it granted us (docs/lane.md, "Coalescing"); 0: pages only."""
+    granted: str | None = None
+    """Its session we granted batches to (a new session is granted anew)."""
     last_error: str = ""
 
     def next_book_id(self) -> int:
@@ -140,4 +155,4 @@ class RemoteYard:
     @property
     def waiting(self) -> int:
         """Messages and routed pages not yet delivered to the kernel."""
-        return len(self.outbox)
+        return self.queued

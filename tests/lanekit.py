@@ -32,9 +32,11 @@ class LaneNet:
     bound: set[str] = field(default_factory=set)
 
     def yard(self, name: str, *, lane: str = "lane", main: bool = False,
-             config: LaneConfig | None = None) -> LaneStack:
-        """Start a yard (a fresh session) at its lane path."""
-        stack = LaneStack(LocalYard(name, lane, DIRECTORY, main=main), config, now=self.now)
+             config: LaneConfig | None = None, yard_session: str | None = None) -> LaneStack:
+        """Start a yard (a fresh session unless given) at its lane path."""
+        local = LocalYard(name, lane, DIRECTORY, main=main) if yard_session is None \
+            else LocalYard(name, lane, DIRECTORY, main=main, yard_session=yard_session)
+        stack = LaneStack(local, config, now=self.now)
         self.stacks[stack.path] = stack
         self.queues[stack.path] = deque()
         self.seen[stack.path] = []

@@ -161,7 +161,7 @@ def test_a_page_naming_no_possible_yard_is_dropped_not_raised() -> None:
 
 def test_repeated_messages_between_known_yards_arrive_whole_and_in_order() -> None:
     net = LaneNet()
-    a, b = net.yard("a"), net.yard("b")
+    a, b = net.yard("a", config=LaneConfig(coalesce=False)), net.yard("b")
     for number in range(50):
         a.transmit({"n": number, "text": "é" * number}, to="b", now=net.now)
         net.settle()

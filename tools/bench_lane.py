@@ -72,6 +72,14 @@ TIMEOUT = 120.0
 MAX_DATAGRAM = 65536
 
 
+def _zmq_available() -> bool:
+    try:
+        import zmq  # noqa: F401, PLC0415 - a measured peer, installed with the bench extra
+    except ImportError:
+        return False
+    return True
+
+
 def _queue_limit() -> str:
     try:
         return Path("/proc/sys/net/unix/max_dgram_qlen").read_text().strip()
@@ -142,9 +150,35 @@ def _raw_receiver(directory: str, total_bytes: int) -> None:
     print(spent.line(), flush=True)
 
 
-def _lane_receiver(directory: str, count: int, kind: PageKind) -> None:
+def _zmq_receiver(directory: str, count: int) -> None:
+    """PULL ``count`` messages over ipc; then PUSH 'done' back to the sender."""
+    import zmq  # noqa: PLC0415 - a measured peer, installed with the bench extra
+
+    context = zmq.Context()
+    pull = context.socket(zmq.PULL)
+    pull.bind(f"ipc://{directory}/zmq.sink")
+    print("ready", flush=True)
+    got = 0
+    start = Usage()
+    while got < count:
+        pull.recv()
+        if not got:
+            start = _usage()
+        got += 1
+    spent = _usage() - start
+    push = context.socket(zmq.PUSH)
+    push.connect(f"ipc://{directory}/zmq.done")
+    push.send(b"done")
+    push.close(linger=2000)
+    pull.close(linger=0)
+    context.term()
+    print(spent.line(), flush=True)
+
+
+def _lane_receiver(directory: str, count: int, kind: PageKind, coalesce: bool = True) -> None:
     """Count messages on the yard ``sink``; answer ``{"done": n}`` once ``count`` arrived."""
-    stack = LaneStack(LocalYard("sink", LANE, directory), LaneConfig(page_kind=kind))
+    stack = LaneStack(LocalYard("sink", LANE, directory),
+                      LaneConfig(page_kind=kind, coalesce=coalesce))
     loop = Loop()
     loop.add(UxdDriver(stack))
     print("ready", flush=True)
@@ -243,11 +277,38 @@ def raw_send(directory: str, datagrams: list[bytes]) -> Run:
     return Run(seconds, spent, receiver)
 
 
+def zmq_send(directory: str, datagrams: list[bytes]) -> Run:
+    """PUSH ``datagrams`` over ipc to a PULL receiver until it says it has them all."""
+    import zmq  # noqa: PLC0415 - a measured peer, installed with the bench extra
+
+    context = zmq.Context()
+    done = context.socket(zmq.PULL)
+    done.bind(f"ipc://{directory}/zmq.done")
+    child = _start("zmq", directory, len(datagrams))
+    push = context.socket(zmq.PUSH)
+    push.connect(f"ipc://{directory}/zmq.sink")
+    start = time.perf_counter()
+    began = _usage()
+    for data in datagrams:
+        push.send(data)
+    if not done.poll(TIMEOUT * 1000) or done.recv() != b"done":
+        raise SystemExit("zmq receiver did not answer")
+    spent = _usage() - began
+    seconds = time.perf_counter() - start
+    receiver = _finish(child)
+    push.close(linger=0)
+    done.close(linger=0)
+    context.term()
+    return Run(seconds, spent, receiver)
+
+
 def lane_send(directory: str, messages: list[dict[str, Any]],
-              kind: PageKind = PageKind.JSON) -> Run:
-    """Transmit ``messages`` to a lane receiver until it answers it has them all."""
-    child = _start("lane", directory, len(messages), kind)
-    stack = LaneStack(LocalYard("source", LANE, directory), LaneConfig(page_kind=kind))
+              kind: PageKind = PageKind.JSON, coalesce: bool = True) -> Run:
+    """Transmit ``messages`` to a lane receiver until it answers it has them all
+    (``coalesce``: in batches, once the receiver grants them; else RAET's pages)."""
+    child = _start("lane" if coalesce else "pages", directory, len(messages), kind)
+    stack = LaneStack(LocalYard("source", LANE, directory),
+                      LaneConfig(page_kind=kind, coalesce=coalesce))
     loop = Loop()
     loop.add(UxdDriver(stack))
     answer: list[dict[str, Any]] = []
@@ -282,17 +343,18 @@ def lane_send(directory: str, messages: list[dict[str, Any]],
 # -- the table ---------------------------------------------------------------
 
 
-def _pairs(repeat: int, raw: Callable[[], Run], lane: Callable[[], Run]) -> list[tuple[Run, Run]]:
-    """``repeat`` (raw, lane) runs, alternating."""
-    return [(raw(), lane()) for _ in range(repeat)]
+def _pairs(repeat: int, *kinds: Callable[[], Run]) -> list[tuple[Run, ...]]:
+    """``repeat`` rounds of one run of each kind (raw first), alternating."""
+    return [tuple(run() for run in kinds) for _ in range(repeat)]
 
 
-def _summary(pairs: list[tuple[Run, Run]], amount: int) -> dict[str, float]:
+def _summary(pairs: list[tuple[Run, ...]], amount: int,
+             names: tuple[str, ...] = ("raw", "lane")) -> dict[str, float]:
     """Medians: seconds, CPU µs per item on each side (also split user/system), sleeps and
-    loop rounds per 100 items, and the lane/raw throughput ratio."""
+    loop rounds per 100 items, and each kind's throughput ratio to the first (raw)."""
     median = statistics.median
     out: dict[str, float] = {}
-    for number, name in enumerate(("raw", "lane")):
+    for number, name in enumerate(names):
         runs = [pair[number] for pair in pairs]
         out[f"{name}_seconds"] = median(run.seconds for run in runs)
         for side in ("sender", "receiver"):
@@ -302,7 +364,9 @@ def _summary(pairs: list[tuple[Run, Run]], amount: int) -> dict[str, float]:
             out[f"{name}_{side}_system_us"] = median(u.system for u in used) / amount * 1e6
             out[f"{name}_{side}_sleeps"] = median(u.sleeps for u in used) / amount * 100
             out[f"{name}_{side}_rounds"] = median(u.rounds for u in used) / amount * 100
-    out["ratio"] = median(raw.seconds / lane.seconds for raw, lane in pairs)
+    for number, name in enumerate(names[1:], 1):
+        key = "ratio" if name == "lane" else f"{name}_ratio"
+        out[key] = median(pair[0].seconds / pair[number].seconds for pair in pairs)
     return out
 
 
@@ -319,12 +383,24 @@ def measure(count: int, size: int, repeat: int, *, big: bool = True,
             "max_dgram_qlen": _queue_limit(), "kind": kind.name.lower(),
             "count": count, "size": size, "page_bytes": len(small[0]), "repeat": repeat,
         }
-        pairs = _pairs(repeat, lambda: raw_send(directory, small_pages),
-                       lambda: lane_send(directory, [message] * count, kind))
-        figures.update(_summary(pairs, count))
-        figures["raw_per_second"] = count / figures["raw_seconds"]
-        figures["lane_per_second"] = count / figures["lane_seconds"]
-        figures["runs"] = [[count / raw.seconds, count / lane.seconds] for raw, lane in pairs]
+        kinds: dict[str, Callable[[], Run]] = {
+            "raw": lambda: raw_send(directory, small_pages),
+            "zmq": lambda: zmq_send(directory, small_pages),
+            "pages": lambda: lane_send(directory, [message] * count, kind, coalesce=False),
+            "lane": lambda: lane_send(directory, [message] * count, kind)}
+        if not _zmq_available():
+            del kinds["zmq"]
+        names = tuple(kinds)
+        pairs = _pairs(repeat, *kinds.values())
+        figures["columns"] = list(names)
+        figures.update(_summary(pairs, count, names))
+        for name in names:
+            figures[f"{name}_per_second"] = count / figures[f"{name}_seconds"]
+        figures["runs"] = [[count / run.seconds for run in pair] for pair in pairs]
+        if "zmq" in names:
+            figures["lane_to_zmq"] = statistics.median(
+                pair[names.index("zmq")].seconds / pair[names.index("lane")].seconds
+                for pair in pairs)
         if big:
             huge = {"payload": "x" * BIG}
             pages = paginate("source", "sink", "0" * 18, 1, huge, kind)
@@ -342,27 +418,35 @@ def measure(count: int, size: int, repeat: int, *, big: bool = True,
 
 def table(figures: dict[str, Any]) -> str:
     """The figures as a small text table."""
+    names = figures.get("columns", ["raw", "lane"])
+    titles = {"raw": "raw UXD", "zmq": "pyzmq ipc", "pages": "lane pages",
+              "lane": "lane batches"}
+
+    def row(label: str, key: str, form: str) -> str:
+        return f"{label:30}" + "".join(
+            f"{figures[name + '_' + key]:>14{form}}" for name in names)
+
     lines = [
         (f"max_dgram_qlen {figures['max_dgram_qlen']}, {figures['count']} messages of "
          f"{figures['size']} B ({figures['kind']}, {figures['page_bytes']} B pages), "
          f"median of {figures['repeat']} alternating runs"),
-        f"{'':30}{'raw UXD':>12}{'lane':>12}{'lane/raw':>10}",
-        (f"{'100 B messages/s':30}{figures['raw_per_second']:>12,.0f}"
-         f"{figures['lane_per_second']:>12,.0f}{figures['ratio']:>10.2f}"),
-        (f"{'  sender CPU, us/message':30}{figures['raw_sender_us']:>12.1f}"
-         f"{figures['lane_sender_us']:>12.1f}"),
-        (f"{'  receiver CPU, us/message':30}{figures['raw_receiver_us']:>12.1f}"
-         f"{figures['lane_receiver_us']:>12.1f}"),
-        *(f"{'    ' + side + ' ' + part + ', ' + unit:30}"
-          f"{figures['raw_' + side + '_' + key]:>12.1f}"
-          f"{figures['lane_' + side + '_' + key]:>12.1f}"
+        f"{'':30}" + "".join(f"{titles[name]:>14}" for name in names),
+        row("100 B messages/s", "per_second", ",.0f"),
+        row("  sender CPU, us/message", "sender_us", ".1f"),
+        row("  receiver CPU, us/message", "receiver_us", ".1f"),
+        *(row(f"    {side} {part}, {unit}", f"{side}_{key}", ".1f")
           for side in ("sender", "receiver")
           for part, key, unit in (("user", "user_us", "us/msg"),
                                   ("system", "system_us", "us/msg"),
                                   ("sleeps", "sleeps", "/100 msgs"),
                                   ("rounds", "rounds", "/100 msgs"))),
-        "  runs (raw, lane msgs/s): " + ", ".join(
-            f"({raw:,.0f}, {lane:,.0f})" for raw, lane in figures["runs"]),
+        "ratios (medians of the per-run ratios):",
+        f"  lane pages / raw UXD: {figures['pages_ratio']:.2f} (goal >= 0.5)",
+        f"  lane batches / raw UXD: {figures['ratio']:.2f}",
+        *([f"  lane batches / pyzmq ipc: {figures['lane_to_zmq']:.2f} (goal >= 1.0)"]
+          if "lane_to_zmq" in figures else []),
+        f"  runs ({', '.join(titles[n] for n in names)} msgs/s): " + "; ".join(
+            ", ".join(f"{rate:,.0f}" for rate in run) for run in figures["runs"]),
     ]
     if "big_pages" in figures:
         lines.append(
@@ -481,7 +565,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--parts", action="store_true",
                         help="CPU µs of each part of a message and of an idle loop round")
-    parser.add_argument("--role", choices=["raw", "lane"], help=argparse.SUPPRESS)
+    parser.add_argument("--role", choices=["raw", "zmq", "lane", "pages"],
+                        help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     parser.add_argument("--amount", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -489,8 +574,11 @@ def main() -> None:
         _raw_receiver(args.dir, args.amount)
         return
     kind = PageKind[args.kind.upper()]
-    if args.role == "lane":
-        _lane_receiver(args.dir, args.amount, kind)
+    if args.role == "zmq":
+        _zmq_receiver(args.dir, args.amount)
+        return
+    if args.role in {"lane", "pages"}:
+        _lane_receiver(args.dir, args.amount, kind, coalesce=args.role == "lane")
         return
     if args.parts:
         found = parts(args.count, args.size, kind)
