@@ -291,7 +291,7 @@ def zmq_send(directory: str, datagrams: list[bytes]) -> Run:
     began = _usage()
     for data in datagrams:
         push.send(data)
-    if not done.poll(TIMEOUT * 1000) or done.recv() != b"done":
+    if not done.poll(int(TIMEOUT * 1000)) or done.recv() != b"done":
         raise SystemExit("zmq receiver did not answer")
     spent = _usage() - began
     seconds = time.perf_counter() - start
