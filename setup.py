@@ -30,11 +30,17 @@ RECORD = ROOT / "raetlike" / "_compiled_sources.json"
 
 
 def c_extensions() -> list[Extension]:
-    """The hand-written C parts: the journal's line writer and the durable outbox's put."""
+    """The hand-written C parts: the journal's line writer, the durable outbox's put, and
+    libsodium's per-packet calls without ctypes (it needs no libsodium headers: it finds the
+    library libnacl loaded at run time, with dlopen)."""
     return [
         Extension("raetlike.journal._cjournal", ["raetlike/journal/_cjournal.c"], optional=True),
         Extension("raetlike.durable._cdurable", ["raetlike/durable/_cdurable.c"],
                   libraries=["z"], optional=True),
+        # -ldl: glibc before 2.34 keeps dlopen there (later ones have it in libc and an empty
+        # libdl for old builds)
+        Extension("raetlike._csodium", ["raetlike/_csodium.c"], libraries=["dl"],
+                  optional=True),
     ]
 
 

@@ -6,6 +6,13 @@ from a length.  Nonces for boxes are made in exactly one place,
 :func:`new_nonce`; AEAD nonces of the fast path come from packet counters
 (:func:`counter_nonce`) and are never random.
 
+The calls made per packet (AEAD seal and open, the session box, Ed25519 sign and
+verify) go through ``raetlike/_csodium.c`` when it was built at install: the
+same libsodium functions, without ctypes' per-call conversions
+(docs/performance.md, "The compiled build").  Their ctypes twins below make the
+same bytes and raise the same errors, and run when the C module is missing or
+``RAETLIKE_PURE_PYTHON`` is set.
+
 RAET 0.6.8's keys map onto these as: a signing key is the Ed25519 *seed*
 (``sighex``), a verify key the Ed25519 public key (``verhex``), a private key
 the Curve25519 secret (``prihex``), a public key the Curve25519 public key
@@ -16,8 +23,11 @@ from __future__ import annotations
 
 import ctypes
 import hmac
-from typing import Self
+import logging
+from collections.abc import Callable
+from typing import Self, TypeVar
 
+from raetlike._native import compiled
 from raetlike.errors import CryptoError, LibsodiumMissingError
 
 try:
@@ -30,6 +40,8 @@ except OSError as exc:  # libnacl looks for libsodium as it is imported
 # libnacl 2.1's crypto_box_easy wrapper calls the zero-padded crypto_box and
 # fails on short messages, so the box functions call libsodium directly.
 _sodium = libnacl.nacl
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "KEY_SIZE",
@@ -130,12 +142,7 @@ class VerifyKey(_Key):
 
     def verify(self, signature: bytes, message: bytes) -> None:
         """Raise :class:`CryptoError` unless ``signature`` signs ``message``."""
-        if len(signature) != SIGNATURE_SIZE:
-            raise CryptoError(f"signature must be {SIGNATURE_SIZE} bytes, got {len(signature)}")
-        try:
-            libnacl.crypto_sign_verify_detached(bytes(signature), bytes(message), self._raw)
-        except (ValueError, libnacl.CryptError) as exc:
-            raise CryptoError("signature does not verify") from exc
+        _verify(self._raw, signature, message)
 
     def is_valid(self, signature: bytes, message: bytes) -> bool:
         """True when ``signature`` signs ``message``."""
@@ -170,8 +177,7 @@ class SigningKey(_Key):
 
     def sign(self, message: bytes) -> bytes:
         """The 64-byte detached signature of ``message``."""
-        signature: bytes = libnacl.crypto_sign_detached(bytes(message), self._secret)
-        return signature
+        return _sign(self._secret, message)
 
 
 class PublicKey(_Key):
@@ -268,26 +274,11 @@ class SessionBox:
 
     def seal(self, plain: bytes, nonce: bytes) -> bytes:
         """MAC ‖ ciphertext of ``plain``."""
-        _raw(nonce, NONCE_SIZE, "nonce")
-        plain = bytes(plain)
-        out = ctypes.create_string_buffer(len(plain) + MAC_SIZE)
-        _sodium.crypto_box_easy_afternm(
-            out, plain, ctypes.c_ulonglong(len(plain)), nonce, self._shared
-        )
-        return out.raw
+        return _box_seal(self._shared, plain, nonce)
 
     def open(self, sealed: bytes, nonce: bytes) -> bytes:
         """Plaintext of ``sealed``; :class:`CryptoError` when it does not authenticate."""
-        _raw(nonce, NONCE_SIZE, "nonce")
-        if len(sealed) < MAC_SIZE:
-            raise CryptoError("box too short")
-        sealed = bytes(sealed)
-        out = ctypes.create_string_buffer(len(sealed) - MAC_SIZE)
-        if _sodium.crypto_box_open_easy_afternm(
-            out, sealed, ctypes.c_ulonglong(len(sealed)), nonce, self._shared
-        ):
-            raise CryptoError("box does not open")
-        return out.raw
+        return _box_open(self._shared, sealed, nonce)
 
     def derive(self, context: bytes) -> bytes:
         """A 32-byte key bound to this shared secret and ``context`` (BLAKE2b keyed)."""
@@ -299,6 +290,29 @@ def derive_key(secret: bytes, context: bytes) -> bytes:
     out: bytes = libnacl.crypto_generichash(bytes(context), bytes(secret))
     return out
 
+
+class AeadKey:
+    """ChaCha20-Poly1305 (IETF) with one key: the fast path's packet protection."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, key: bytes) -> None:
+        self._key = _raw(key, AEAD_KEY_SIZE, "AEAD key")
+
+    def seal(self, plain: bytes, nonce: bytes, associated: bytes) -> bytes:
+        """Ciphertext ‖ 16-byte tag; ``associated`` is authenticated, not encrypted."""
+        return _aead_seal(self._key, plain, nonce, associated)
+
+    def open(self, sealed: bytes, nonce: bytes, associated: bytes) -> bytes:
+        """Plaintext; :class:`CryptoError` when the packet does not authenticate."""
+        return _aead_open(self._key, sealed, nonce, associated)
+
+
+# -- the per-packet calls: libsodium through ctypes, or through raetlike/_csodium.c -------
+# Each ctypes twin takes the arguments the C function takes, checks the nonce and packet in
+# the same order and raises the same errors; tests/test_csodium.py holds the two to the same
+# bytes.  The key is the key object's own bytes, whose size was checked when it was made
+# (the C checks it again: it must not read past a short one).
 
 def _aead_function(name: str) -> ctypes._CFuncPtr:  # type: ignore[name-defined]
     """libsodium's ``crypto_aead_chacha20poly1305_ietf_<name>`` with its argument types set.
@@ -325,33 +339,92 @@ _aead_encrypt = _aead_function("encrypt")
 _aead_decrypt = _aead_function("decrypt")
 
 
-class AeadKey:
-    """ChaCha20-Poly1305 (IETF) with one key: the fast path's packet protection."""
+def _ctypes_aead_seal(key: bytes, plain: bytes, nonce: bytes, associated: bytes) -> bytes:
+    nonce = _raw(nonce, AEAD_NONCE_SIZE, "AEAD nonce")
+    plain = bytes(plain)
+    associated = bytes(associated)
+    out = ctypes.create_string_buffer(len(plain) + AEAD_TAG_SIZE)
+    _aead_encrypt(out, None, plain, len(plain), associated, len(associated), None, nonce, key)
+    return out.raw
 
-    __slots__ = ("_key",)
 
-    def __init__(self, key: bytes) -> None:
-        self._key = _raw(key, AEAD_KEY_SIZE, "AEAD key")
+def _ctypes_aead_open(key: bytes, sealed: bytes, nonce: bytes, associated: bytes) -> bytes:
+    nonce = _raw(nonce, AEAD_NONCE_SIZE, "AEAD nonce")
+    sealed = bytes(sealed)
+    if len(sealed) < AEAD_TAG_SIZE:
+        raise CryptoError("AEAD packet too short")
+    associated = bytes(associated)
+    out = ctypes.create_string_buffer(len(sealed) - AEAD_TAG_SIZE)
+    if _aead_decrypt(out, None, None, sealed, len(sealed), associated, len(associated),
+                     nonce, key):
+        raise CryptoError("AEAD packet does not authenticate")
+    return out.raw
 
-    def seal(self, plain: bytes, nonce: bytes, associated: bytes) -> bytes:
-        """Ciphertext ‖ 16-byte tag; ``associated`` is authenticated, not encrypted."""
-        nonce = _raw(nonce, AEAD_NONCE_SIZE, "AEAD nonce")
-        plain = bytes(plain)
-        associated = bytes(associated)
-        out = ctypes.create_string_buffer(len(plain) + AEAD_TAG_SIZE)
-        _aead_encrypt(out, None, plain, len(plain), associated, len(associated),
-                      None, nonce, self._key)
-        return out.raw
 
-    def open(self, sealed: bytes, nonce: bytes, associated: bytes) -> bytes:
-        """Plaintext; :class:`CryptoError` when the packet does not authenticate."""
-        nonce = _raw(nonce, AEAD_NONCE_SIZE, "AEAD nonce")
-        if len(sealed) < AEAD_TAG_SIZE:
-            raise CryptoError("AEAD packet too short")
-        sealed = bytes(sealed)
-        associated = bytes(associated)
-        out = ctypes.create_string_buffer(len(sealed) - AEAD_TAG_SIZE)
-        if _aead_decrypt(out, None, None, sealed, len(sealed), associated, len(associated),
-                         nonce, self._key):
-            raise CryptoError("AEAD packet does not authenticate")
-        return out.raw
+def _ctypes_box_seal(shared: bytes, plain: bytes, nonce: bytes) -> bytes:
+    nonce = _raw(nonce, NONCE_SIZE, "nonce")
+    plain = bytes(plain)
+    out = ctypes.create_string_buffer(len(plain) + MAC_SIZE)
+    if _sodium.crypto_box_easy_afternm(out, plain, ctypes.c_ulonglong(len(plain)), nonce,
+                                       shared):
+        raise CryptoError("box failed")
+    return out.raw
+
+
+def _ctypes_box_open(shared: bytes, sealed: bytes, nonce: bytes) -> bytes:
+    nonce = _raw(nonce, NONCE_SIZE, "nonce")
+    sealed = bytes(sealed)
+    if len(sealed) < MAC_SIZE:
+        raise CryptoError("box too short")
+    out = ctypes.create_string_buffer(len(sealed) - MAC_SIZE)
+    if _sodium.crypto_box_open_easy_afternm(out, sealed, ctypes.c_ulonglong(len(sealed)),
+                                            nonce, shared):
+        raise CryptoError("box does not open")
+    return out.raw
+
+
+def _ctypes_sign(secret: bytes, message: bytes) -> bytes:
+    signature: bytes = libnacl.crypto_sign_detached(bytes(message), secret)
+    return signature
+
+
+def _ctypes_verify(public: bytes, signature: bytes, message: bytes) -> None:
+    signature = _raw(signature, SIGNATURE_SIZE, "signature")
+    try:
+        libnacl.crypto_sign_verify_detached(signature, bytes(message), public)
+    except (ValueError, libnacl.CryptError) as exc:
+        raise CryptoError("signature does not verify") from exc
+
+
+def _bind_compiled() -> bool:
+    """True when ``raetlike._csodium`` was built, is wanted, and found libnacl's libsodium."""
+    bind = compiled("raetlike._csodium", "bind")
+    if bind is None:
+        return False
+    try:
+        bind(_sodium._name, CryptoError)  # the name ctypes loaded the library by
+    except OSError as exc:
+        log.warning("raetlike: the compiled libsodium binding did not bind (%s); "
+                    "using ctypes", exc)
+        return False
+    return True
+
+
+_COMPILED = _bind_compiled()
+"""True when the per-packet calls go through ``raetlike/_csodium.c``, False for ctypes."""
+
+_Twin = TypeVar("_Twin", bound=Callable[..., object])
+
+
+def _chosen(name: str, twin: _Twin) -> _Twin:
+    """``raetlike._csodium.<name>`` when :data:`_COMPILED`, else its ctypes ``twin``."""
+    function: _Twin = compiled("raetlike._csodium", name) if _COMPILED else twin
+    return function
+
+
+_aead_seal = _chosen("aead_seal", _ctypes_aead_seal)
+_aead_open = _chosen("aead_open", _ctypes_aead_open)
+_box_seal = _chosen("box_seal", _ctypes_box_seal)
+_box_open = _chosen("box_open", _ctypes_box_open)
+_sign = _chosen("sign", _ctypes_sign)
+_verify = _chosen("verify", _ctypes_verify)

@@ -1,5 +1,5 @@
-"""The compiled build (mypyc, setup.py: road's fast mode, the durable store) and its
-pure-Python twin.
+"""The compiled build (mypyc, setup.py: road's fast mode, the durable store; hand-written C:
+libsodium without ctypes) and its pure-Python twin.
 
 The suite runs whichever build is installed; a test below runs the road and durable tests
 again on the pure path, so CI tests both (docs/performance.md, "The compiled build").
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from raetlike import crypto
 from raetlike._native import build
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,12 +31,24 @@ def test_fast_mode_runs_compiled_unless_the_pure_path_is_asked_for() -> None:
     assert build() == ("pure Python" if PURE else "mypyc")
 
 
+def test_libsodium_is_called_without_ctypes_unless_the_pure_path_is_asked_for() -> None:
+    """setup.py builds raetlike/_csodium.c; a failed build, or a binding that did not find
+    libnacl's libsodium, must not pass unnoticed."""
+    assert crypto._COMPILED is not PURE
+    if not PURE:
+        from raetlike import _csodium  # noqa: PLC0415 - only built on the compiled path
+
+        assert crypto._aead_seal is _csodium.aead_seal
+        assert crypto._verify is _csodium.verify
+
+
 @pytest.mark.skipif(PURE, reason="this run is the pure path already")
 def test_the_road_and_durable_tests_pass_on_the_pure_path_too() -> None:
     env = {**os.environ, "RAETLIKE_PURE_PYTHON": "1"}
-    # what the compiled modules serve: road's fast mode and the durable store (the kill -9
-    # runs of test_durable_crash.py take minutes; their store is tested here all the same)
-    patterns = ("test_road_*.py", "test_durable_*.py")
+    # what the compiled modules serve: road's fast mode, the durable store and the crypto
+    # facade (the kill -9 runs of test_durable_crash.py take minutes; their store is tested
+    # here all the same)
+    patterns = ("test_road_*.py", "test_durable_*.py", "test_crypto.py")
     tests = sorted(str(path.relative_to(ROOT)) for pattern in patterns
                    for path in (ROOT / "tests").glob(pattern)
                    if "interop" not in path.name and path.name != "test_durable_crash.py")
