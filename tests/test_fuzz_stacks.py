@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from lane import LaneStack
 from lane import events as lane_events
+from lane.coalesce import read_batch_head, read_grant
 from lane.stats import Drop as LaneDrop
 from raetlike.errors import PacketError
 from raetlike.wire import parse_packet
@@ -177,15 +178,22 @@ def lane_yards() -> tuple[LaneNet, LaneStack, LaneStack, LaneStack, list[bytes]]
 
 
 def feed_lane(stack: LaneStack, data: bytes, source: str | None, now: float) -> None:
-    """One page into ``stack``: no exception, counted, a non-page counted as malformed."""
-    received = stack.stats.datagrams_received
-    malformed = stack.stats.dropped[LaneDrop.MALFORMED]
+    """One page into ``stack``: no exception, counted; a non-page that is no well-formed
+    grant or batch (coalescing) counted as malformed, a well-formed one taken or dropped."""
+    stats = stack.stats
+    received = stats.datagrams_received
+    malformed = stats.dropped[LaneDrop.MALFORMED]
+    before = (stats.dropped_total, stats.grants_received, stats.batches_received)
     stack.receive_datagram(data, source, now)
-    assert stack.stats.datagrams_received == received + 1
+    assert stats.datagrams_received == received + 1
     try:
         parse_page(data)
     except PacketError:
-        assert stack.stats.dropped[LaneDrop.MALFORMED] == malformed + 1
+        if read_grant(data) is None and read_batch_head(data) is None:
+            assert stats.dropped[LaneDrop.MALFORMED] == malformed + 1
+        else:
+            assert (stats.dropped_total, stats.grants_received, stats.batches_received) \
+                != before, "a grant or batch neither taken nor dropped"
     assert stack.binder.open_books <= stack.binder.max_open_books
     assert stack.binder.buffered_bytes <= stack.binder.max_buffered_bytes
 
