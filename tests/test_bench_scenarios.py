@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -10,7 +12,7 @@ import pytest
 
 from raetlike._native import build
 from raetlike.bench import format_table, run_bench
-from raetlike.bench._common import BenchOptions, pinned, spawn, stop
+from raetlike.bench._common import BenchOptions, CpuMeter, cpu_seconds, pinned, spawn, stop
 from raetlike.bench._goals import goals
 from raetlike.bench._raet068 import run_plan
 from raetlike.bench._raetlike import Client
@@ -64,7 +66,7 @@ def test_a_message_past_the_cap_is_none_and_its_cell_says_so() -> None:
 def _result(**figures: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "raw_udp": {"one_way_msgs_per_s": 100_000.0, "rtt_p50_ms": 0.02, "ten_mb_s": 0.004},
-        "pyzmq_curve": {"one_way_msgs_per_s": 40_000.0},
+        "pyzmq_curve": {"one_way_msgs_per_s": 40_000.0, "rtt_p50_ms": 0.02},
         "fast": {"one_way_msgs_per_s": 50_000.0, "rtt_p50_ms": 0.025, "ten_mb_s": 0.1,
                  "joins": 1000, "joins_s": 3.3},
         "raet_mode": {"one_way_msgs_per_s": 2000.0, "echo_msgs_per_s": 700.0,
@@ -86,6 +88,12 @@ def test_each_goal_is_met_or_missed_by_its_bound() -> None:
     assert judged["RAET mode one-way / RAET 0.6.8 one-way"].met is True  # 8 >= 8
     assert judged["RAET mode echo / RAET 0.6.8 echo"].met is False  # 7 < 8
     assert judged["RAET mode one-way / RAET 0.6.8 one-way"].value == pytest.approx(8.0)
+    assert judged["fast RTT p50 / pyzmq+CURVE RTT p50"].met is False  # 1.25 > 1
+    lanes = {goal.name: goal for goal in goals(_result(lanes={"lane_to_zmq": 1.1,
+                                                              "pages_ratio": 0.4}))}
+    assert lanes["lane batches / pyzmq ipc one-way (median of rounds)"].met is True
+    assert lanes["lane pages / raw UXD one-way (median of rounds)"].met is False
+    assert judged["lane pages / raw UXD one-way (median of rounds)"].met is None  # not run
 
 
 def test_a_skipped_scenario_or_too_few_estates_leaves_its_goal_unjudged() -> None:
@@ -112,6 +120,15 @@ def test_run_bench_measures_every_scenario_and_reports_goals_in_its_json_mapping
     assert result["fast"]["one_way_journal_msgs_per_s"] > 0  # to a main that journals
     assert result["fast"]["one_way_alongside_msgs_per_s"] > 0  # and, alternated, one not
     assert "one_way_journal_msgs_per_s" not in result["raet_mode"]
+    for scenario in ("raw_udp", "fast", "raet_mode", "raet_0_6_8"):  # CPU per message, each side
+        assert result[scenario]["one_way_cpu_sender_us"] > 0, scenario
+        assert result[scenario]["one_way_cpu_receiver_us"] >= 0, scenario
+    assert result["fast"]["burst_msgs_per_s"] > 0  # the first messages after the allow
+    lanes = result["lanes"]
+    for kind in lanes["columns"]:  # raw UXD, pyzmq ipc (if installed), pages, batches
+        assert lanes[f"{kind}_per_second"] > 0, kind
+    assert {"raw", "pages", "lane"} <= set(lanes["columns"])
+    assert "lane one-way msgs/s" in format_table(result)
     assert {goal["name"] for goal in result["goals"]} == {goal.name for goal in goals(result)}
     assert all(goal["met"] in (True, False, None) for goal in result["goals"])
 
@@ -151,3 +168,22 @@ def test_many_estates_from_one_address_join_the_bench_main_past_its_join_burst(
         process.kill()
         process.wait(timeout=10)
     assert seconds is not None
+
+
+def test_the_cpu_meter_reads_both_sides() -> None:
+    spin = "import time\nend = time.monotonic() + 5\nwhile time.monotonic() < end: pass"
+    busy = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        meter = CpuMeter(busy.pid)
+        with meter.run(1000):
+            end = time.monotonic() + 0.2
+            while time.monotonic() < end:
+                pass
+        figures = meter.per_message()
+    finally:
+        busy.kill()
+        busy.wait()
+    # 0.2 s of spinning over 1,000 messages is 200 us each; a loaded machine gives less
+    assert figures["one_way_cpu_sender_us"] > 5
+    assert figures["one_way_cpu_receiver_us"] > 5  # the peer spun the whole time
+    assert cpu_seconds(2 ** 22 + 12345) is None  # no such process: not readable

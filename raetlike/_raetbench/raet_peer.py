@@ -175,14 +175,24 @@ class Client:
         return None if at is None else at - start
 
 
-def client(address: str, plan: list[list[Any]], limit: float) -> None:
-    """Run ``plan`` and print the results as one JSON line."""
+def client(address: str, plan: list[list[Any]], limit: float, main: int | None = None) -> None:
+    """Run ``plan`` and print the results as one JSON line (a one-way step also gives the
+    CPU seconds it took this process and the main, process ``main``, when known)."""
+    from raetlike.bench._common import cpu_seconds  # noqa: PLC0415 - after the patches
+
     peer = Client(address)
     results = []
     for step, *arguments in plan:
         if step == "one":
+            own, theirs = time.process_time(), cpu_seconds(main) if main else None
             seconds = peer.one_way(int(arguments[0]), int(arguments[1]), limit)
-        elif step == "echo":
+            after = cpu_seconds(main) if main else None
+            results.append({"step": step, "count": arguments[0], "seconds": seconds,
+                            "cpu_sender": time.process_time() - own,
+                            "cpu_receiver": None if theirs is None or after is None
+                            else after - theirs})
+            continue
+        if step == "echo":
             seconds = peer.echo(int(arguments[0]), int(arguments[1]), limit)
         else:
             seconds = peer.big(int(arguments[0]), limit)
@@ -194,4 +204,5 @@ if __name__ == "__main__":
     if sys.argv[1] == "main":
         serve(sys.argv[2])
     else:
-        client(sys.argv[2], json.loads(sys.argv[3]), float(sys.argv[4]))
+        client(sys.argv[2], json.loads(sys.argv[3]), float(sys.argv[4]),
+               int(sys.argv[5]) if len(sys.argv) > 5 else None)

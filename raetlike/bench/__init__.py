@@ -1,4 +1,5 @@
-"""``raetlike bench``: raw UDP, pyzmq+CURVE, fast mode, RAET mode and RAET 0.6.8 side by side.
+"""``raetlike bench``: raw UDP, pyzmq+CURVE, fast mode, RAET mode and RAET 0.6.8 side by side,
+then lanes: raw UXD, pyzmq ipc, lane pages and lane batches.
 
 Every peer is a separate process on loopback.  Each figure is the median of
 ``repeat`` runs.  :func:`run_bench` returns a JSON-ready mapping (with the
@@ -18,6 +19,7 @@ from typing import Any
 from raetlike._native import build
 from raetlike.bench._common import BenchOptions, Progress, StatusLine, pinned, silent
 from raetlike.bench._goals import goals, ratios
+from raetlike.bench._lane import measure_lanes
 from raetlike.bench._raet068 import measure_raet_068
 from raetlike.bench._raetlike import joins, measure_raetlike, serve_estate
 from raetlike.bench._raw import measure_raw, serve_udp
@@ -57,6 +59,7 @@ def run_bench(options: BenchOptions, progress: Progress = silent) -> dict[str, A
                                   "RAET mode"),
             "raet_0_6_8": (_attempt(lambda: measure_raet_068(options, progress, cpus),
                                     "RAET 0.6.8") or "skipped: RAET 0.6.8 not runnable"),
+            "lanes": _attempt(lambda: measure_lanes(options, progress, cpus), "lanes"),
             "repeat": options.repeat,
             "quick": options.quick,
             "pinned": cpus.peer is not None,

@@ -7,12 +7,13 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
-__all__ = ["BenchOptions", "Cpus", "Progress", "StatusLine", "median", "percentile", "pin",
-           "pinned", "silent", "spawn", "stop", "UNPINNED"]
+__all__ = ["BenchOptions", "CpuMeter", "Cpus", "Progress", "StatusLine", "cpu_seconds",
+           "median", "percentile", "pin", "pinned", "silent", "spawn", "stop", "UNPINNED"]
 
 Progress = Callable[[str], None]
 """Told the name of each measurement as it starts."""
@@ -136,3 +137,49 @@ def percentile(values: list[float], fraction: float) -> float:
 def median(runs: list[float]) -> float:
     """The median of the runs."""
     return statistics.median(runs)
+
+
+def cpu_seconds(pid: int | None = None) -> float | None:
+    """CPU seconds (user + system, every thread) spent so far by this process or by ``pid``
+    (from ``/proc/<pid>/task/*/schedstat``, in nanoseconds); None when it cannot be read."""
+    if pid is None:
+        return time.process_time()
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat", encoding="ascii") as stat:
+                total += int(stat.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / 1e9
+
+
+class CpuMeter:
+    """CPU per message on each side of a run: this process (the sender) and its peer.
+
+    ``with meter.run(): ...`` around each run; :meth:`per_message` gives the
+    medians over the runs, in µs per message, ``(sender, receiver)``.
+    """
+
+    def __init__(self, peer: int) -> None:
+        self.peer = peer
+        self.runs: list[tuple[float, float | None]] = []
+
+    @contextlib.contextmanager
+    def run(self, count: int) -> Iterator[None]:
+        """Measure one run of ``count`` messages."""
+        own, peer = time.process_time(), cpu_seconds(self.peer)
+        yield
+        own_after, peer_after = time.process_time(), cpu_seconds(self.peer)
+        spent = None if peer is None or peer_after is None else (peer_after - peer) / count
+        self.runs.append(((own_after - own) / count, spent))
+
+    def per_message(self) -> dict[str, float]:
+        """``one_way_cpu_sender_us`` and ``one_way_cpu_receiver_us`` (when readable)."""
+        out: dict[str, float] = {}
+        if self.runs:
+            out["one_way_cpu_sender_us"] = median([run[0] for run in self.runs]) * 1e6
+            peer = [run[1] for run in self.runs if run[1] is not None]
+            if len(peer) == len(self.runs):
+                out["one_way_cpu_receiver_us"] = median(peer) * 1e6
+        return out

@@ -82,6 +82,9 @@ def goals(result: Mapping[str, Any]) -> list[Goal]:
         _judge("fast one-way / pyzmq+CURVE one-way",
                _ratio(figure("fast", "one_way_msgs_per_s"),
                       figure("pyzmq_curve", "one_way_msgs_per_s")), ">=", 1.0, zmq_missing),
+        _judge("fast RTT p50 / pyzmq+CURVE RTT p50",
+               _ratio(figure("fast", "rtt_p50_ms"), figure("pyzmq_curve", "rtt_p50_ms")),
+               "<=", 1.0, zmq_missing),
         _judge("fast RTT p50 / raw UDP RTT p50",
                _ratio(figure("fast", "rtt_p50_ms"), figure("raw_udp", "rtt_p50_ms")),
                "<=", 1.5, "missing figure"),
@@ -108,6 +111,10 @@ def goals(result: Mapping[str, Any]) -> list[Goal]:
         _judge("RAET mode echo / RAET 0.6.8 echo",
                _ratio(figure("raet_mode", "echo_msgs_per_s"),
                       figure("raet_0_6_8", "echo_msgs_per_s")), ">=", 8.0, legacy_missing),
+        _judge("lane batches / pyzmq ipc one-way (median of rounds)",
+               figure("lanes", "lane_to_zmq"), ">=", 1.0, "lanes or pyzmq not measured"),
+        _judge("lane pages / raw UXD one-way (median of rounds)",
+               figure("lanes", "pages_ratio"), ">=", 0.5, "lanes not measured"),
     ]
 
 
@@ -120,6 +127,9 @@ def ratios(result: Mapping[str, Any]) -> list[Ratio]:
         Ratio("fast one-way / raw UDP one-way",
               _ratio(figure("fast", "one_way_msgs_per_s"),
                      figure("raw_udp", "one_way_msgs_per_s"))),
+        Ratio("fast one-way: a burst of 5,000 just allowed / the stream",
+              _ratio(figure("fast", "burst_msgs_per_s"),
+                     figure("fast", "one_way_msgs_per_s"))),
         Ratio("fast one-way / RAET mode one-way",
               _ratio(figure("fast", "one_way_msgs_per_s"),
                      figure("raet_mode", "one_way_msgs_per_s"))),

@@ -44,7 +44,7 @@ def run_plan(plan: list[list[Any]], cap: float,
             steps = sum(2 if step[0] == "one" else 1 for step in plan)
             client = subprocess.Popen(  # noqa: S603 - our own script
                 [sys.executable, str(PEER), "client", f"127.0.0.1:{port_file.read_text()}",
-                 json.dumps(plan), str(cap)],
+                 json.dumps(plan), str(cap), str(main.pid)],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             pin(client.pid, cpus.measuring)
             try:
@@ -85,7 +85,14 @@ def measure_raet_068(options: BenchOptions, progress: Progress = silent,
         done = [v for v in values if v is not None]
         return median(done) if done and len(done) == len(values) else None
 
+    ones = [r for r in results if r["step"] == "one" and r["seconds"] is not None]
+    cpu: dict[str, float] = {}
+    for side in ("sender", "receiver"):
+        spent = [r[f"cpu_{side}"] / r["count"] for r in ones if r.get(f"cpu_{side}") is not None]
+        if spent and len(spent) == len(ones):
+            cpu[f"one_way_cpu_{side}_us"] = median(spent) * 1e6
     return {
+        **cpu,
         "one_way_msgs_per_s": middle(rates("one")),
         "echo_msgs_per_s": middle(rates("echo")),
         "one_mb_s": middle([r["seconds"] for r in results if r["step"] == "big"]),

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from raetlike.bench._common import (
     UNPINNED,
     BenchOptions,
+    CpuMeter,
     Cpus,
     Progress,
     median,
@@ -126,7 +127,11 @@ def measure_raw(options: BenchOptions, progress: Progress = silent,
     try:
         count = options.count(200_000, 50_000)
         progress(f"raw UDP: one-way, {count:,} datagrams")
-        streams = [raw_stream(port, count, 100) for _ in range(options.repeat)]
+        meter = CpuMeter(process.pid)
+        streams = []
+        for _ in range(options.repeat):
+            with meter.run(count):
+                streams.append(raw_stream(port, count, 100))
         progress("raw UDP: round trips")
         pings = options.count(2000, 1000)
         rtts = [raw_ping(port, pings) for _ in range(options.repeat)]
@@ -143,4 +148,5 @@ def measure_raw(options: BenchOptions, progress: Progress = silent,
         "rtt_p99_ms": median([percentile(r, 0.99) for r in rtts]) * 1e3,
         "ten_mb_s": median([s.seconds for s in big]),
         "ten_mb_lost": sum(s.lost for s in big),
+        **meter.per_message(),
     }

@@ -12,6 +12,9 @@ __all__ = ["format_table"]
 COLUMNS = (("raw_udp", "raw UDP"), ("pyzmq_curve", "pyzmq+CURVE"), ("fast", "fast"),
            ("raet_mode", "RAET mode"), ("raet_0_6_8", "RAET 0.6.8"))
 ROWS = (("one-way msgs/s (100 B)", "one_way_msgs_per_s", 0),
+        ("  sender CPU us/msg", "one_way_cpu_sender_us", 1),
+        ("  receiver CPU us/msg", "one_way_cpu_receiver_us", 1),
+        ("  a burst of 5,000, new", "burst_msgs_per_s", 0),
         ("  the main journaling", "one_way_journal_msgs_per_s", 0),
         ("  not, alternated with it", "one_way_alongside_msgs_per_s", 0),
         ("  sender durable, 10 ms", "one_way_durable_sender_msgs_per_s", 0),
@@ -37,6 +40,26 @@ def _cell(figures: Any, key: str, digits: int) -> str:
     return f"{value:,.{digits}f}"
 
 
+_LANE_COLUMNS = (("raw", "raw UXD"), ("zmq", "pyzmq ipc"), ("pages", "lane pages"),
+                 ("lane", "lane batches"))
+_LANE_ROWS = (("lane one-way msgs/s", "per_second", 0),
+              ("  sender CPU us/msg", "sender_us", 1),
+              ("  receiver CPU us/msg", "receiver_us", 1))
+
+
+def _lane_rows(lanes: Any) -> list[str]:
+    """The lanes' figures (UNIX datagram sockets, one host) under their own header."""
+    if not isinstance(lanes, Mapping):
+        return [f"lanes: {lanes}"] if isinstance(lanes, str) else []
+    lines = [f"{'lanes (UXD, 100 B)':{_NAME}}" + "".join(
+        f"{title:>{_CELL}}" for _, title in _LANE_COLUMNS)]
+    for label, key, digits in _LANE_ROWS:
+        cells = [lanes.get(f"{name}_{key}") for name, _ in _LANE_COLUMNS]
+        lines.append(f"{label:{_NAME}}" + "".join(
+            f"{'-' if value is None else f'{value:,.{digits}f}':>{_CELL}}" for value in cells))
+    return lines
+
+
 def _mark(met: bool | None) -> str:
     return {True: "met", False: "MISSED", None: "not judged"}[met]
 
@@ -50,6 +73,7 @@ def format_table(result: Mapping[str, Any]) -> str:
         shown = f"{estates:,} estates join+allow s" if key == "joins_s" and estates else label
         lines.append(f"{shown:{_NAME}}" + "".join(
             f"{_cell(result.get(scenario), key, digits):>{_CELL}}" for scenario, _ in COLUMNS))
+    lines.extend(_lane_rows(result.get("lanes")))
     lines.append("goals:")
     for goal in goals(result):
         shown = "-" if goal.value is None else f"{goal.value:.2f}"

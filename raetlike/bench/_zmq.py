@@ -21,6 +21,7 @@ from typing import Any
 from raetlike.bench._common import (
     UNPINNED,
     BenchOptions,
+    CpuMeter,
     Cpus,
     Progress,
     median,
@@ -148,10 +149,12 @@ def measure_zmq(options: BenchOptions, progress: Progress = silent,
         client = ZmqClient(int(port), key.encode())
         count = options.count(200_000, 50_000)
         one_way, rtts, ten_mb = [], [], []
+        meter = CpuMeter(process.pid)
         for run in range(options.repeat):
             of = f" (run {run + 1}/{options.repeat})" if options.repeat > 1 else ""
             progress(f"pyzmq+CURVE: one-way, {count:,} messages{of}")
-            one_way.append(count / client.one_way(count))
+            with meter.run(count):
+                one_way.append(count / client.one_way(count))
             progress(f"pyzmq+CURVE: round trips{of}")
             rtts.append(client.ping(options.count(2000, 1000)))
             progress(f"pyzmq+CURVE: a 10 MB message{of}")
@@ -164,4 +167,5 @@ def measure_zmq(options: BenchOptions, progress: Progress = silent,
         "rtt_p50_ms": median([percentile(r, 0.5) for r in rtts]) * 1e3,
         "rtt_p99_ms": median([percentile(r, 0.99) for r in rtts]) * 1e3,
         "ten_mb_s": median(ten_mb),
+        **meter.per_message(),
     }
