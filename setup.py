@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent
 MYPYC_MODULES = [
     "road._fast_control", "road._fast_wire", "road._fast_send", "road._fast_recovery",
     "road._fast_receive", "road._fast_link",
+    "lane.coalesce", "lane.pages", "lane.stack", "lane.yard", "lane.stats",
     "raetlike.durable._log", "raetlike.durable._outbox", "raetlike.durable._seen",
     "raetlike.durable._road",
 ]

@@ -1,8 +1,8 @@
-"""The compiled build (mypyc, setup.py: road's fast mode, the durable store; hand-written C:
-libsodium without ctypes) and its pure-Python twin.
+"""The compiled build (mypyc, setup.py: road's fast mode, the lane, the durable store;
+hand-written C: libsodium without ctypes) and its pure-Python twin.
 
-The suite runs whichever build is installed; a test below runs the road and durable tests
-again on the pure path, so CI tests both (docs/performance.md, "The compiled build").
+The suite runs whichever build is installed; a test below runs the road, lane and durable
+tests again on the pure path, so CI tests both (docs/performance.md, "The compiled build").
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ def test_fast_mode_runs_compiled_unless_the_pure_path_is_asked_for() -> None:
     """A failed or missing compiled build must not pass unnoticed (set RAETLIKE_PURE_PYTHON=1
     to run on the pure path on purpose)."""
     assert build() == ("pure Python" if PURE else "mypyc")
+    import lane.stack  # noqa: PLC0415 - the lane is compiled with it
+
+    assert lane.stack.__file__ is not None
+    assert lane.stack.__file__.endswith(".py") is PURE
 
 
 def test_libsodium_is_called_without_ctypes_unless_the_pure_path_is_asked_for() -> None:
@@ -43,12 +47,13 @@ def test_libsodium_is_called_without_ctypes_unless_the_pure_path_is_asked_for() 
 
 
 @pytest.mark.skipif(PURE, reason="this run is the pure path already")
-def test_the_road_and_durable_tests_pass_on_the_pure_path_too() -> None:
+def test_the_road_lane_and_durable_tests_pass_on_the_pure_path_too() -> None:
     env = {**os.environ, "RAETLIKE_PURE_PYTHON": "1"}
-    # what the compiled modules serve: road's fast mode, the durable store and the crypto
-    # facade (the kill -9 runs of test_durable_crash.py take minutes; their store is tested
-    # here all the same)
-    patterns = ("test_road_*.py", "test_durable_*.py", "test_crypto.py")
+    # what the compiled modules serve: road's fast mode, the lane, the durable store and the
+    # crypto facade (the kill -9 runs of test_durable_crash.py take minutes; their store is
+    # tested here all the same)
+    patterns = ("test_road_*.py", "test_lane_*.py", "test_durable_*.py", "test_crypto.py",
+                "test_fuzz_stacks.py")
     tests = sorted(str(path.relative_to(ROOT)) for pattern in patterns
                    for path in (ROOT / "tests").glob(pattern)
                    if "interop" not in path.name and path.name != "test_durable_crash.py")
