@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import hmac
+import struct
 from typing import Self
 
 from raetlike.errors import CryptoError, LibsodiumMissingError
@@ -222,7 +223,10 @@ def counter_nonce(prefix: int, counter: int) -> bytes:
     """
     if not 0 <= counter < 1 << 64:
         raise CryptoError("AEAD packet counter out of range")
-    return (prefix & 0xFFFFFFFF).to_bytes(4, "big") + counter.to_bytes(8, "big")
+    return _NONCE.pack(prefix & 0xFFFFFFFF, counter)
+
+
+_NONCE = struct.Struct(">IQ")  # counter_nonce's layout, packed in one call
 
 
 def box(plain: bytes, nonce: bytes, secret: PrivateKey, peer: PublicKey) -> bytes:
@@ -323,6 +327,7 @@ def _aead_function(name: str) -> ctypes._CFuncPtr:  # type: ignore[name-defined]
 
 _aead_encrypt = _aead_function("encrypt")
 _aead_decrypt = _aead_function("decrypt")
+_CHAR = ctypes.c_char  # (c_char * n) is the type create_string_buffer(n) makes; ctypes caches it
 
 
 class AeadKey:
@@ -333,25 +338,39 @@ class AeadKey:
     def __init__(self, key: bytes) -> None:
         self._key = _raw(key, AEAD_KEY_SIZE, "AEAD key")
 
+    # Both run once per fast datagram: what is already bytes of the right size (the fast
+    # path's every argument) is passed as it is, and the output buffer is made from its
+    # array type (what create_string_buffer does, without its checks and Python call).
+
     def seal(self, plain: bytes, nonce: bytes, associated: bytes) -> bytes:
         """Ciphertext ‖ 16-byte tag; ``associated`` is authenticated, not encrypted."""
-        nonce = _raw(nonce, AEAD_NONCE_SIZE, "AEAD nonce")
-        plain = bytes(plain)
-        associated = bytes(associated)
-        out = ctypes.create_string_buffer(len(plain) + AEAD_TAG_SIZE)
-        _aead_encrypt(out, None, plain, len(plain), associated, len(associated),
+        if type(nonce) is not bytes or len(nonce) != AEAD_NONCE_SIZE:
+            nonce = _raw(nonce, AEAD_NONCE_SIZE, "AEAD nonce")
+        if type(plain) is not bytes:
+            plain = bytes(plain)
+        if type(associated) is not bytes:
+            associated = bytes(associated)
+        size = len(plain)
+        out = (_CHAR * (size + AEAD_TAG_SIZE))()
+        _aead_encrypt(out, None, plain, size, associated, len(associated),
                       None, nonce, self._key)
         return out.raw
 
     def open(self, sealed: bytes, nonce: bytes, associated: bytes) -> bytes:
         """Plaintext; :class:`CryptoError` when the packet does not authenticate."""
-        nonce = _raw(nonce, AEAD_NONCE_SIZE, "AEAD nonce")
-        if len(sealed) < AEAD_TAG_SIZE:
+        if type(nonce) is not bytes or len(nonce) != AEAD_NONCE_SIZE:
+            nonce = _raw(nonce, AEAD_NONCE_SIZE, "AEAD nonce")
+        if type(sealed) is not bytes:
+            if len(sealed) < AEAD_TAG_SIZE:
+                raise CryptoError("AEAD packet too short")
+            sealed = bytes(sealed)
+        size = len(sealed)  # (in bytes: a view's len may count wider items)
+        if size < AEAD_TAG_SIZE:
             raise CryptoError("AEAD packet too short")
-        sealed = bytes(sealed)
-        associated = bytes(associated)
-        out = ctypes.create_string_buffer(len(sealed) - AEAD_TAG_SIZE)
-        if _aead_decrypt(out, None, None, sealed, len(sealed), associated, len(associated),
+        if type(associated) is not bytes:
+            associated = bytes(associated)
+        out = (_CHAR * (size - AEAD_TAG_SIZE))()
+        if _aead_decrypt(out, None, None, sealed, size, associated, len(associated),
                          nonce, self._key):
             raise CryptoError("AEAD packet does not authenticate")
         return out.raw
