@@ -125,6 +125,15 @@ class FastRoad:
     def datagrams(self, now: float) -> list[tuple[bytes, Address]]:
         """Datagrams from every link, one per link per round (fair sharing)."""
         out: list[tuple[bytes, Address]] = []
+        if len(self.links) == 1:  # the common case: no turns to take
+            self._turn = 0
+            (link,) = self.links.values()
+            while (datagram := link.build(now)) is not None:
+                out.append((datagram, link.remote.host_address))
+                traffic = link.remote.traffic
+                traffic.datagrams_out += 1
+                traffic.bytes_out += len(datagram)
+            return out
         links = list(self.links.values())
         if not links:
             return out
@@ -145,8 +154,12 @@ class FastRoad:
 
     def deadline(self, now: float) -> float | None:
         """The earliest deadline of any link."""
-        times = [t for link in self.links.values() if (t := link.deadline(now)) is not None]
-        return min(times) if times else None
+        earliest: float | None = None
+        for link in self.links.values():
+            soonest = link.deadline(now)
+            if soonest is not None and (earliest is None or soonest < earliest):
+                earliest = soonest
+        return earliest
 
     def handle_timer(self, now: float) -> None:
         """Let every link's timers fire (and fall back from those that ask to)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from raetlike.crypto import PublicKey, VerifyKey
@@ -81,10 +81,14 @@ class RoadStack:
         self.remotes: dict[int, Remote] = self.register.by_uid  # (the register's indexes,
         self.names: dict[str, Remote] = self.register.by_name  # read-only here)
         self.joinees: dict[Address, Remote] = self.register.joinees
+        self._live_remote: Callable[[int], bool] = self.remotes.__contains__
         self._message_id = 0
         self._out: deque[tuple[bytes, Address]] = deque()
         self._events: deque[events.Event] = deque()
         self._transactions: dict[Transaction, None] = {}
+        live = self._transactions  # get_timer's tests of a heap entry, made once
+        self._live_transaction: Callable[[Transaction], bool] = (
+            lambda transaction: not transaction.ended and transaction in live)
         self.messages = MessagePump(self.config, self._messenger, self._expire)
         self._want_joined: dict[int, float] = {}  # uid -> next join attempt
         # Lazy timer heaps: an entry may be stale (the deadline moved later or
@@ -286,30 +290,41 @@ class RoadStack:
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, Address]]:
         """Everything queued for the wire, in order."""
         self._tick(now)
-        fast = self._fast.datagrams(self.now) if self._fast.links else []
-        out = list(self._out)
-        self._out.clear()
-        out.extend(fast)
-        self.stats.datagrams_sent += len(out)
-        self.stats.bytes_sent += sum(len(d) for d, _ in out)
+        # (built first: building may queue a RAET packet, e.g. the allow of a rekey)
+        fast = self._fast.datagrams(self.now) if self._fast.links else None
+        queued = self._out
+        if queued:
+            out = list(queued)
+            queued.clear()
+            if fast:
+                out.extend(fast)
+        elif fast is not None:
+            out = fast  # (a fresh list: FastRoad.datagrams keeps no reference to it)
+        else:
+            return []
+        if out:
+            stats, size = self.stats, 0
+            for data, _ in out:
+                size += len(data)
+            stats.datagrams_sent += len(out)
+            stats.bytes_sent += size
         return out
 
     def get_timer(self) -> float | None:
         """The earliest moment the stack wants :meth:`handle_timer`, or None when idle."""
-        times: list[float] = []
-        live = self._transactions
-        soonest = self._transaction_timers.earliest(
-            lambda transaction: not transaction.ended and transaction in live)
-        if soonest is not None:
-            times.append(soonest)
-        remotes = self.remotes
-        soonest = self._remote_timers.earliest(lambda uid: uid in remotes)
-        if soonest is not None:
-            times.append(soonest)
-        times.extend(self._want_joined.values())
-        if self._fast.links and (fast := self._fast.deadline(self.now)) is not None:
-            times.append(fast)
-        return min(times) if times else None
+        # (asked several times a loop round: no list, no closure made per call)
+        earliest = self._transaction_timers.earliest(self._live_transaction)
+        soonest = self._remote_timers.earliest(self._live_remote)
+        if soonest is not None and (earliest is None or soonest < earliest):
+            earliest = soonest
+        if self._want_joined:
+            soonest = min(self._want_joined.values())
+            if earliest is None or soonest < earliest:
+                earliest = soonest
+        if self._fast.links and (soonest := self._fast.deadline(self.now)) is not None and (
+                earliest is None or soonest < earliest):
+            earliest = soonest
+        return earliest
 
     def handle_timer(self, now: float) -> None:
         """Let due timers fire: redos, timeouts, presence, reaping, expiries, rejoins."""
