@@ -46,8 +46,8 @@ _KINDS = {str(int(kind)): kind for kind in PageKind}
 def _fields(data: bytes, magic: bytes, count: int) -> list[str] | None:
     """The ``count`` lines after ``magic`` up to the blank line, or None if malformed."""
     end = data.find(b"\n\n", 0, _HEAD_SCAN)
-    if end < 0 or not data.startswith(magic):
-        return None
+    if end < len(magic) or not data.startswith(magic):
+        return None  # (no blank line, or none after the magic: no fields at all)
     try:
         fields = data[len(magic):end].decode("ascii").split("\n")
     except UnicodeDecodeError:
