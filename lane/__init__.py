@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import raetlike  # noqa: F401 - first: it chooses the compiled or pure build (raetlike._native)
 from lane import events
 from lane.stack import BUSY_ERRORS, LaneConfig, LaneStack
 from lane.stats import Drop, LaneStats
