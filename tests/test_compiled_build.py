@@ -1,8 +1,9 @@
-"""The compiled build (mypyc, setup.py: road's fast mode, the durable store) and its
-pure-Python twin.
+"""The compiled build (mypyc, setup.py: road's fast mode, the durable store; C: the lane
+driver's batched syscalls) and its pure-Python twin.
 
-The suite runs whichever build is installed; a test below runs the road and durable tests
-again on the pure path, so CI tests both (docs/performance.md, "The compiled build").
+The suite runs whichever build is installed; a test below runs the road, durable and lane
+driver tests again on the pure path, so CI tests both (docs/performance.md, "The compiled
+build").
 """
 
 from __future__ import annotations
@@ -30,12 +31,22 @@ def test_fast_mode_runs_compiled_unless_the_pure_path_is_asked_for() -> None:
     assert build() == ("pure Python" if PURE else "mypyc")
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="recvmmsg/sendmmsg: Linux")
+def test_the_lane_driver_batches_its_syscalls_unless_the_pure_path_is_asked_for() -> None:
+    """raetlike._cmmsg (setup.py's C part for recvmmsg/sendmmsg) must not go missing
+    unnoticed either."""
+    from raetlike import uxd  # noqa: PLC0415 - imported here, where it is what is tested
+
+    assert uxd.BATCHED is not PURE
+
+
 @pytest.mark.skipif(PURE, reason="this run is the pure path already")
-def test_the_road_and_durable_tests_pass_on_the_pure_path_too() -> None:
+def test_the_road_durable_and_lane_driver_tests_pass_on_the_pure_path_too() -> None:
     env = {**os.environ, "RAETLIKE_PURE_PYTHON": "1"}
-    # what the compiled modules serve: road's fast mode and the durable store (the kill -9
-    # runs of test_durable_crash.py take minutes; their store is tested here all the same)
-    patterns = ("test_road_*.py", "test_durable_*.py")
+    # what the compiled modules serve: road's fast mode, the durable store and the lane's
+    # driver (the kill -9 runs of test_durable_crash.py take minutes; their store is tested
+    # here all the same)
+    patterns = ("test_road_*.py", "test_durable_*.py", "test_lane_uxd*.py")
     tests = sorted(str(path.relative_to(ROOT)) for pattern in patterns
                    for path in (ROOT / "tests").glob(pattern)
                    if "interop" not in path.name and path.name != "test_durable_crash.py")
