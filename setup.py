@@ -31,10 +31,12 @@ RECORD = ROOT / "raetlike" / "_compiled_sources.json"
 
 
 def c_extensions() -> list[Extension]:
-    """The hand-written C parts: the journal's line writer, the durable outbox's put, and
+    """The hand-written C parts: the journal's line writer, the durable outbox's put,
     libsodium's per-packet calls without ctypes (it needs no libsodium headers: it finds the
-    library libnacl loaded at run time, with dlopen)."""
+    library libnacl loaded at run time, with dlopen) and the lane driver's batched syscalls
+    (recvmmsg/sendmmsg, Linux)."""
     return [
+        Extension("raetlike._cmmsg", ["raetlike/_cmmsg.c"], optional=True),
         Extension("raetlike.journal._cjournal", ["raetlike/journal/_cjournal.c"], optional=True),
         Extension("raetlike.durable._cdurable", ["raetlike/durable/_cdurable.c"],
                   libraries=["z"], optional=True),

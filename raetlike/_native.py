@@ -3,7 +3,8 @@
 Two kinds, each optional, each with a pure-Python twin that makes the same bytes:
 
 - hand-written C (``raetlike.journal._cjournal``, ``raetlike.durable._cdurable``,
-  ``raetlike._csodium``), looked up by :func:`compiled`;
+  ``raetlike._csodium``, the lane driver's batched syscalls ``raetlike._cmmsg``), looked up
+  by :func:`compiled`;
 - modules mypyc compiled from their own Python sources at install (road's fast mode, the
   durable store; setup.py lists them).  setup.py records each source's digest in
   ``raetlike/_compiled_sources.json``; :func:`choose` (run by ``raetlike/__init__``,

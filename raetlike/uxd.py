@@ -18,6 +18,11 @@ writable as soon as that yard's queue has room.  The driver's ``fileno`` is
 then an epoll descriptor holding the bound socket (readable) and the armed
 waiters (writable); it turns readable on either, and :meth:`UxdDriver.receive`
 tells the stack which yards have room again (``send_ready``).
+
+Where ``raetlike._cmmsg`` was built (Linux, a C compiler at install) the driver reads
+and writes up to 64 datagrams a syscall (recvmmsg, sendmmsg); without it, or with
+``RAETLIKE_PURE_PYTHON`` set, one a ``recvfrom``/``sendto``.  Both hand the stack the
+same datagrams and report the same refusals (docs/performance.md, "Batched syscalls").
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ import os
 import select
 import socket
 import stat
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
+from raetlike._native import compiled
 from raetlike.errors import RaetError
 from raetlike.localfiles import make_private_directory
 from raetlike.names import safe_name
@@ -45,6 +52,17 @@ BATCH = 256  # datagrams drained per readiness, so one busy socket cannot starve
 BUSY_ERRORS = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS})
 WAITERS = 64  # waiter sockets kept at most (one per busy yard socket)
 SOCKET_MODE = 0o600
+
+_recv_batch: Callable[[int, int, int], list[Any]] | None = compiled("raetlike._cmmsg",
+                                                                   "recv_batch")
+_take: Callable[[int], bytes] | None = compiled("raetlike._cmmsg", "take")
+_send_batch: Callable[[int, list[tuple[bytes, str]], int], tuple[int, int]] | None = compiled(
+    "raetlike._cmmsg", "send_batch")
+BATCHED = None not in (_recv_batch, _take, _send_batch)
+"""Whether drivers use recvmmsg/sendmmsg (``raetlike._cmmsg`` built, the pure path not asked
+for)."""
+_CHUNK = 64  # datagrams a recvmmsg or sendmmsg takes at most (_cmmsg.c's MAX_COUNT)
+_SEND_ALONE = -1  # send_batch's answer for a datagram only sendto sends (_cmmsg.c)
 
 
 class YardRunningError(RaetError):
@@ -148,6 +166,8 @@ class UxdDriver:
         self._waiters: dict[str, socket.socket] = {}
         self._waiting: dict[int, str] = {}  # armed waiter fd -> the address it watches
         self._woke: set[str] = set()  # woken by their waiter; no datagram tried since
+        self.batched = BATCHED
+        """recvmmsg/sendmmsg (``raetlike._cmmsg``), or a syscall per datagram when False."""
 
     def fileno(self) -> int:
         """What to select on for reading: the epoll descriptor, or the socket without epoll."""
@@ -172,6 +192,8 @@ class UxdDriver:
             own = self.sock.fileno()
             if not any(fd == own for fd, _ in ready):
                 return 0  # only waiters woke us: no recvfrom to find the socket empty
+        if self.batched:
+            return self._receive_batches(now)
         recvfrom = self.sock.recvfrom
         receive_datagram = self.stack.receive_datagram
         taken = 0
@@ -185,6 +207,35 @@ class UxdDriver:
                 pass
             except OSError as exc:
                 log.debug("%s: recvfrom: %s", self.stack.name, exc)
+            if not batch:
+                break
+            for data, source in batch:
+                receive_datagram(data, source or None, now)
+            taken += len(batch)
+            batch.clear()
+        return taken
+
+    def _receive_batches(self, now: float) -> int:
+        """:meth:`receive` with up to 64 datagrams a ``recvmmsg``: the same datagrams, in the
+        same order, handed over at the same points (a short batch found the socket empty,
+        as ``recvfrom`` does when it fails with EAGAIN)."""
+        assert _recv_batch is not None  # noqa: S101 - self.batched says it was built
+        assert _take is not None  # noqa: S101
+        fd = self.sock.fileno()
+        receive_datagram = self.stack.receive_datagram
+        taken = 0
+        batch: list[tuple[bytes, Any]] = []
+        while taken < BATCH:
+            while len(batch) < BATCH - taken:
+                asked = min(BATCH - taken - len(batch), _CHUNK)
+                try:
+                    sources = _recv_batch(fd, asked, MAX_DATAGRAM + 1)
+                except OSError as exc:
+                    log.debug("%s: recvfrom: %s", self.stack.name, exc)
+                    break
+                batch.extend([(_take(index), source) for index, source in enumerate(sources)])
+                if len(sources) < asked:
+                    break
             if not batch:
                 break
             for data, source in batch:
@@ -248,34 +299,55 @@ class UxdDriver:
         datagrams = self.stack.datagrams_to_send(now)
         if not datagrams:
             return 0
-        sent = 0
+        sent = first = 0
         refused: set[str] | None = None  # made at the first refusal: most rounds have none
         woke = self._woke
+        if self.batched:
+            # the kernel takes them in order until it refuses one; after that they go one
+            # by one below, where a refused yard's later pages are skipped
+            assert _send_batch is not None  # noqa: S101 - self.batched says it was built
+            sent, error = _send_batch(self.sock.fileno(), datagrams, 0)
+            if woke:
+                for _, address in datagrams[:sent]:
+                    woke.discard(address)
+            if sent == len(datagrams):
+                return sent
+            first = sent
+            if error != _SEND_ALONE:  # else sendto sends it (or says why not) below
+                data, address = datagrams[sent]
+                refused = {address}
+                self._refused(address, data, OSError(error, os.strerror(error)), now)
+                woke.discard(address)
+                first += 1
         sendto = self.sock.sendto
-        for data, address in datagrams:
+        for data, address in datagrams[first:]:
             if refused is not None and address in refused:
                 continue
             try:
                 sendto(data, address)
             except OSError as exc:
-                error = exc.errno or errno.EIO
                 if refused is None:
                     refused = set()
                 refused.add(address)
-                self.send_errors += 1
-                if log.isEnabledFor(logging.DEBUG):
-                    log.debug("%s: sendto %s: %s", self.stack.name, address, exc)
-                if error in BUSY_ERRORS:
-                    # a waiter that woke us for nothing may watch a socket since replaced
-                    self._arm(address, fresh=address in woke)
-                else:
-                    self._drop_waiter(address)
-                self.stack.send_failed(address, data, error, now)
+                self._refused(address, data, exc, now)
             else:
                 sent += 1
             if woke:
                 woke.discard(address)
         return sent
+
+    def _refused(self, address: str, data: bytes, exc: OSError, now: float) -> None:
+        """Count a refused datagram, watch its yard's queue if full, tell the stack."""
+        error = exc.errno or errno.EIO
+        self.send_errors += 1
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s: sendto %s: %s", self.stack.name, address, exc)
+        if error in BUSY_ERRORS:
+            # a waiter that woke us for nothing may watch a socket since replaced
+            self._arm(address, fresh=address in self._woke)
+        else:
+            self._drop_waiter(address)
+        self.stack.send_failed(address, data, error, now)
 
     @property
     def wants_write(self) -> bool:

@@ -1,5 +1,6 @@
 """The compiled build (mypyc, setup.py: road's fast mode, the lane, the durable store;
-hand-written C: libsodium without ctypes) and its pure-Python twin.
+hand-written C: libsodium without ctypes, the lane driver's batched syscalls) and its
+pure-Python twin.
 
 The suite runs whichever build is installed; a test below runs the road, lane and durable
 tests again on the pure path, so CI tests both (docs/performance.md, "The compiled build").
@@ -46,12 +47,21 @@ def test_libsodium_is_called_without_ctypes_unless_the_pure_path_is_asked_for() 
         assert crypto._verify is _csodium.verify
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="recvmmsg/sendmmsg: Linux")
+def test_the_lane_driver_batches_its_syscalls_unless_the_pure_path_is_asked_for() -> None:
+    """raetlike._cmmsg (setup.py's C part for recvmmsg/sendmmsg) must not go missing
+    unnoticed either."""
+    from raetlike import uxd  # noqa: PLC0415 - imported here, where it is what is tested
+
+    assert uxd.BATCHED is not PURE
+
+
 @pytest.mark.skipif(PURE, reason="this run is the pure path already")
 def test_the_road_lane_and_durable_tests_pass_on_the_pure_path_too() -> None:
     env = {**os.environ, "RAETLIKE_PURE_PYTHON": "1"}
-    # what the compiled modules serve: road's fast mode, the lane, the durable store and the
-    # crypto facade (the kill -9 runs of test_durable_crash.py take minutes; their store is
-    # tested here all the same)
+    # what the compiled modules serve: road's fast mode, the lane and its driver, the
+    # durable store and the crypto facade (the kill -9 runs of test_durable_crash.py take
+    # minutes; their store is tested here all the same)
     patterns = ("test_road_*.py", "test_lane_*.py", "test_durable_*.py", "test_crypto.py",
                 "test_fuzz_stacks.py")
     tests = sorted(str(path.relative_to(ROOT)) for pattern in patterns

@@ -15,7 +15,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 stamp="$venv/.raetlike-$extras"
 # the compiled sources count too: a changed .c file or compiled module is built again
-want="$(cat "$root/pyproject.toml" "$root/setup.py" "$root"/raetlike/*.c "$root"/raetlike/*/*.c "$root"/road/_fast*.py "$root"/raetlike/durable/*.py | sha256sum | cut -d' ' -f1)"
+want="$(cat "$root/pyproject.toml" "$root/setup.py" "$root"/raetlike/*.c "$root"/raetlike/*/*.c "$root"/road/_fast*.py "$root"/lane/*.py "$root"/raetlike/durable/*.py | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "raetlike: installing .[$extras] into $venv" >&2
     # pipefail: a failed install stops here, loudly

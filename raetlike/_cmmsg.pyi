@@ -1,0 +1,9 @@
+"""Batched UNIX datagram syscalls (``_cmmsg.c``: recvmmsg, sendmmsg), used by ``raetlike.uxd``."""
+
+SEND_ALONE: int
+MAX_COUNT: int
+MAX_SIZE: int
+
+def recv_batch(fd: int, count: int, size: int, /) -> list[str | bytes | None]: ...
+def take(index: int, /) -> bytes: ...
+def send_batch(fd: int, datagrams: list[tuple[bytes, str]], start: int, /) -> tuple[int, int]: ...
