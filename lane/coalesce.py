@@ -48,10 +48,7 @@ def _fields(data: bytes, magic: bytes, count: int) -> list[str] | None:
     end = data.find(b"\n\n", 0, _HEAD_SCAN)
     if end < len(magic) or not data.startswith(magic):
         return None  # (no blank line, or none after the magic: no fields at all)
-    try:
-        fields = data[len(magic):end].decode("ascii").split("\n")
-    except UnicodeDecodeError:
-        return None
+    fields = data[len(magic):end].decode("latin-1").split("\n")  # as page heads are
     if len(fields) != count or not all(fields):
         return None
     return fields
@@ -59,7 +56,7 @@ def _fields(data: bytes, magic: bytes, count: int) -> list[str] | None:
 
 def grant(grantor: str, grantee: str, session: str, limit: int) -> bytes:
     """The datagram telling ``grantee`` it may send batches of up to ``limit`` bytes."""
-    return GRANT_MAGIC + f"{grantor}\n{grantee}\n{session}\n{limit}\n\n".encode("ascii")
+    return GRANT_MAGIC + f"{grantor}\n{grantee}\n{session}\n{limit}\n\n".encode("latin-1")
 
 
 def read_grant(data: bytes) -> tuple[str, str, str, int] | None:
@@ -73,7 +70,8 @@ def read_grant(data: bytes) -> tuple[str, str, str, int] | None:
 
 def batch_head(source: str, destination: str, session: str, kind: PageKind) -> bytes:
     """What a batch from ``source`` to ``destination`` begins with."""
-    return BATCH_MAGIC + f"{source}\n{destination}\n{session}\n{int(kind)}\n\n".encode("ascii")
+    return BATCH_MAGIC + f"{source}\n{destination}\n{session}\n{int(kind)}\n\n".encode(
+        "latin-1")
 
 
 def read_batch_head(data: bytes) -> tuple[str, str, str, PageKind, int] | None:
@@ -106,10 +104,11 @@ def bodies(data: bytes, offset: int) -> Iterator[bytes]:
 class Batch:
     """A batch being filled: its bytes so far, and the messages it carries."""
 
-    __slots__ = ("buffer", "message_ids", "messages", "sealed")
+    __slots__ = ("buffer", "head_size", "message_ids", "messages", "sealed")
 
     def __init__(self, head: bytes) -> None:
         self.buffer = bytearray(head)
+        self.head_size = len(head)
         self.message_ids: list[int] = []
         self.messages: list[Mapping[str, Any]] = []
         self.sealed = False
@@ -130,3 +129,7 @@ class Batch:
         """The datagram; the batch takes no more."""
         self.sealed = True
         return bytes(self.buffer)
+
+    def bodies(self) -> list[bytes]:
+        """The bodies as serialized when they joined (to page them, if the batch cannot go)."""
+        return list(bodies(bytes(self.buffer), self.head_size))

@@ -82,6 +82,11 @@ class LaneConfig:
     "Coalescing"); RAET yards always get one page per datagram.  False: pages only."""
     coalesce_limit: int = MAX_PAGE_SIZE
     """The largest batch we take (told to the yards we grant); at most 65,535 bytes."""
+    batch_size: int = 16 * 1024
+    """The largest batch we send (within the receiver's grant).  Small enough that our
+    socket's send buffer (425,984 bytes under Linux's default cap) holds more batches than a
+    receiver's queue holds datagrams (11 by default): a refusal then means the receiver is
+    busy, which is what the driver waits out, and not that our own buffer is full."""
 
 
 def _yard_name(name: str) -> bool:
@@ -113,8 +118,10 @@ class LaneStack:
         # (or routed page) as (yard, message, first page, end page, address)
         self._round: list[tuple[RemoteYard, Outgoing, int, int, str]] = []
         self._refused_addresses: set[str] = set()
-        self._grants: list[tuple[bytes, str]] = []  # to hand out at the end of the next round
-        self._granted: list[RemoteYard] = []  # yards whose grant the last round handed out
+        # grants to hand out at the end of the next round, and those the last round handed
+        # out (a refusal for their address undoes them: the yard's next page asks again)
+        self._grants: list[tuple[bytes, str, RemoteYard, str]] = []
+        self._granted: list[tuple[RemoteYard, str]] = []
         self._waiting = False  # some outbox may hold pages: datagrams_to_send must look
         self._writer = PageWriter(local.name, local.yard_session, self.config.page_kind)
         self._reader = PageReader()
@@ -193,7 +200,7 @@ class LaneStack:
     def _batch(self, remote: RemoteYard, message_id: int, message: Mapping[str, Any],
                body: bytes) -> bool:
         """Put a message in ``remote``'s open batch (or a new one); False if too large."""
-        limit = remote.batch_limit
+        limit = min(remote.batch_limit, self.config.batch_size)
         last = remote.outbox[-1] if remote.outbox else None
         batch = last.batch if last is not None else None
         if batch is None or not batch.fits(body, limit):
@@ -314,8 +321,8 @@ class LaneStack:
         remote.granted = session
         limit = max(0, min(self.config.coalesce_limit, MAX_PAGE_SIZE))
         self._grants.append((coalesce.grant(self.local.name, remote.name,
-                                            self.local.yard_session, limit), remote.path))
-        self._granted.append(remote)
+                                            self.local.yard_session, limit),
+                             remote.path, remote, session))
         self._waiting = True
         self.stats.grants_sent += 1
 
@@ -388,9 +395,10 @@ class LaneStack:
             if batch is None or outgoing.next_page:
                 outbox.append(outgoing)
                 continue
-            for message_id, message in zip(batch.message_ids, batch.messages, strict=True):
+            for message_id, message, body in zip(batch.message_ids, batch.messages,
+                                                 batch.bodies(), strict=True):
                 outbox.append(Outgoing(message_id, message, self._writer.pages(
-                    remote.name, remote.next_book_id(), message)))
+                    remote.name, remote.next_book_id(), message, body)))
         remote.outbox = outbox
 
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, str]]:
@@ -398,6 +406,10 @@ class LaneStack:
         self._tick(now)
         if self._handed:
             self._confirm()
+        # a new round: what the last one refused or granted is settled (a round that handed
+        # out only a grant confirms nothing, so this is not left to _confirm)
+        self._refused_addresses.clear()
+        self._granted = []
         out: list[tuple[bytes, str]] = []
         if not self._waiting:
             return out  # every outbox was empty at the last call, and nothing came since
@@ -405,7 +417,8 @@ class LaneStack:
             if remote.outbox:
                 self._hand_out(remote, now, out)
         if self._grants:  # last: a refused grant leaves no page of the round behind it
-            out.extend(self._grants)
+            out.extend((data, address) for data, address, _, _ in self._grants)
+            self._granted = [(remote, session) for _, _, remote, session in self._grants]
             self._grants = []
         # an outbox keeps a message until a later call confirms it: it empties only then
         self._waiting = any(remote.outbox for remote in self.yards.values())
@@ -457,8 +470,8 @@ class LaneStack:
         its messages handed back.
         """
         self._tick(now)
-        for remote in self._granted:  # its grant did not go (or came after a refused page)
-            if remote.path == address:
+        for remote, session in self._granted:  # its grant did not go (or a page before it)
+            if remote.path == address and remote.granted == session:
                 remote.granted = None
         if address in self._refused_addresses:
             return  # counted with the first refusal for this address this round
@@ -633,7 +646,7 @@ class LaneStack:
         remote.yard_session = session
         if old is None or old == session:
             return
-        if remote.batch_limit:
+        if remote.batch_limit and session not in remote.past_sessions:
             self._unbatch(remote)  # a new process: batches again only once it grants
         if session not in remote.past_sessions:
             self._events.append(events.YardRestarted(remote.name, old, session))
@@ -691,7 +704,6 @@ class LaneStack:
         self._handed.clear()
         self._round = []
         self._refused_addresses.clear()
-        self._granted.clear()
 
     def _back_off(self, remote: RemoteYard, busy: bool, reason: str) -> None:
         remote.last_error = reason
