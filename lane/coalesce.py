@@ -88,8 +88,8 @@ def read_batch_head(data: bytes) -> tuple[str, str, str, PageKind, int] | None:
 def bodies(data: bytes, offset: int) -> Iterator[bytes]:
     """The bodies of a batch from ``offset``; stops at the first length that overruns.
 
-    The caller tells a whole batch from a cut one by :attr:`Batch.size`-style
-    arithmetic: this yields only bodies that are wholly there.
+    Only bodies wholly there are yielded: the caller tells a cut batch by adding
+    up what it got against the datagram's length.
     """
     end = len(data)
     while offset + LENGTH_SIZE <= end:

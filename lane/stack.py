@@ -183,16 +183,11 @@ class LaneStack:
         if remote.queued >= self.config.outbox_limit:
             raise BackpressureError(
                 f"outbox to yard {to} is full ({self.config.outbox_limit} messages)")
-        if remote.batch_limit:
-            body = self._writer.body(message)
-            self._message_id += 1
-            if not self._batch(remote, self._message_id, message, body):
-                remote.outbox.append(Outgoing(self._message_id, message, self._writer.pages(
-                    to, remote.next_book_id(), message, body)))
-        else:
-            pages = self._writer.pages(to, remote.next_book_id(), message)
-            self._message_id += 1
-            remote.outbox.append(Outgoing(self._message_id, message, pages))
+        body = self._writer.body(message)
+        self._message_id += 1
+        if not (remote.batch_limit and self._batch(remote, self._message_id, message, body)):
+            remote.outbox.append(Outgoing(self._message_id, message, self._writer.pages(
+                to, remote.next_book_id(), message, body)))
         remote.queued += 1
         self._waiting = True
         return self._message_id

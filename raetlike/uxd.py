@@ -192,21 +192,12 @@ class UxdDriver:
             own = self.sock.fileno()
             if not any(fd == own for fd, _ in ready):
                 return 0  # only waiters woke us: no recvfrom to find the socket empty
-        if self.batched:
-            return self._receive_batches(now)
-        recvfrom = self.sock.recvfrom
+        fill = self._fill_batched if self.batched else self._fill
         receive_datagram = self.stack.receive_datagram
         taken = 0
-        batch: list[tuple[bytes, str]] = []
-        append = batch.append
+        batch: list[tuple[bytes, Any]] = []
         while taken < BATCH:
-            try:
-                for _ in range(BATCH - taken):
-                    append(recvfrom(MAX_DATAGRAM + 1))
-            except BlockingIOError:
-                pass
-            except OSError as exc:
-                log.debug("%s: recvfrom: %s", self.stack.name, exc)
+            fill(batch, BATCH - taken)
             if not batch:
                 break
             for data, source in batch:
@@ -215,34 +206,36 @@ class UxdDriver:
             batch.clear()
         return taken
 
-    def _receive_batches(self, now: float) -> int:
-        """:meth:`receive` with up to 64 datagrams a ``recvmmsg``: the same datagrams, in the
-        same order, handed over at the same points (a short batch found the socket empty,
-        as ``recvfrom`` does when it fails with EAGAIN)."""
+    def _fill(self, batch: list[tuple[bytes, Any]], room: int) -> None:
+        """Up to ``room`` datagrams into ``batch``, a ``recvfrom`` each, until the socket is
+        found empty."""
+        recvfrom = self.sock.recvfrom
+        append = batch.append
+        try:
+            for _ in range(room):
+                append(recvfrom(MAX_DATAGRAM + 1))
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            log.debug("%s: recvfrom: %s", self.stack.name, exc)
+
+    def _fill_batched(self, batch: list[tuple[bytes, Any]], room: int) -> None:
+        """:meth:`_fill` with up to 64 datagrams a ``recvmmsg``: the same datagrams, in the
+        same order (a short batch found the socket empty, as ``recvfrom`` does when it fails
+        with EAGAIN)."""
         assert _recv_batch is not None  # noqa: S101 - self.batched says it was built
         assert _take is not None  # noqa: S101
         fd = self.sock.fileno()
-        receive_datagram = self.stack.receive_datagram
-        taken = 0
-        batch: list[tuple[bytes, Any]] = []
-        while taken < BATCH:
-            while len(batch) < BATCH - taken:
-                asked = min(BATCH - taken - len(batch), _CHUNK)
-                try:
-                    sources = _recv_batch(fd, asked, MAX_DATAGRAM + 1)
-                except OSError as exc:
-                    log.debug("%s: recvfrom: %s", self.stack.name, exc)
-                    break
-                batch.extend([(_take(index), source) for index, source in enumerate(sources)])
-                if len(sources) < asked:
-                    break
-            if not batch:
-                break
-            for data, source in batch:
-                receive_datagram(data, source or None, now)
-            taken += len(batch)
-            batch.clear()
-        return taken
+        while len(batch) < room:
+            asked = min(room - len(batch), _CHUNK)
+            try:
+                sources = _recv_batch(fd, asked, MAX_DATAGRAM + 1)
+            except OSError as exc:
+                log.debug("%s: recvfrom: %s", self.stack.name, exc)
+                return
+            batch.extend([(_take(index), source) for index, source in enumerate(sources)])
+            if len(sources) < asked:
+                return
 
     def _woken(self, ready: list[tuple[int, int]], now: float) -> None:
         for fd, flags in ready:

@@ -125,20 +125,10 @@ class FastRoad:
     def datagrams(self, now: float) -> list[tuple[bytes, Address]]:
         """Datagrams from every link, one per link per round (fair sharing)."""
         out: list[tuple[bytes, Address]] = []
-        if len(self.links) == 1:  # the common case: no turns to take
-            self._turn = 0
-            (link,) = self.links.values()
-            while (datagram := link.build(now)) is not None:
-                out.append((datagram, link.remote.host_address))
-                traffic = link.remote.traffic
-                traffic.datagrams_out += 1
-                traffic.bytes_out += len(datagram)
-            return out
-        links = list(self.links.values())
-        if not links:
-            return out
-        self._turn = (self._turn + 1) % len(links)
-        active = links[self._turn:] + links[:self._turn]
+        active = list(self.links.values())
+        if len(active) > 1:  # (one link, the common case, has no turns to take)
+            self._turn = (self._turn + 1) % len(active)
+            active = active[self._turn:] + active[:self._turn]
         while active:
             still: list[FastLink] = []
             for link in active:

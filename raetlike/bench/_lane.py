@@ -37,7 +37,7 @@ then as large as those pages).
 
 ``--parts`` instead measures each part alone, in this process: an idle
 loop round, the stack's work per message (transmit, hand-out, receive) and
-a ``sendto``/``recvfrom`` of one page (see :func:`parts`).
+a ``sendto``/``recvfrom`` of one page (:mod:`raetlike.bench._lane_parts`).
 
 Usage: ``.venv/bin/python tools/bench_lane.py [--count 100000] [--size 100]
 [--repeat 5] [--kind json|msgpack] [--no-big] [--json] [--parts]``
@@ -49,7 +49,6 @@ import argparse
 import contextlib
 import errno
 import json
-import math
 import os
 import resource
 import select
@@ -481,103 +480,6 @@ def table(figures: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# -- per-part costs (one process, no peer) ------------------------------------
-
-
-def _best(action: Callable[[], object], times: int, repeat: int = 5) -> float:
-    """Fewest CPU µs per call of ``action`` over ``repeat`` runs of ``times`` calls."""
-    best = math.inf
-    for _ in range(repeat):
-        began = time.process_time()
-        for _ in range(times):
-            action()
-        best = min(best, time.process_time() - began)
-    return best / times * 1e6
-
-
-def parts(count: int, size: int, kind: PageKind = PageKind.JSON) -> dict[str, float]:
-    """CPU µs of each part of a lane message and of a loop round, measured alone.
-
-    - ``idle_round``: ``Loop.run_once(0)`` with one idle ``UxdDriver`` (nothing
-      to read, send or time): what a round costs besides the datagrams.
-    - ``transmit``, ``hand_out`` (``datagrams_to_send``, 16 pages a call, as a
-      busy yard's window), ``receive`` (``receive_datagram`` + ``next_event``):
-      the stack's work per message, no sockets.
-    - ``sendto``, ``recvfrom``: one datagram of the page's size through a real
-      socket pair (what the raw loop pays per datagram), and ``eagain``: a
-      ``recvfrom`` on an empty socket (the exception each drain ends with).
-    """
-    directory = tempfile.mkdtemp(prefix="bench-lane-parts-")
-    os.chmod(directory, 0o700)
-    try:
-        out: dict[str, float] = {}
-        loop = Loop()
-        loop.add(UxdDriver(LaneStack(LocalYard("idle", LANE, directory))))
-        out["idle_round"] = _best(lambda: loop.run_once(0), 20_000)
-        loop.close()
-        message = {"payload": "x" * size}
-        config = LaneConfig(page_kind=kind, outbox_limit=count + 1)
-        source = LaneStack(LocalYard("source", LANE, directory), config)
-        sink = LaneStack(LocalYard("sink", LANE, directory), config)
-        began = time.process_time()
-        for _ in range(count):
-            source.transmit(message, to="sink")
-        out["transmit"] = (time.process_time() - began) / count * 1e6
-        source.yards["sink"].window = 16
-        pages: list[bytes] = []
-        began = time.process_time()
-        while batch := source.datagrams_to_send(1.0):
-            source.yards["sink"].window = 16
-            pages.extend(page for page, _ in batch)
-        out["hand_out"] = (time.process_time() - began) / count * 1e6
-        began = time.process_time()
-        for page in pages:
-            sink.receive_datagram(page, source.path, 1.0)
-        while sink.next_event() is not None:
-            pass
-        out["receive"] = (time.process_time() - began) / count * 1e6
-        out.update(_socket_parts(directory, pages[0]))
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-    return out
-
-
-def _socket_parts(directory: str, page: bytes) -> dict[str, float]:
-    """``sendto`` and ``recvfrom`` CPU µs per datagram (batches of 10, the queue's size),
-    and one ``recvfrom`` that finds the socket empty."""
-    here = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    there = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    here.bind(os.path.join(directory, "parts.here"))
-    there.bind(os.path.join(directory, "parts.there"))
-    there.setblocking(False)
-    address = os.path.join(directory, "parts.there")
-    sent = received = 0.0
-    batches = 2000
-    for _ in range(batches):
-        began = time.process_time()
-        for _ in range(10):
-            here.sendto(page, address)
-        middle = time.process_time()
-        for _ in range(10):
-            there.recvfrom(MAX_DATAGRAM)
-        sent += middle - began
-        received += time.process_time() - middle
-
-    def empty() -> None:
-        with contextlib.suppress(BlockingIOError):
-            there.recvfrom(MAX_DATAGRAM)
-    eagain = _best(empty, 20_000)
-    here.close()
-    there.close()
-    return {"sendto": sent / batches / 10 * 1e6, "recvfrom": received / batches / 10 * 1e6,
-            "eagain": eagain}
-
-
-def parts_table(figures: dict[str, float]) -> str:
-    """The per-part figures as lines."""
-    return "\n".join(f"{name:12}{value:8.2f} us" for name, value in figures.items())
-
-
 def main() -> None:
     """Run the receiver role, or the whole measurement."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -606,6 +508,8 @@ def main() -> None:
         _lane_receiver(args.dir, args.amount, kind, coalesce=args.role == "lane")
         return
     if args.parts:
+        from raetlike.bench._lane_parts import parts, parts_table  # noqa: PLC0415
+
         found = parts(args.count, args.size, kind)
         _say(json.dumps(found) if args.json else parts_table(found))
         return
