@@ -81,7 +81,9 @@ class LaneConfig:
     """Between raetlike yards, carry many messages in one datagram (docs/lane.md,
     "Coalescing"); RAET yards always get one page per datagram.  False: pages only."""
     coalesce_limit: int = MAX_PAGE_SIZE
-    """The largest batch we take (told to the yards we grant); at most 65,535 bytes."""
+    """The largest batch we take (told to the yards we grant, and held to: a larger one is
+    dropped, ``Drop.BATCH_TOO_LARGE``); at most 65,535 bytes.  A batch carries at most a
+    quarter as many messages (4 bytes of length each)."""
     batch_size: int = 16 * 1024
     """The largest batch we send (within the receiver's grant).  Small enough that our
     socket's send buffer (425,984 bytes under Linux's default cap) holds more batches than a
@@ -342,6 +344,9 @@ class LaneStack:
 
     def _read_batch(self, data: bytes, source: str | None) -> None:
         """Messages a granted yard coalesced: each delivered as a one-page book would be."""
+        if len(data) > self.config.coalesce_limit:
+            self.stats.drop(Drop.BATCH_TOO_LARGE)
+            return
         head = coalesce.read_batch_head(data)
         if head is None:
             self.stats.drop(Drop.MALFORMED)

@@ -21,6 +21,7 @@ class Drop(enum.Enum):
     UNKNOWN_DESTINATION = "unknown-destination"  # main: no yard to route it to
     ADDRESS_MISMATCH = "address-mismatch"  # sent from a socket that is not the yard's nor main's
     OWN_NAME = "own-name"  # a page claiming to come from this very yard
+    BATCH_TOO_LARGE = "batch-too-large"  # a batch past LaneConfig.coalesce_limit (we granted less)
 
 
 @dataclass(slots=True)

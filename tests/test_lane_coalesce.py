@@ -194,6 +194,20 @@ def test_hostile_batches_are_dropped_and_counted() -> None:
     assert b.stats.dropped[Drop.MALFORMED] == 3
 
 
+def test_a_batch_larger_than_we_granted_is_dropped_whole() -> None:
+    net = LaneNet()
+    b = net.yard("b", config=LaneConfig(coalesce_limit=1000))
+    head = batch_head("a", "b", COALESCING_MARK + "0" * 16, PageKind.JSON)
+    body = b"{}"
+    framed = len(body).to_bytes(4, "big") + body
+    fits = head + framed * ((1000 - len(head)) // len(framed))
+    b.receive_datagram(fits, "/lanes/lane.a.uxd", net.now)
+    assert len(net.received(b)) == (1000 - len(head)) // len(framed)
+    b.receive_datagram(fits + framed, "/lanes/lane.a.uxd", net.now)  # one message too many
+    assert b.stats.dropped[Drop.BATCH_TOO_LARGE] == 1
+    assert len(net.received(b)) == (1000 - len(head)) // len(framed)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=300), st.sampled_from([BATCH_MAGIC, GRANT_MAGIC, b"rl", b""]))
 def test_any_bytes_after_either_magic_never_raise(tail: bytes, magic: bytes) -> None:
