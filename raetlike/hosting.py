@@ -2,17 +2,19 @@
 
 :class:`EstateBus` puts a :class:`BusNode` on an estate's road stack and, for
 a manor, on its lane's main yard: road remotes become links when allowed (a
-minion's main estate is its upstream), and a yard becomes a link the first
-time a bus message comes from it.  :func:`timer_task` runs a node's timers as
-a :class:`raetlike.run.Loop` task.  :func:`echo` is the ``echo.`` service of
-``raetlike estate --bus`` and ``raetlike yard --bus``.
+main estate we joined is our upstream, a relay estate's too), and a yard
+becomes a link the first time a bus message comes from it; hosted on a road
+stack (:class:`raetlike.channels.Hosted`) it makes a sans-IO estate with its
+bus.  :func:`timer_task` runs a node's timers as a :class:`raetlike.run.Loop`
+task.  :func:`echo` is the ``echo.`` service of ``raetlike estate --bus`` and
+``raetlike yard --bus``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from lane import LaneConfig, LocalYard
@@ -59,15 +61,22 @@ def timer_task(node: BusNode, clock: Callable[[], float]) -> TaskBody:
 class EstateBus:
     """A bus node on an estate's road stack and (for a manor) its lane's main yard."""
 
-    __slots__ = ("_attachment", "_remotes", "_yards", "lane", "node", "refused", "road", "ttl")
+    __slots__ = ("_attachment", "_remotes", "_yards", "lane", "node", "refused", "relays",
+                 "road", "ttl")
 
     def __init__(self, node: BusNode, road: Road, lane: LaneStack | None = None, *,
-                 ttl: float = ROAD_TTL) -> None:
-        """Feed ``node`` from ``road`` (and ``lane``); road links get ``ttl``."""
+                 ttl: float = ROAD_TTL, relays: Collection[str] = ()) -> None:
+        """Feed ``node`` from ``road`` (and ``lane``); road links get ``ttl``.
+
+        ``relays`` are the roles of remotes below us that relay for others (relay estates,
+        docs/relay.md): their links are trusted, so the identities they stamped on their
+        own minions' messages are kept instead of being replaced by the relay's.
+        """
         self.node = node
         self.road = road
         self.lane = lane
         self.ttl = ttl
+        self.relays = frozenset(relays)
         self._attachment = BusAttachment(node)
         self._remotes: set[str] = set()
         self._yards: set[str] = set()
@@ -109,18 +118,39 @@ class EstateBus:
             if not self.handle_lane_event(event, now) and not manor.handle_lane_event(event, now):
                 logger.debug("bus %s: lane event %s", self.node.name, type(event).__name__)
 
+    # == as an attachment of a Hosted road stack (raetlike.channels): a sans-IO estate ==
+
+    def handle_event(self, event: object, now: float) -> bool:
+        """:meth:`handle_road_event` for a road event; anything else is not ours."""
+        return isinstance(event, road_events.Event) and self.handle_road_event(event, now)
+
+    def get_timer(self) -> float | None:
+        """The node's next deadline."""
+        return self.node.get_timer()
+
+    def handle_timer(self, now: float) -> None:
+        """Let the node's timers fire."""
+        self.node.handle_timer(now)
+
+    def pump(self, now: float) -> int:  # noqa: ARG002 - the Attachment protocol's call
+        """The node sends through its links as it goes: nothing waits here."""
+        return 0
+
     def _link_remote(self, name: str, now: float) -> None:
         if name in self.node.links:
             return
         remote = self.road.names.get(name)
         if remote is None:
             return
-        upstream = (not self.road.local.main and remote.main
-                    and self.node.upstream is None)
+        # upstream: a main we asked to join (Remote.sought): a minion's main, or a relay's
+        # own main (docs/relay.md).  An estate that joined us is never our upstream, main
+        # or not: only our own command makes one.
+        upstream = remote.main and remote.sought and self.node.upstream is None
+        trusted = upstream or remote.role in self.relays
         logger.info("bus %s: remote %s linked%s", self.node.name, name,
-                    " (upstream)" if upstream else "")
+                    " (upstream)" if upstream else " (relay)" if trusted else "")
         self.node.add_link(RoadChannel(self.road, name, ttl=self.ttl), upstream=upstream,
-                           now=now)
+                           trusted=trusted, now=now)
         self._remotes.add(name)
 
 

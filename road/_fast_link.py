@@ -245,7 +245,8 @@ class FastLink:
             stack._presence(remote, alive=True)
             return
         config = stack.config
-        remote.presence_due = now + config.presence_delay(stack.local.main)
+        # (RoadStack._main_to inline: this runs for every datagram heard)
+        remote.presence_due = now + config.presence_delay(stack.local.main and not remote.sought)
         remote.reap_due = now + config.reap_interval
 
     # -- time ------------------------------------------------------------------------

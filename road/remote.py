@@ -179,6 +179,11 @@ class Remote:
     unanswered_checks: int = 0
     """Presence checks in a row that found it gone (reset when it is heard): not main, we
     allow again after ``allow_tries_before_rejoin`` of them (``RoadStack._start_alive``)."""
+    sought: bool = False
+    """We asked to join it (:meth:`RoadStack.join`): it is main to us, even when we are a main
+    ourselves (a relay's upstream, docs/relay.md).  Toward it we act as a minion: presence
+    checks at a minion's pace, a join again when it lost us, never reaped.  Only our own
+    command sets it, never the network."""
     failure_warned: bool = False
     """A failed join or allow of ours was logged at WARNING since the last one completed
     (retries that fail too are DEBUG until one succeeds)."""

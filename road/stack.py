@@ -132,6 +132,7 @@ class RoadStack:
             remote = self.register.at(address) or self.add_remote(address)
         else:
             raise LocalProtocolError("join needs an address or a remote name")
+        remote.sought = True
         self._want_joined[remote.uid] = self.now
         self._start_join(remote)
         return remote.name
@@ -659,10 +660,16 @@ class RoadStack:
 
     # == a remote's lifecycle: handshakes started and finished, presence ============
 
+    def _main_to(self, remote: Remote) -> bool:
+        """Whether we are main toward ``remote``: we are a main estate and it is not one we
+        asked to join (``Remote.sought``: a relay is a minion of its upstream main)."""
+        return self.local.main and not remote.sought
+
     def _retry_delay(self, remote: Remote) -> float:
         """Seconds to the remote's next presence check (:meth:`RoadConfig.presence_delay`,
         with our attempts in a row it left unanswered)."""
-        return self.config.presence_delay(self.local.main, self._retries.get(remote.uid, 0))
+        return self.config.presence_delay(self._main_to(remote),
+                                          self._retries.get(remote.uid, 0))
 
     def _start_join(self, remote: Remote, *, renewal: bool = False,
                    afresh: bool = False) -> None:
@@ -695,7 +702,7 @@ class RoadStack:
         check was ``asked`` for (:meth:`RoadStack.alive`: "alive?" it is).
         """
         busy = remote.in_process(TransactionKind.JOIN) or remote.in_process(TransactionKind.ALLOW)
-        limit = 0 if self.local.main or asked else self.config.allow_tries_before_rejoin
+        limit = 0 if self._main_to(remote) or asked else self.config.allow_tries_before_rejoin
         if not remote.joined:
             if self.strangers.reap_time(remote.uid) is not None:
                 return  # a stranger: it joins and allows, we only answer
@@ -768,7 +775,7 @@ class RoadStack:
         if alive:
             remote.unanswered_checks = 0
             self._retries.pop(remote.uid, None)
-        elif self.local.main:
+        elif self._main_to(remote):
             self._retries[remote.uid] = self._retries.get(remote.uid, 0) + 1
         remote.presence_due = self.now + self._retry_delay(remote)
         if alive:
@@ -865,7 +872,7 @@ class RoadStack:
         if not remote.reaped:
             if config.keepalive:
                 times.append(remote.presence_due)
-            if self.local.main and config.reap_interval > 0:
+            if config.reap_interval > 0 and self._main_to(remote):
                 times.append(remote.reap_due)
         if remote.outbox and remote.outbox_soonest < math.inf:
             times.append(remote.outbox_soonest)
@@ -888,8 +895,8 @@ class RoadStack:
         if not remote.reaped and config.keepalive and remote.presence_due <= now:
             self._start_alive(remote)
             remote.presence_due = now + self._retry_delay(remote)
-        if (self.local.main and config.reap_interval > 0 and not remote.reaped
-                and remote.reap_due <= now):
+        if (config.reap_interval > 0 and not remote.reaped and remote.reap_due <= now
+                and self._main_to(remote)):
             remote.reaped = True
             self._emit(events.RemoteReaped(remote.name))
         if remote.outbox_soonest <= now:

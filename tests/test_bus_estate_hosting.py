@@ -19,6 +19,7 @@ def leaf() -> tuple[EstateBus, RoadStack]:
     """A minion estate 'leaf' that knows the main estate 'hub', with a manor lane."""
     road = RoadStack(LocalEstate("leaf"))
     road.add_remote(("127.0.0.1", 9), name="hub")
+    road.join(name="hub")  # we asked: it is our main (Remote.sought)
     road.remote("hub").main = True
     lane = LaneNet().yard("main", main=True)
     node = BusNode("leaf")

@@ -188,6 +188,10 @@ class BusConfig:
     event numbers are remembered; the least recently heard one is forgotten first."""
     answered_memory: int = 1024
     """Responses kept to answer resent requests again without running the handler."""
+    max_routes: int = 1_000_000
+    """Node names below trusted links (relays) that a node routes requests to, learnt from
+    their keepalives (``BusMessage.below``); names past it are refused and counted
+    (``BusStats.routes_refused``).  A route costs about 150 bytes."""
 
 
 @dataclass(slots=True)
@@ -206,6 +210,11 @@ class BusStats:
     events_delivered: int = 0
     keepalives_sent: int = 0
     restamped: int = 0
+    routes_refused: int = 0
+    """Names below a link not taken as routes: from an untrusted link, a name that is our
+    own, a direct link's or another link's route, or past ``max_routes``."""
+    too_many_hops: int = 0
+    """Requests failed (EPROTO) and events dropped past ``max_hops``: a loop of relays."""
 
     def as_dict(self) -> dict[str, int]:
         """The counters by name."""

@@ -108,6 +108,9 @@ class BusMessage:
     """The sender's trust, stamped like ``userid``."""
     subscriptions: tuple[str, ...] = field(default=())
     """Keepalives: the topic prefixes wanted below the sender."""
+    below: tuple[str, ...] = field(default=())
+    """Keepalives: the node names reachable through the sender (its links below and the
+    names they advertised), so requests find their way down a tree of relays."""
 
     @property
     def service(self) -> str:
@@ -134,6 +137,8 @@ def encode(message: BusMessage) -> dict[str, Any]:
     inner: dict[str, Any] = {"ty": message.type.value, "ho": message.hops}
     if message.type is MessageType.KEEPALIVE:
         inner["su"] = list(message.subscriptions)
+        if message.below:
+            inner["nb"] = list(message.below)
     else:
         inner.update(to=message.topic, pl=message.payload, sq=message.sequence,
                      ui=message.userid, ro=message.role, rm=int(message.rolemask))
@@ -170,8 +175,9 @@ def decode(body: object) -> BusMessage:
         raise PacketError("malformed-bus", str(error)) from error
     route = _get(inner, "rt", list, [])
     subscriptions = _get(inner, "su", list, [])
-    if not all(isinstance(hop, str) for hop in route + subscriptions):
-        raise PacketError("malformed-bus", "route and subscriptions hold names")
+    below = _get(inner, "nb", list, [])
+    if not all(isinstance(hop, str) for hop in route + subscriptions + below):
+        raise PacketError("malformed-bus", "route, subscriptions and below hold names")
     return BusMessage(
         type=kind,
         topic=_get(inner, "to", str, ""),
@@ -188,4 +194,5 @@ def decode(body: object) -> BusMessage:
         role=_get(inner, "ro", str, ""),
         rolemask=rolemask,
         subscriptions=tuple(subscriptions),
+        below=tuple(below),
     )

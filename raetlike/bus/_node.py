@@ -72,6 +72,8 @@ class _Neighbour:
     last_heard: float
     lost: bool = False
     subscriptions: frozenset[str] = frozenset()
+    below: frozenset[str] = frozenset()
+    """The names routed through this link (advertised by it, and taken)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,7 @@ class BusNode:
         self._answered: OrderedDict[tuple[str, int, int], BusMessage] = OrderedDict()
         self._event_seen: OrderedDict[tuple[str, int], SeenWindow] = OrderedDict()
         self._subscriptions: dict[str, list[OnEvent]] = {}
+        self._routes: dict[str, str] = {}  # a name below a relay link -> that link
         self._advertised: frozenset[str] = frozenset()
         self._next_keepalive = now + self.config.keepalive_interval
         self._events: deque[BusEvent] = deque()
@@ -136,10 +139,17 @@ class BusNode:
             self._send_keepalive(link.name)
 
     def remove_link(self, name: str) -> None:
-        """Forget the neighbour ``name``."""
-        if self._links.pop(name, None) is not None and self.upstream == name:
-            self.upstream = None
+        """Forget the neighbour ``name`` (and the routes through it)."""
+        neighbour = self._links.pop(name, None)
+        if neighbour is not None:
+            self._set_below(name, neighbour, ())
+            if self.upstream == name:
+                self.upstream = None
         self._readvertise()
+
+    def route_to(self, name: str) -> str | None:
+        """The link toward the node ``name``: itself if a link, else a relay's, else None."""
+        return name if name in self._links else self._routes.get(name)
 
     def is_lost(self, name: str) -> bool:
         """True while the link ``name`` is silent past the keepalive timeout."""
@@ -270,18 +280,37 @@ class BusNode:
             if message.userid and (message.userid, message.role) != (link.userid, link.role):
                 self.stats.restamped += 1
             message = message.stamped(link.userid, link.role, Rolemask.USER)
+        elif message.rolemask is Rolemask.OWNER and link_name != self.upstream:
+            # a trusted relay below speaks for its minions, never as our owner
+            self.stats.restamped += 1
+            message = replace(message, rolemask=Rolemask.USER)
         if message.type is MessageType.REQUEST:
             self._route_request(replace(message, route=(*message.route, link_name)), link_name)
         elif message.type is MessageType.RESPONSE:
             self._route_response(message)
         elif message.type is MessageType.EVENT:
-            if link_name == self.upstream or self.upstream is None:
-                self._distribute(message)
-            else:
-                self._forward(self.upstream, message)
+            self._event_from(link_name, message)
         elif link_name != self.upstream:
-            neighbour.subscriptions = frozenset(message.subscriptions)
-            self._readvertise()
+            self._keepalive_from(link_name, neighbour, message)
+
+    def _event_from(self, link_name: str, event: BusMessage) -> None:
+        """An event from a link: up toward main, or (from upstream, or at main) down."""
+        if event.hops > self.config.max_hops:  # a loop of relays: never round again
+            self.stats.too_many_hops += 1
+        elif link_name == self.upstream or self.upstream is None:
+            self._distribute(event)
+        else:
+            self._forward(self.upstream, event)
+
+    def _keepalive_from(self, link_name: str, neighbour: _Neighbour,
+                        keepalive: BusMessage) -> None:
+        """A keepalive from a link below: what it subscribes to, and (a relay) who is below."""
+        neighbour.subscriptions = frozenset(keepalive.subscriptions)
+        if neighbour.trusted:
+            self._set_below(link_name, neighbour, keepalive.below)
+        else:  # only a relay we trust speaks for names below it
+            self.stats.routes_refused += len(keepalive.below)
+        self._readvertise()
 
     def undeliverable(self, link_name: str, body: object, now: float) -> None:
         """A stack message to ``link_name`` could not be delivered: fail its request (113)."""
@@ -299,6 +328,7 @@ class BusNode:
     def _route_request(self, request: BusMessage, came_from: str | None) -> None:
         """Handle ``request`` here, pass it on, or fail it."""
         if request.hops > self.config.max_hops:
+            self.stats.too_many_hops += 1
             self._fail(request, Errno.EPROTO, "too many hops")
             return
         target = request.target
@@ -311,11 +341,11 @@ class BusNode:
                 self._fail(request, Errno.ENOSYS, f"no service {request.service!r}")
             else:
                 self._fail(request, Errno.EHOSTUNREACH, f"{self.name} has no upstream")
-        elif target in self._links and target != came_from:
-            if self._links[target].lost or not self._links[target].link.alive:
-                self._fail(request, Errno.EHOSTUNREACH, f"{target} is not responding")
+        elif (via := self.route_to(target)) is not None and via != came_from:
+            if self._links[via].lost or not self._links[via].link.alive:
+                self._fail(request, Errno.EHOSTUNREACH, f"{via} is not responding")
             else:
-                self._forward(target, request)
+                self._forward(via, request)
         elif self.upstream is not None and came_from != self.upstream:
             self._forward(self.upstream, request)
         else:
@@ -468,10 +498,39 @@ class BusNode:
             if self.upstream is not None:
                 self._send_keepalive(self.upstream)
 
+    def _set_below(self, link_name: str, neighbour: _Neighbour, names: tuple[str, ...]) -> None:
+        """Route ``names`` (what a trusted link below advertised) through ``link_name``.
+
+        A name already ours, a link's or another link's route is refused (the first
+        route holds), as is any past ``max_routes``; names it no longer advertises go.
+        """
+        wanted = frozenset(names)
+        if wanted == neighbour.below:
+            return
+        routes = self._routes
+        for name in neighbour.below - wanted:
+            if routes.get(name) == link_name:
+                del routes[name]
+        kept = set(neighbour.below & wanted)
+        for name in wanted - neighbour.below:
+            if (name == self.name or name in self._links or name in routes
+                    or len(routes) >= self.config.max_routes):
+                self.stats.routes_refused += 1
+                continue
+            routes[name] = link_name
+            kept.add(name)
+        neighbour.below = frozenset(kept)
+
     def _send_keepalive(self, link_name: str) -> None:
-        subscriptions = tuple(sorted(self._advertised)) if link_name == self.upstream else ()
+        subscriptions: tuple[str, ...] = ()
+        below: tuple[str, ...] = ()
+        if link_name == self.upstream:
+            subscriptions = tuple(sorted(self._advertised))
+            # every name reachable through us: links below, and the routes through them
+            below = tuple(name for name in (*self._links, *self._routes) if name != link_name)
         self.stats.keepalives_sent += 1
-        self._forward(link_name, BusMessage(MessageType.KEEPALIVE, subscriptions=subscriptions))
+        self._forward(link_name, BusMessage(MessageType.KEEPALIVE, subscriptions=subscriptions,
+                                            below=below))
 
     def _heard(self, neighbour: _Neighbour) -> None:
         neighbour.last_heard = self.now
