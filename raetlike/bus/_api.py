@@ -188,6 +188,9 @@ class BusConfig:
     event numbers are remembered; the least recently heard one is forgotten first."""
     answered_memory: int = 1024
     """Responses kept to answer resent requests again without running the handler."""
+    route_delay: float = 0.5
+    """Seconds a node waits, after the names below it change (a link added or removed, a
+    relay's names), before its upstream hears of them in an early keepalive."""
     max_routes: int = 1_000_000
     """Node names below trusted links (relays) that a node routes requests to, learnt from
     their keepalives (``BusMessage.below``); names past it are refused and counted

@@ -110,6 +110,7 @@ class BusNode:
         self._routes: dict[str, str] = {}  # a name below a relay link -> that link
         self._advertised: frozenset[str] = frozenset()
         self._next_keepalive = now + self.config.keepalive_interval
+        self._tell_below_at: float | None = None  # when upstream hears of the names below
         self._events: deque[BusEvent] = deque()
 
     # == links =============================================================
@@ -137,6 +138,8 @@ class BusNode:
         if upstream:
             self.upstream = link.name
             self._send_keepalive(link.name)
+        else:
+            self._below_changed()
 
     def remove_link(self, name: str) -> None:
         """Forget the neighbour ``name`` (and the routes through it)."""
@@ -145,6 +148,7 @@ class BusNode:
             self._set_below(name, neighbour, ())
             if self.upstream == name:
                 self.upstream = None
+            self._below_changed()
         self._readvertise()
 
     def route_to(self, name: str) -> str | None:
@@ -520,6 +524,13 @@ class BusNode:
             routes[name] = link_name
             kept.add(name)
         neighbour.below = frozenset(kept)
+        self._below_changed()
+
+    def _below_changed(self) -> None:
+        """The names reachable through us changed: tell upstream after ``route_delay``
+        (one keepalive for a burst of joins, not one per join)."""
+        if self.upstream is not None and self._tell_below_at is None:
+            self._tell_below_at = self.now + self.config.route_delay
 
     def _send_keepalive(self, link_name: str) -> None:
         subscriptions: tuple[str, ...] = ()
@@ -547,6 +558,8 @@ class BusNode:
     def get_timer(self) -> float | None:
         """The next keepalive, resend, timeout or silence deadline."""
         times = [self._next_keepalive]
+        if self._tell_below_at is not None:
+            times.append(self._tell_below_at)
         times.extend(min(p.deadline, p.resend_at) for p in self._pending.values())
         times.extend(n.last_heard + self.config.keepalive_timeout
                      for n in self._links.values() if not n.lost)
@@ -557,8 +570,13 @@ class BusNode:
         self._tick(now)
         if now >= self._next_keepalive:
             self._next_keepalive = now + self.config.keepalive_interval
+            self._tell_below_at = None  # (the keepalive to upstream carries the names)
             for name in list(self._links):
                 self._send_keepalive(name)
+        elif self._tell_below_at is not None and self._tell_below_at <= now:
+            self._tell_below_at = None
+            if self.upstream is not None:
+                self._send_keepalive(self.upstream)
         for name, neighbour in self._links.items():
             silent = now - neighbour.last_heard
             # the same sum as get_timer's, so a timer that fires always acts (no float gap)

@@ -342,6 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "estate":
+        if args.relays and not args.bus:
+            parser.error("--trust-relay needs --bus")
         return _estate(args)
     if args.command == "ping":
         _check_ping_target(parser, args)
@@ -386,6 +388,12 @@ def _add_bus_options(estate: argparse.ArgumentParser, yard: argparse.ArgumentPar
     estate.add_argument("--bus", action="store_true",
                         help="run a bus node serving 'echo.': remotes and (with --lane) "
                              "yards become its links (docs/bus.md)")
+    estate.add_argument("--trust-relay", dest="relays", action="append", default=[],
+                        type=_name, metavar="ROLE",
+                        help="with --bus: a remote of role ROLE is a relay estate below us "
+                             "(a --main that joined us): keep the identities it stamps and "
+                             "route requests to the estates it has below (docs/relay.md); "
+                             "repeat for more roles")
     yard.add_argument("--bus", action="store_true",
                       help="run a bus node serving 'echo.' with the main yard upstream "
                            "(docs/bus.md)")
@@ -445,7 +453,7 @@ def _estate(args: argparse.Namespace) -> int:
         echo=args.echo, raet_mode=args.raet_mode,
         lane=args.lane, lane_dir=args.lane_dir, journal_dir=args.journal, bus=args.bus,
         metrics=args.metrics, stats_every=args.stats_every,
-        durable=durable, durable_config=args.durable_sync,
+        durable=durable, durable_config=args.durable_sync, relays=tuple(args.relays),
     )
     return run_estate(options, sys.stdout)
 

@@ -98,6 +98,8 @@ class EstateOptions:
     """Keep the outbox and the receive dedup on disk here (docs/reliability.md)."""
     durable_config: DurableConfig = DEFAULT_DURABLE
     """The durable store's fsync policy and bounds (with ``durable``)."""
+    relays: tuple[str, ...] = ()
+    """Roles of relay estates below us whose bus stamps and routes we trust (docs/relay.md)."""
 
 
 def _journal(options: EstateOptions) -> JournalWriter:
@@ -166,7 +168,7 @@ class _Estate:
         bus_config = BusConfig(retry_interval=math.inf) if self.durable is not None else None
         self.bus = None if not options.bus else EstateBus(
             BusNode(self.stack.name, config=bus_config, now=clock()), self.road,
-            None if self.house is None else self.house.lane)
+            None if self.house is None else self.house.lane, relays=options.relays)
         if self.bus is not None:
             self.bus.node.serve(ECHO_PREFIX, echo)
             self.loop.spawn(timer_task(self.bus.node, clock), name="bus timers")
