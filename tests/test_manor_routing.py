@@ -46,7 +46,8 @@ class Estate:
         self.net = LaneNet()
         self.road = RoadStack(LocalEstate(name, main=main))
         for port, (remote, is_main) in enumerate(remotes.items(), start=7600):
-            self.road.add_remote(("127.0.0.1", port), name=remote).main = is_main
+            record = self.road.add_remote(("127.0.0.1", port), name=remote)
+            record.main = record.sought = is_main  # a main remote: the one we joined
         self.lane = self.net.yard("main", lane=lane, main=True, config=lane_config)
         self.yards = {yard: self.net.yard(yard, lane=lane) for yard in yards}
         self.manor = Manor(self.road, self.lane, yard_known=lambda yard: yard_path(
@@ -158,6 +159,12 @@ def test_an_empty_destination_yard_is_the_manor_itself(main: Estate) -> None:
 
 
 def test_a_minion_cannot_speak_for_another_estate(main: Estate) -> None:
+    main.from_road("minion", {"route": _route(["minion2", "x", None], ["main", "echo", None])})
+    assert main.at_yard("echo")[0]["route"]["src"] == ["minion", "x", None]
+
+
+def test_a_minion_that_joined_as_a_main_cannot_speak_for_another_estate(main: Estate) -> None:
+    main.road.names["minion"].main = True  # its join claimed the main bit; we never joined it
     main.from_road("minion", {"route": _route(["minion2", "x", None], ["main", "echo", None])})
     assert main.at_yard("echo")[0]["route"]["src"] == ["minion", "x", None]
 

@@ -225,7 +225,9 @@ class Manor:
             return Triple(self.estate, arrival.sender, claimed.share)
         if arrival.via is Via.ROAD:
             remote = self.road.names.get(arrival.sender)
-            relays = remote is not None and remote.main
+            # only the main we joined relays for others; an estate that joined us may
+            # claim the main bit in its join, never another estate's messages
+            relays = remote is not None and remote.main and remote.sought
             estate = claimed.estate if relays and claimed.estate else arrival.sender
             return Triple(estate, claimed.yard, claimed.share)
         return claimed
