@@ -1,7 +1,10 @@
 """The bus node: a sans-IO broker for requests, responses, events and keepalives.
 
-A node has links (neighbours on its road or lane, see raetlike.channels), at
-most one of them *upstream* (toward main).  Stack messages come in through
+A node has links (neighbours on its road or lane, see raetlike.channels), some
+of them *upstream* (toward main): usually one, several for an estate joined to
+several mains (raetlike.multimain).  Events published or coming from below go
+to every upstream; a request routed up goes to one live upstream; events coming
+down from any upstream are distributed once (the event dedup).  Stack messages come in through
 :meth:`BusNode.receive`, undelivered ones through :meth:`BusNode.undeliverable`;
 the node sends through its links and runs its timers from
 :meth:`BusNode.get_timer` / :meth:`BusNode.handle_timer`.  Replies reach user
@@ -90,7 +93,8 @@ class BusNode:
         self.role = role or name
         self.config = config or BusConfig()
         self.stats = BusStats()
-        self.upstream: str | None = None
+        self.upstreams: list[str] = []
+        """The links toward main, in order of preference (requests go to the first live one)."""
         self.now = now
         self._links: dict[str, _Neighbour] = {}
         self._services: dict[str, _Registered] = {}
@@ -116,9 +120,18 @@ class BusNode:
         """Names of the node's links."""
         return list(self._links)
 
+    @property
+    def upstream(self) -> str | None:
+        """The upstream a request goes to now: the first live one (else the first), or None."""
+        for name in self.upstreams:
+            neighbour = self._links[name]
+            if not neighbour.lost and neighbour.link.alive:
+                return name
+        return self.upstreams[0] if self.upstreams else None
+
     def add_link(self, link: Link, *, upstream: bool = False, trusted: bool | None = None,
                  now: float | None = None) -> None:
-        """Add a neighbour; ``upstream`` marks the one toward main (trusted by default).
+        """Add a neighbour; ``upstream`` marks one toward main (trusted by default).
 
         A trusted link's stamps (userid, role, rolemask) are kept: it relays
         for others.  Every other link's messages are stamped with its own
@@ -126,19 +139,31 @@ class BusNode:
         """
         if link.name in self._links:
             raise LocalProtocolError(f"{self.name}: link {link.name!r} already added")
-        if upstream and self.upstream is not None:
-            raise LocalProtocolError(f"{self.name}: already has an upstream ({self.upstream})")
         self._tick(now)
         self._links[link.name] = _Neighbour(link, upstream if trusted is None else trusted,
                                             self.now)
         if upstream:
-            self.upstream = link.name
-            self._send_keepalive(link.name)
+            self.set_upstream(link.name, True)
+
+    def set_upstream(self, name: str, upstream: bool) -> None:
+        """Make the link ``name`` an upstream (trusted, told our subscriptions) or not.
+
+        What a multi-main estate's policy does when its active main changes
+        (raetlike.multimain); a link stays trusted once it was an upstream.
+        """
+        neighbour = self._links[name]
+        if upstream and name not in self.upstreams:
+            self.upstreams.append(name)
+            neighbour.trusted = True
+            neighbour.subscriptions = frozenset()
+            self._send_keepalive(name)
+        elif not upstream and name in self.upstreams:
+            self.upstreams.remove(name)
 
     def remove_link(self, name: str) -> None:
         """Forget the neighbour ``name``."""
-        if self._links.pop(name, None) is not None and self.upstream == name:
-            self.upstream = None
+        if self._links.pop(name, None) is not None and name in self.upstreams:
+            self.upstreams.remove(name)
         self._readvertise()
 
     def is_lost(self, name: str) -> bool:
@@ -224,10 +249,10 @@ class BusNode:
         event = BusMessage(MessageType.EVENT, topic, payload, sequence=self._event_sequence,
                            epoch=self.epoch, userid=self.name, role=self.role,
                            rolemask=Rolemask.OWNER)
-        if self.upstream is None:
+        if not self.upstreams:
             self._distribute(event)
         else:
-            self._forward(self.upstream, event)
+            self._forward_up(event)
         return self._event_sequence
 
     def subscribe(self, prefix: str, callback: OnEvent, *, now: float | None = None) -> None:
@@ -275,11 +300,11 @@ class BusNode:
         elif message.type is MessageType.RESPONSE:
             self._route_response(message)
         elif message.type is MessageType.EVENT:
-            if link_name == self.upstream or self.upstream is None:
+            if link_name in self.upstreams or not self.upstreams:
                 self._distribute(message)
             else:
-                self._forward(self.upstream, message)
-        elif link_name != self.upstream:
+                self._forward_up(message)
+        elif link_name not in self.upstreams:
             neighbour.subscriptions = frozenset(message.subscriptions)
             self._readvertise()
 
@@ -305,8 +330,8 @@ class BusNode:
         if target == self.name or (target == ANY and self.provides(request.topic)):
             self._handle(request)
         elif target in (ANY, UPSTREAM):
-            if self.upstream is not None and came_from != self.upstream:
-                self._forward(self.upstream, replace(request, target=ANY))
+            if self.upstreams and came_from not in self.upstreams:
+                self._forward(self._up_for_request(), replace(request, target=ANY))
             elif target == ANY:
                 self._fail(request, Errno.ENOSYS, f"no service {request.service!r}")
             else:
@@ -316,8 +341,8 @@ class BusNode:
                 self._fail(request, Errno.EHOSTUNREACH, f"{target} is not responding")
             else:
                 self._forward(target, request)
-        elif self.upstream is not None and came_from != self.upstream:
-            self._forward(self.upstream, request)
+        elif self.upstreams and came_from not in self.upstreams:
+            self._forward(self._up_for_request(), request)
         else:
             self._fail(request, Errno.EHOSTUNREACH, f"no route to {target}")
 
@@ -328,6 +353,18 @@ class BusNode:
             return
         *rest, hop = response.route
         self._forward(hop, replace(response, route=tuple(rest)))
+
+    def _up_for_request(self) -> str:
+        """Where a request goes up: the first live upstream (else the first, which queues it)."""
+        upstream = self.upstream
+        assert upstream is not None  # noqa: S101 - callers check self.upstreams
+        return upstream
+
+    def _forward_up(self, event: BusMessage) -> None:
+        """An event goes to every upstream (each main's bus gets it; their dedup and the
+        subscribers' take repeats)."""
+        for name in self.upstreams:
+            self._forward(name, event)
 
     def _forward(self, link_name: str, message: BusMessage) -> None:
         """Send ``message`` one hop on; a refused request fails with 113."""
@@ -453,7 +490,7 @@ class BusNode:
             self.stats.events_delivered += 1
             callback(event)
         for name, neighbour in self._links.items():
-            if name != self.upstream and any(event.topic.startswith(prefix)
+            if name not in self.upstreams and any(event.topic.startswith(prefix)
                                              for prefix in neighbour.subscriptions):
                 self._forward(name, event)
 
@@ -462,14 +499,14 @@ class BusNode:
     def _readvertise(self) -> None:
         """Tell upstream at once when the prefixes wanted at or below this node change."""
         wanted = frozenset(self._subscriptions).union(
-            *(n.subscriptions for name, n in self._links.items() if name != self.upstream))
+            *(n.subscriptions for name, n in self._links.items() if name not in self.upstreams))
         if wanted != self._advertised:
             self._advertised = wanted
-            if self.upstream is not None:
-                self._send_keepalive(self.upstream)
+            for name in self.upstreams:
+                self._send_keepalive(name)
 
     def _send_keepalive(self, link_name: str) -> None:
-        subscriptions = tuple(sorted(self._advertised)) if link_name == self.upstream else ()
+        subscriptions = tuple(sorted(self._advertised)) if link_name in self.upstreams else ()
         self.stats.keepalives_sent += 1
         self._forward(link_name, BusMessage(MessageType.KEEPALIVE, subscriptions=subscriptions))
 
