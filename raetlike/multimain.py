@@ -136,6 +136,7 @@ class MultiMain:
         self._events: deque[events.Event] = deque()
         self._tracked: dict[str, OrderedDict[int, _Tracked]] = {}  # main -> id -> message
         self._moved: set[int] = set()  # ids whose fate event we swallow (they moved)
+        self._origin: dict[int, int] = {}  # id of a moved copy -> the id transmit returned
         self._primary_up_since: float | None = None
         self._active_lost = False
         self._started = False
@@ -192,7 +193,9 @@ class MultiMain:
     def transmit(self, message: Mapping[str, Any] | bytes, to: str, *,
                  ttl: float | None = None, now: float | None = None) -> int:
         """As :meth:`RoadStack.transmit`; failover remembers what goes to the active main
-        until it is acknowledged, so it can move if that main is lost."""
+        until it is acknowledged, so it can move if that main is lost.  The id returned
+        stays the message's: a moved copy's ``MessageSent`` or ``MessageExpired`` carries
+        it (from the new main), and the old main's are not reported."""
         message_id = self.stack.transmit(message, to, ttl=ttl, now=now)
         if (self.config.mode is MultiMode.FAILOVER and to == self.active
                 and self.movable(message)):
@@ -265,6 +268,9 @@ class MultiMain:
             if event.message_id in self._moved:
                 self._moved.discard(event.message_id)
                 return False
+            origin = self._origin.pop(event.message_id, None)
+            if origin is not None:  # a moved copy's fate is the original's, by its id
+                event.message_id = origin
             return True
         if self.config.mode is MultiMode.FAILOVER and self.is_main(event.remote):
             self._presence(event)
@@ -360,6 +366,7 @@ class MultiMain:
             except BackpressureError:
                 break
             moved.append(message_id)
+            self._origin[new_id] = self._origin.pop(message_id, message_id)
             self._track(new, new_id, message.body, message.expires - now)
         withdrawn = set(self.stack.withdraw(old, moved))
         self._moved.update(message_id for message_id in moved if message_id not in withdrawn)

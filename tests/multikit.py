@@ -145,10 +145,12 @@ class Site:
                 and main in self.minion.node.links)
 
     def collector_ready(self) -> bool:
-        """The collector's subscription reached every main that is on the network."""
+        """The collector's subscription reached every main that is on the network (its
+        keepalive told the main: events published before that are not for it)."""
         sink = self.estates.get("sink")
         return sink is None or all(
             "sink" in self.estates[name].node.links and name in sink.node.links
+            and "seq." in self.estates[name].node._links["sink"].subscriptions
             for name in self.main_names() if self.estates[name].address in self.net.stacks)
 
     def first_time(self, name: str, kind: type, remote: str | None, after: float) -> float:
@@ -243,12 +245,13 @@ class FailoverRun:
         return self.switched_at - self.killed_at
 
 
-def failover_run(seed: int, *, count: int = 120, every: float = 0.05) -> FailoverRun:
+def failover_run(seed: int, *, count: int = 120, every: float = 0.05,
+                 impairment: Impairment | None = None) -> FailoverRun:
     """Stream ``count`` events from the minion; cut it from its active main mid-stream.
 
     The cut comes at a seeded moment; the stream goes on through the failover.
     """
-    site = make_site(MultiMode.FAILOVER, seed=seed)
+    site = make_site(MultiMode.FAILOVER, seed=seed, impairment=impairment)
     site.run_until(lambda: site.active() is not None and site.collector_ready()
                    and all(site.linked_up(main) for main in site.main_names()))
     first = site.active()
