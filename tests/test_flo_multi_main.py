@@ -27,7 +27,7 @@ framer wait be active first listen
         go done if elapsed >= 6
     frame done
         bid stop all
-"""
+"""  # noqa: E501 - FloScript lines do not wrap
 
 _MINION = """
 house minion
@@ -54,7 +54,7 @@ framer conversation be active first join
     frame abort
         put "the mains never answered" into meta.failure
         bid stop all
-"""
+"""  # noqa: E501 - FloScript lines do not wrap
 
 
 def test_a_minion_house_joins_two_mains_and_greets_the_active_one(tmp_path: Path) -> None:
