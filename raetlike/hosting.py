@@ -125,21 +125,22 @@ class EstateBus:
         remote = self.road.names.get(name)
         if remote is None:
             return
+        standby = False
         if self.mains is not None and self.mains.is_main(name):
             upstream = self.mains.is_upstream(name)
+            standby = not upstream  # a failover estate's other mains
         else:
             upstream = (not self.road.local.main and remote.main
                         and self.node.upstream is None)
         logger.info("bus %s: remote %s linked%s", self.node.name, name,
                     " (upstream)" if upstream else "")
-        trusted = True if self.mains is not None and self.mains.is_main(name) else None
         self.node.add_link(RoadChannel(self.road, name, ttl=self.ttl), upstream=upstream,
-                           trusted=trusted, now=now)
+                           standby=standby, now=now)
         self._remotes.add(name)
 
     def _follow(self, event: MainActive, now: float) -> None:
-        """Failover moved the active main: it becomes the upstream, the old one a plain
-        (trusted) link.  (What the old one had not acknowledged the road moved already.)"""
+        """Failover moved the active main: it becomes the upstream, the old one a standby
+        link.  (What the old one had not acknowledged the MultiMain moved already.)"""
         self._link_remote(event.remote, now)
         if event.remote in self.node.links:
             self.node.set_upstream(event.remote, True)

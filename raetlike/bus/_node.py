@@ -94,7 +94,8 @@ class BusNode:
         self.config = config or BusConfig()
         self.stats = BusStats()
         self.upstreams: list[str] = []
-        """The links toward main, in order of preference (requests go to the first live one)."""
+        """The links toward main in use, in order (requests go to the first live one)."""
+        self._above: set[str] = set()  # upstreams and standby links (also toward a main)
         self.now = now
         self._links: dict[str, _Neighbour] = {}
         self._services: dict[str, _Registered] = {}
@@ -129,10 +130,14 @@ class BusNode:
                 return name
         return self.upstreams[0] if self.upstreams else None
 
-    def add_link(self, link: Link, *, upstream: bool = False, trusted: bool | None = None,
-                 now: float | None = None) -> None:
+    def add_link(self, link: Link, *, upstream: bool = False, standby: bool = False,
+                 trusted: bool | None = None, now: float | None = None) -> None:
         """Add a neighbour; ``upstream`` marks one toward main (trusted by default).
 
+        ``standby`` marks a link toward a main that is not in use (a failover
+        estate's other mains, raetlike.multimain): trusted, its events are
+        distributed here as an upstream's are, a request from it is never sent up,
+        and nothing goes up through it until :meth:`set_upstream` makes it an upstream.
         A trusted link's stamps (userid, role, rolemask) are kept: it relays
         for others.  Every other link's messages are stamped with its own
         authenticated identity.
@@ -140,30 +145,34 @@ class BusNode:
         if link.name in self._links:
             raise LocalProtocolError(f"{self.name}: link {link.name!r} already added")
         self._tick(now)
-        self._links[link.name] = _Neighbour(link, upstream if trusted is None else trusted,
+        above = upstream or standby
+        self._links[link.name] = _Neighbour(link, above if trusted is None else trusted,
                                             self.now)
-        if upstream:
-            self.set_upstream(link.name, True)
+        if above:
+            self.set_upstream(link.name, upstream)
 
     def set_upstream(self, name: str, upstream: bool) -> None:
-        """Make the link ``name`` an upstream (trusted, told our subscriptions) or not.
+        """Make the link ``name`` an upstream (told our subscriptions) or a standby one.
 
-        What a multi-main estate's policy does when its active main changes
-        (raetlike.multimain); a link stays trusted once it was an upstream.
+        What a failover estate does when its active main changes
+        (raetlike.multimain): both are trusted links toward a main.
         """
         neighbour = self._links[name]
+        neighbour.trusted = True
+        neighbour.subscriptions = frozenset()
+        self._above.add(name)
         if upstream and name not in self.upstreams:
             self.upstreams.append(name)
-            neighbour.trusted = True
-            neighbour.subscriptions = frozenset()
             self._send_keepalive(name)
         elif not upstream and name in self.upstreams:
             self.upstreams.remove(name)
+        self._readvertise()
 
     def remove_link(self, name: str) -> None:
         """Forget the neighbour ``name``."""
         if self._links.pop(name, None) is not None and name in self.upstreams:
             self.upstreams.remove(name)
+        self._above.discard(name)
         self._readvertise()
 
     def is_lost(self, name: str) -> bool:
@@ -300,11 +309,11 @@ class BusNode:
         elif message.type is MessageType.RESPONSE:
             self._route_response(message)
         elif message.type is MessageType.EVENT:
-            if link_name in self.upstreams or not self.upstreams:
+            if link_name in self._above or not self.upstreams:
                 self._distribute(message)
             else:
                 self._forward_up(message)
-        elif link_name not in self.upstreams:
+        elif link_name not in self._above:
             neighbour.subscriptions = frozenset(message.subscriptions)
             self._readvertise()
 
@@ -330,7 +339,7 @@ class BusNode:
         if target == self.name or (target == ANY and self.provides(request.topic)):
             self._handle(request)
         elif target in (ANY, UPSTREAM):
-            if self.upstreams and came_from not in self.upstreams:
+            if self.upstreams and came_from not in self._above:
                 self._forward(self._up_for_request(), replace(request, target=ANY))
             elif target == ANY:
                 self._fail(request, Errno.ENOSYS, f"no service {request.service!r}")
@@ -341,7 +350,7 @@ class BusNode:
                 self._fail(request, Errno.EHOSTUNREACH, f"{target} is not responding")
             else:
                 self._forward(target, request)
-        elif self.upstreams and came_from not in self.upstreams:
+        elif self.upstreams and came_from not in self._above:
             self._forward(self._up_for_request(), request)
         else:
             self._fail(request, Errno.EHOSTUNREACH, f"no route to {target}")
@@ -490,7 +499,7 @@ class BusNode:
             self.stats.events_delivered += 1
             callback(event)
         for name, neighbour in self._links.items():
-            if name not in self.upstreams and any(event.topic.startswith(prefix)
+            if name not in self._above and any(event.topic.startswith(prefix)
                                              for prefix in neighbour.subscriptions):
                 self._forward(name, event)
 
@@ -499,7 +508,7 @@ class BusNode:
     def _readvertise(self) -> None:
         """Tell upstream at once when the prefixes wanted at or below this node change."""
         wanted = frozenset(self._subscriptions).union(
-            *(n.subscriptions for name, n in self._links.items() if name not in self.upstreams))
+            *(n.subscriptions for name, n in self._links.items() if name not in self._above))
         if wanted != self._advertised:
             self._advertised = wanted
             for name in self.upstreams:
