@@ -37,6 +37,10 @@ from road.config import LocalEstate
 from road.remote import Address, Remote
 from road.stack import RoadStack
 
+_PRESENCE = (events.Joined, events.Allowed, events.Alive, events.RemoteLost,
+             events.RemoteRemoved, events.RemoteReaped)
+"""The stack events that may change which mains are up."""
+
 __all__ = ["DEFAULT_MODE", "MainActive", "MultiConfig", "MultiMain", "MultiMode", "MultiStats"]
 
 log = logging.getLogger(__name__)
@@ -137,6 +141,7 @@ class MultiMain:
         self._tracked: dict[str, OrderedDict[int, _Tracked]] = {}  # main -> id -> message
         self._moved: set[int] = set()  # ids whose fate event we swallow (they moved)
         self._origin: dict[int, int] = {}  # id of a moved copy -> the id transmit returned
+        self._primary: str | None = None  # the first main's name, once it is known
         self._primary_up_since: float | None = None
         self._active_lost = False
         self._started = False
@@ -183,7 +188,7 @@ class MultiMain:
         """Let the stack's timers fire, then fail back if it is time."""
         self.stack.handle_timer(now)
         due = self._failback_due()
-        primary = self._primary_name()
+        primary = self._primary
         if due is not None and due <= now and primary is not None:
             if self.up(primary):
                 self._switch(self.names[primary], "failback")
@@ -272,7 +277,8 @@ class MultiMain:
             if origin is not None:  # a moved copy's fate is the original's, by its id
                 event.message_id = origin
             return True
-        if self.config.mode is MultiMode.FAILOVER and self.is_main(event.remote):
+        if (self.config.mode is MultiMode.FAILOVER and isinstance(event, _PRESENCE)
+                and (event.remote == self.active or self.is_main(event.remote))):
             self._presence(event)
         return True
 
@@ -284,14 +290,19 @@ class MultiMain:
         and no other main is up, the first main to come up takes over.
         """
         name, now = event.remote, self.now
-        if name == self._primary_name():
+        remote = self.names.get(name)  # (None: it was removed)
+        if remote is not None and remote.host_address == self.addresses[0]:
+            self._primary = name
             self._primary_up_since = (self._primary_up_since or now) if self.up(name) else None
-        if self.active is None or self.active not in self.names:
-            if self.up(name):
-                self._switch(self.names[name], "first up")
+        elif name == self._primary:
+            self._primary_up_since = None
+        if self.active is None:
+            if remote is not None and self.up(name):
+                self._switch(remote, "first up")
             return
         if name == self.active:
-            if isinstance(event, events.RemoteLost | events.RemoteRemoved | events.RemoteReaped):
+            if remote is None or isinstance(
+                    event, events.RemoteLost | events.RemoteRemoved | events.RemoteReaped):
                 self._active_lost = True
             elif self.up(name):
                 self._active_lost = False
@@ -309,15 +320,11 @@ class MultiMain:
                 return self.names[name]
         return None
 
-    def _primary_name(self) -> str | None:
-        remote = self.stack.register.at(self.addresses[0])
-        return None if remote is None else remote.name
-
     def _failback_due(self) -> float | None:
         after = self.config.failback_after
         if (after is None or self.config.mode is not MultiMode.FAILOVER
                 or self._primary_up_since is None or self.active is None
-                or self.active == self._primary_name()):
+                or self.active == self._primary):
             return None
         return self._primary_up_since + after
 

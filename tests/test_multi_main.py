@@ -218,3 +218,63 @@ def test_a_moved_message_expired_at_the_old_main_is_not_reported_twice() -> None
     site.net.run_for(60.0)  # the old copies' time to live (30 s) runs out at alpha's queue
     expired = site.stack_events("minion", events.MessageExpired)
     assert expired == []
+
+
+def test_plain_messages_move_keep_their_ids_and_each_is_reported_once() -> None:
+    site = make_site(MultiMode.FAILOVER, collector=False)
+    _ready(site)
+    mains = site.minion.mains
+    assert mains is not None
+    site.cut("minion", "alpha")
+    ids = [mains.transmit({"plain": n}, to="alpha", now=site.net.now) for n in range(10)]
+    site.run_until(lambda: site.active() == "beta", timeout=30)
+    site.run_until(lambda: len([e for e in site.stack_events("beta", events.MessageReceived)
+                                if "plain" in e.body]) == 10)
+    site.net.run_for(10.0)
+    at_beta = [e.body["plain"] for e in site.stack_events("beta", events.MessageReceived)
+               if "plain" in e.body]
+    assert at_beta == list(range(10))
+    sent = [e.message_id for e in site.stack_events("minion", events.MessageSent)
+            if e.message_id in ids]
+    assert sorted(sent) == ids  # under the ids transmit returned, once each
+    assert site.stack_events("minion", events.MessageExpired) == []
+    assert mains.stats.moved == 10
+
+
+def test_what_failover_remembers_is_bounded_by_max_tracked() -> None:
+    stack = RoadStack(LocalEstate("m"))
+    mains = MultiMain(stack, [("127.0.0.1", 1), ("127.0.0.1", 2)],
+                      MultiConfig(max_tracked=3))
+    mains.start(0.0)
+    mains.active = stack.register.at(("127.0.0.1", 1)).name  # type: ignore[union-attr]
+    for n in range(5):
+        mains.transmit({"n": n}, to=mains.active, now=0.0)
+    assert mains.stats.untracked == 2
+
+
+def test_withdraw_takes_back_only_queued_messages_and_no_fate_follows() -> None:
+    stack = RoadStack(LocalEstate("m"))
+    name = stack.join(("127.0.0.1", 1), now=0.0)  # never answers: everything stays queued
+    ids = [stack.transmit({"n": n}, to=name, now=0.0) for n in range(4)]
+    stack.remote(name).outbox[0].begun = (1, 1, b"")  # as if partly sent before
+    assert stack.withdraw(name, ids[:3]) == ids[1:3]
+    assert [o.message_id for o in stack.remote(name).outbox] == [ids[0], ids[3]]
+    assert stack.withdraw("nobody", ids) == []
+    stack.close(now=1.0)
+    expired = []
+    while (event := stack.next_event()) is not None:
+        if isinstance(event, events.MessageExpired):
+            expired.append(event.message_id)
+    assert expired == [ids[0], ids[3]]
+
+
+def test_hot_mode_moves_nothing_it_sends_to_every_main() -> None:
+    site = make_site(MultiMode.HOT)
+    _ready(site)
+    site.cut("minion", "alpha")
+    _stream(site, 20)
+    site.run_until(lambda: len(site.got) == 20)
+    mains = site.minion.mains
+    assert mains is not None
+    assert mains.stats.moved == 0
+    _exactly_once(site.got, 20)
