@@ -183,6 +183,8 @@ def test_failover_timing_over_20_seeded_runs_is_within_two_presence_periods(
     for run in runs:
         _exactly_once(run.delivered, run.sent)
         assert 0 <= run.switch <= 2 * PRESENCE_PERIOD, (run.seed, run.switch)
+        # detection: a presence period, then the unanswered check's 2 s (docs/multi-main.md)
+        assert run.total <= PRESENCE_PERIOD + 2.0 + 0.01, (run.seed, run.total)
     switch = [run.switch for run in runs]
     total = [run.total for run in runs]
     lost = sum(1 for run in runs for n in range(1, run.sent + 1) if run.delivered[n] == 0)
