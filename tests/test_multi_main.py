@@ -280,3 +280,24 @@ def test_hot_mode_moves_nothing_it_sends_to_every_main() -> None:
     assert mains is not None
     assert mains.stats.moved == 0
     _exactly_once(site.got, 20)
+
+
+def test_with_every_main_gone_events_wait_and_move_to_the_first_main_back() -> None:
+    site = make_site(MultiMode.FAILOVER, seed=5)
+    _ready(site)
+    site.cut("minion", "alpha")
+    site.cut("minion", "beta")
+    _stream(site, 20)
+    site.run_until(lambda: bool(site.stack_events("minion", events.RemoteLost)), timeout=30)
+    site.net.run_for(5.0)
+    assert site.active() == "alpha"  # nowhere to go: it stays, its messages queue there
+    assert len(site.got) == 0
+    site.cut("minion", "beta", cut=False)
+    site.run_until(lambda: site.active() == "beta", timeout=30)
+    site.run_until(lambda: len(site.got) == 20, timeout=60)
+    site.cut("minion", "alpha", cut=False)
+    site.net.run_for(30.0)
+    _exactly_once(site.got, 20)
+    mains = site.minion.mains
+    assert mains is not None
+    assert mains.stats.moved == 20
