@@ -15,7 +15,7 @@ from raetlike.bus import Errno, Reply
 from raetlike.bus._api import Call
 from raetlike.multimain import MainActive, MultiConfig, MultiMain, MultiMode
 from road import events
-from road.stack import LocalEstate, RoadStack
+from road.stack import LocalEstate, RoadConfig, RoadStack
 from tests.multikit import PRESENCE_PERIOD, Site, failover_run, make_site, percentile
 from tests.simlink import Impairment
 
@@ -138,10 +138,11 @@ def test_failover_moves_to_the_next_main_when_the_active_one_is_cut_mid_stream()
     assert 0 <= run.switch <= 2 * PRESENCE_PERIOD
 
 
-def test_messages_that_went_both_ways_are_delivered_once() -> None:
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-mode", "raet-mode"])
+def test_messages_that_went_both_ways_are_delivered_once(fast: bool) -> None:
     """Cut only the minion's link to alpha (alpha still reaches the collector); restore
     it later: what alpha had and the minion moved arrives twice, delivered once."""
-    site = make_site(MultiMode.FAILOVER, seed=3)
+    site = make_site(MultiMode.FAILOVER, seed=3, config=RoadConfig(fast=fast))
     _ready(site)
     _stream(site, 30, every=0.01)  # many in flight when the cut comes
     site.cut("minion", "alpha")
