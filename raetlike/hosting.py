@@ -126,9 +126,9 @@ class EstateBus:
         if remote is None:
             return
         standby = False
-        if self.mains is not None and self.mains.is_main(name):
+        if self.mains is not None:  # only the mains it was given (not others in its keep)
             upstream = self.mains.is_upstream(name)
-            standby = not upstream  # a failover estate's other mains
+            standby = not upstream and self.mains.is_main(name)  # failover's other mains
         else:
             upstream = (not self.road.local.main and remote.main
                         and self.node.upstream is None)
