@@ -11,8 +11,9 @@ from collections import Counter
 
 import pytest
 
-from raetlike.bus import Errno, Reply
+from raetlike.bus import BusNode, Errno, Reply
 from raetlike.bus._api import Call
+from raetlike.hosting import EstateBus
 from raetlike.multimain import MainActive, MultiConfig, MultiMain, MultiMode
 from road import events
 from road.stack import LocalEstate, RoadConfig, RoadStack
@@ -302,3 +303,17 @@ def test_with_every_main_gone_events_wait_and_move_to_the_first_main_back() -> N
     mains = site.minion.mains
     assert mains is not None
     assert mains.stats.moved == 20
+
+
+def test_estate_bus_takes_only_the_given_mains_as_upstream_or_standby() -> None:
+    stack = RoadStack(LocalEstate("leaf"))
+    for name, port in (("alpha", 1), ("beta", 2), ("old", 3)):
+        stack.add_remote(("127.0.0.1", port), name=name).main = True
+    mains = MultiMain(stack, [("127.0.0.1", 1), ("127.0.0.1", 2)])
+    mains.active = "alpha"
+    bus = EstateBus(BusNode("leaf"), mains)
+    for name in ("old", "beta", "alpha"):
+        bus.handle_road_event(events.Allowed(name, session_id=1), 0.0)
+    assert bus.node.upstreams == ["alpha"]  # not "old", a main only the keep remembers
+    bus.handle_road_event(MainActive("beta", "alpha", "lost", 0), 1.0)
+    assert bus.node.upstreams == ["beta"]
