@@ -14,6 +14,7 @@ import pytest
 from raetlike.bus import BusNode, Errno, Reply
 from raetlike.bus._api import Call
 from raetlike.hosting import EstateBus
+from raetlike.metrics import Watch
 from raetlike.multimain import MainActive, MultiConfig, MultiMain, MultiMode
 from road import events
 from road.stack import LocalEstate, RoadConfig, RoadStack
@@ -317,3 +318,18 @@ def test_estate_bus_takes_only_the_given_mains_as_upstream_or_standby() -> None:
     assert bus.node.upstreams == ["alpha"]  # not "old", a main only the keep remembers
     bus.handle_road_event(MainActive("beta", "alpha", "lost", 0), 1.0)
     assert bus.node.upstreams == ["beta"]
+
+
+def test_a_watch_shows_the_failovers_and_the_main_in_use() -> None:
+    site = make_site(MultiMode.FAILOVER, collector=False)
+    _ready(site)
+    site.down("alpha")
+    site.run_until(lambda: site.active() == "beta", timeout=30)
+    mains = site.minion.mains
+    watch = Watch(road=site.minion.stack, mains=mains)
+    line = watch.snapshot()["mains"]
+    assert (line["failovers"], line["active"], line["upstreams"]) == (1, "beta", ["beta"])
+    families = {family.name: family for family in watch.collect()}
+    assert families["raetlike_mains_failovers"].samples[0].value == 1
+    (upstream,) = families["raetlike_mains_upstream"].samples
+    assert upstream.labels == {"estate": "minion", "remote": "beta"}
