@@ -2,7 +2,8 @@
 
 :class:`EstateBus` puts a :class:`BusNode` on an estate's road stack and, for
 a manor, on its lane's main yard: road remotes become links when allowed (a
-main estate we joined is our upstream, a relay estate's too), and a yard
+main estate we joined is our upstream, a relay estate's too; with several
+mains, :class:`raetlike.multimain.MultiMain` says which are), and a yard
 becomes a link the first time a bus message comes from it; hosted on a road
 stack (:class:`raetlike.channels.Hosted`) it makes a sans-IO estate with its
 bus.  :func:`timer_task` runs a node's timers as a :class:`raetlike.run.Loop`
@@ -26,6 +27,7 @@ from raetlike.bus._message import Errno, is_bus_body
 from raetlike.bus._node import BusNode
 from raetlike.channels import LaneChannel, Road, RoadChannel
 from raetlike.manor import Manor
+from raetlike.multimain import MainActive, MultiMain
 from raetlike.run import Loop, TaskBody
 from raetlike.uxd import UxdDriver
 from road import events as road_events
@@ -61,19 +63,21 @@ def timer_task(node: BusNode, clock: Callable[[], float]) -> TaskBody:
 class EstateBus:
     """A bus node on an estate's road stack and (for a manor) its lane's main yard."""
 
-    __slots__ = ("_attachment", "_remotes", "_yards", "lane", "node", "refused", "relays",
-                 "road", "ttl")
+    __slots__ = ("_attachment", "_remotes", "_yards", "lane", "mains", "node", "refused",
+                 "relays", "road", "ttl")
 
     def __init__(self, node: BusNode, road: Road, lane: LaneStack | None = None, *,
                  ttl: float = ROAD_TTL, relays: Collection[str] = ()) -> None:
         """Feed ``node`` from ``road`` (and ``lane``); road links get ``ttl``.
 
+        When ``road`` is a :class:`MultiMain`, it decides which mains are upstream.
         ``relays`` are the roles of remotes below us that relay for others (relay estates,
         docs/relay.md): their links are trusted, so the identities they stamped on their
         own minions' messages are kept instead of being replaced by the relay's.
         """
         self.node = node
         self.road = road
+        self.mains = road if isinstance(road, MultiMain) else None
         self.lane = lane
         self.ttl = ttl
         self.relays = frozenset(relays)
@@ -87,6 +91,9 @@ class EstateBus:
         """Link allowed remotes; take bus messages.  True when the event was the bus's."""
         if isinstance(event, road_events.Allowed | road_events.Alive):
             self._link_remote(event.remote, now)
+            return False
+        if isinstance(event, MainActive):
+            self._follow(event, now)
             return False
         if isinstance(event, road_events.MessageReceived) and is_bus_body(event.body):
             self._link_remote(event.remote, now)
@@ -121,7 +128,8 @@ class EstateBus:
     # == as an attachment of a Hosted road stack (raetlike.channels): a sans-IO estate ==
 
     def handle_event(self, event: object, now: float) -> bool:
-        """:meth:`handle_road_event` for a road event; anything else is not ours."""
+        """:meth:`handle_road_event` for a road event (a MultiMain's MainActive is one too);
+        anything else is not ours."""
         return isinstance(event, road_events.Event) and self.handle_road_event(event, now)
 
     def get_timer(self) -> float | None:
@@ -142,16 +150,32 @@ class EstateBus:
         remote = self.road.names.get(name)
         if remote is None:
             return
-        # upstream: a main we asked to join (Remote.sought): a minion's main, or a relay's
-        # own main (docs/relay.md).  An estate that joined us is never our upstream, main
-        # or not: only our own command makes one.
-        upstream = remote.main and remote.sought and self.node.upstream is None
-        trusted = upstream or remote.role in self.relays
+        standby = False
+        if self.mains is not None:  # only the mains it was given (not others in its keep)
+            upstream = self.mains.is_upstream(name)
+            standby = not upstream and self.mains.is_main(name)  # failover's other mains
+        else:
+            # a main we asked to join (Remote.sought): a minion's main, or a relay's own
+            # main (docs/relay.md).  An estate that joined us is never our upstream, main
+            # or not: only our own command makes one.
+            upstream = remote.main and remote.sought and self.node.upstream is None
+        trusted = upstream or standby or remote.role in self.relays
         logger.info("bus %s: remote %s linked%s", self.node.name, name,
-                    " (upstream)" if upstream else " (relay)" if trusted else "")
+                    " (upstream)" if upstream else " (standby main)" if standby
+                    else " (relay)" if trusted else "")
         self.node.add_link(RoadChannel(self.road, name, ttl=self.ttl), upstream=upstream,
-                           trusted=trusted, now=now)
+                           standby=standby, trusted=trusted, now=now)
         self._remotes.add(name)
+
+    def _follow(self, event: MainActive, now: float) -> None:
+        """Failover moved the active main: it becomes the upstream, the old one a standby
+        link.  (What the old one had not acknowledged the MultiMain moved already.)"""
+        self._link_remote(event.remote, now)
+        if event.remote in self.node.links:
+            logger.info("bus %s: upstream now %s", self.node.name, event.remote)
+            self.node.set_upstream(event.remote, True)
+        if event.previous in self.node.links:
+            self.node.set_upstream(event.previous, False)
 
 
 class LoopBus:
