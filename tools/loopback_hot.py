@@ -1,0 +1,274 @@
+"""Many estates on loopback, each joined to two mains in hot mode: join time, idle mains, a fan-out.
+
+The two mains are real ``raetlike estate NAME --main --bus`` processes (the first a manor, so
+this tool can be a bus yard on its lane).  The estates live in a few worker processes (this
+file with ``--worker``), each estate a RoadStack with a MultiMain in hot mode (what
+``raetlike estate NAME --join A --join B --multi hot --bus`` runs) and its EstateBus, each
+on its own UDP socket and its own loopback address (127.1.x.y: one host each, so the
+mains' per-address join rate applies per estate, as it would on a network).  Workers keep
+at most ``--in-flight`` joins open each.
+
+Reports: time until every estate has both mains as bus upstreams, each main's CPU and
+memory over ``--idle`` seconds of idle traffic, and one echo request from the first main
+(through its lane) to every estate: time until all answered.
+
+    .venv/bin/python tools/loopback_hot.py --estates 10000 --workers 4 [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from raetlike.bus import BusNode, Call, Errno, Reply, follows_failover
+from raetlike.channels import Hosted
+from raetlike.hosting import ECHO_PREFIX, EstateBus, bus_yard, echo
+from raetlike.multimain import MultiConfig, MultiMain, MultiMode
+from raetlike.run import Loop
+from raetlike.udp import UdpDriver, parse_host_port
+from raetlike.wire.kinds import AutoMode
+from road.keeping import MemoryKeep
+from road.stack import LocalEstate, RoadConfig, RoadStack
+
+ROOT = Path(__file__).resolve().parent.parent
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _host(index: int) -> str:
+    return f"127.{1 + (index >> 16)}.{index >> 8 & 255}.{index & 255}"
+
+
+# == a worker: many hot estates on one loop ===================================
+
+class _Hot:
+    """One estate of a worker: stack, MultiMain (hot), bus."""
+
+    def __init__(self, name: str, host: str, mains: list[tuple[str, int]], loop: Loop,
+                 now: float) -> None:
+        config = RoadConfig(auto=AutoMode.ALWAYS)
+        self.stack = RoadStack(LocalEstate(name), config, MemoryKeep(AutoMode.ALWAYS), now=now)
+        self.road = MultiMain(self.stack, mains, MultiConfig(mode=MultiMode.HOT),
+                              movable=follows_failover)
+        self.bus = EstateBus(BusNode(name, now=now), self.road)
+        self.bus.node.serve(ECHO_PREFIX, echo)
+        loop.add(UdpDriver(Hosted(self.road, [self.bus]), host, 0))
+        self.started = False
+
+    def ready(self) -> bool:
+        return len(self.bus.node.upstreams) == 2
+
+
+def worker(first: int, count: int, mains: list[tuple[str, int]], in_flight: int) -> int:
+    """Run ``count`` hot estates until SIGTERM; print ``ready N`` as they come up."""
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    clock = time.monotonic
+    loop = Loop(clock)
+    estates = [_Hot(f"e{first + i}", _host(first + i), mains, loop, clock())
+               for i in range(count)]
+    # one task runs every node's timers (cheaper than 2,500 tasks)
+    loop.spawn(_timers([e.bus.node for e in estates], clock), name="bus timers")
+    started = ready = told = 0
+    last_told = 0.0
+    print(f"worker {first} up", flush=True)
+    while not stopping:
+        loop.run_once(max_wait=0.05)
+        ready = sum(1 for e in estates[:started] if e.ready())
+        while started < count and started - ready < in_flight:
+            estates[started].road.start(clock())
+            estates[started].started = True
+            started += 1
+        if ready != told and (ready == count or clock() - last_told > 0.5):
+            print(f"ready {ready}", flush=True)
+            told, last_told = ready, clock()
+    loop.close()
+    return 0
+
+
+def _timers(nodes: list[BusNode], clock: Any) -> Any:
+    """Fire every node's due timers; sleep until the earliest."""
+    while True:
+        now = clock()
+        soonest = now + 1.0
+        for node in nodes:
+            timer = node.get_timer()
+            if timer is not None and timer <= now:
+                node.handle_timer(now)
+                timer = node.get_timer()
+            if timer is not None:
+                soonest = min(soonest, timer)
+        yield max(0.0, soonest - clock())
+
+
+# == the coordinator ============================================================
+
+class _Child:
+    def __init__(self, label: str, args: list[str], logs: Path) -> None:
+        self.label = label
+        self.log = (logs / f"{label}.log").open("wb")
+        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log,
+                                        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert self.process.stdout is not None  # noqa: S101 - asked for above
+        self.stdout: IO[bytes] = self.process.stdout
+        os.set_blocking(self.stdout.fileno(), False)
+        self.buffer = b""
+
+    def lines(self) -> list[str]:
+        try:
+            chunk = self.stdout.read() or b""
+        except BlockingIOError:
+            chunk = b""
+        self.buffer += chunk
+        *whole, self.buffer = self.buffer.split(b"\n")
+        return [line.decode() for line in whole]
+
+    def cpu(self) -> float:
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.stdout.close()
+        self.log.close()
+
+
+def _first_line(child: _Child, prefix: str, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(child.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            selector.select(0.1)
+            for line in child.lines():
+                if line.startswith(prefix):
+                    return line.removeprefix(prefix)
+            if child.process.poll() is not None:
+                break
+    raise RuntimeError(f"{child.label} did not say {prefix!r}")
+
+
+def coordinate(estates: int, workers: int, in_flight: int, idle: float,
+               timeout: float) -> dict[str, Any]:
+    base = Path(tempfile.mkdtemp(prefix="hot", dir="/tmp"))
+    children: list[_Child] = []
+    try:
+        python = [sys.executable, "-m", "raetlike"]
+        mains = []
+        for index, name in enumerate(("hota", "hotb")):
+            extra = ["--lane", "hotlane", "--dir", str(base / "lane")] if index == 0 else []
+            child = _Child(name, [*python, "estate", name, "--main", "--host", "127.0.0.1",
+                                  "--port", "0", "--keep", str(base / "keep"),
+                                  "--auto", "always", "--bus", *extra], base)
+            children.append(child)
+            mains.append(_first_line(child, f"estate {name} listening on ", 20.0))
+        main_children = list(children)
+        started = time.monotonic()
+        share = -(-estates // workers)
+        pool = []
+        for w in range(workers):
+            first, count = w * share, min(share, estates - w * share)
+            if count <= 0:
+                break
+            child = _Child(f"worker{w}", [sys.executable, __file__, "--worker", str(first),
+                                          str(count), "--in-flight", str(in_flight),
+                                          "--join", mains[0], "--join", mains[1]], base)
+            children.append(child)
+            pool.append(child)
+        ready = {child.label: 0 for child in pool}
+        deadline = started + timeout
+        while sum(ready.values()) < estates and time.monotonic() < deadline:
+            time.sleep(0.2)
+            for child in pool:
+                for line in child.lines():
+                    if line.startswith("ready "):
+                        ready[child.label] = int(line.split()[1])
+                if child.process.poll() is not None:
+                    raise RuntimeError(f"{child.label} exited: see {child.log.name}")
+        joined_s = time.monotonic() - started
+        all_ready = sum(ready.values())
+        time.sleep(2.0)  # the last keepalives settle
+        cpu = [child.cpu() for child in main_children]
+        time.sleep(idle)
+        idle_cpu = [(child.cpu() - c) / idle for child, c in zip(main_children, cpu,
+                                                                   strict=True)]
+        rss = [child.rss_mb() for child in main_children]
+        fan = _fan_out(base, estates, timeout)
+        return {"estates": estates, "workers": len(pool), "in_flight_per_worker": in_flight,
+                "all_ready": all_ready == estates, "ready": all_ready,
+                "join_s": round(joined_s, 1),
+                "idle_s": idle, "main_idle_cpu_percent": [round(c * 100, 1) for c in idle_cpu],
+                "main_rss_mb": [round(r, 1) for r in rss], **fan}
+    finally:
+        for child in reversed(children):
+            child.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _fan_out(base: Path, estates: int, timeout: float) -> dict[str, Any]:
+    """One echo request from the first main's lane to every estate."""
+    asker = bus_yard("asker", "hotlane", str(base / "lane"))
+    try:
+        warm = asker.call_until_routed("hota", "echo.ping", 0, time.monotonic() + 20)
+        if warm.errno is not Errno.OK:
+            return {"fan_out_error": f"the first main does not answer: {warm}"}
+        replies: list[Reply] = []
+        start = time.monotonic()
+        for index in range(estates):
+            asker.node.send(f"e{index}", Call("echo.ping", index), replies.append, now=start,
+                            timeout=timeout)
+        asker.loop.run_until(lambda: len(replies) >= estates, timeout=timeout)
+        took = time.monotonic() - start
+        ok = sum(1 for reply in replies if reply.errno is Errno.OK)
+        return {"fan_out_answered": ok, "fan_out_errors": len(replies) - ok,
+                "fan_out_s": round(took, 2)}
+    finally:
+        asker.loop.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--estates", type=int, default=10_000)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--in-flight", type=int, default=100,
+                        help="joins a worker keeps open at once")
+    parser.add_argument("--idle", type=float, default=10.0)
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--worker", nargs=2, type=int, metavar=("FIRST", "COUNT"),
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--join", action="append", type=parse_host_port, default=[],
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker is not None:
+        return worker(args.worker[0], args.worker[1], args.join, args.in_flight)
+    figures = coordinate(args.estates, args.workers, args.in_flight, args.idle, args.timeout)
+    print(json.dumps(figures) if args.json else "\n".join(f"{k}: {v}" for k, v in
+                                                            figures.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
