@@ -95,6 +95,12 @@ class EstateBus:
         if isinstance(event, MainActive):
             self._follow(event, now)
             return False
+        if isinstance(event, road_events.RemoteRemoved) and event.remote in self._remotes:
+            # gone from the road: its link and the routes through it go (a relay above
+            # hears it in our next keepalive); a later allow links it afresh
+            self._remotes.discard(event.remote)
+            self.node.remove_link(event.remote)
+            return False
         if isinstance(event, road_events.MessageReceived) and is_bus_body(event.body):
             self._link_remote(event.remote, now)
             if event.remote not in self._remotes:  # a yard's name: never speak for it

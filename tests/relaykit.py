@@ -65,6 +65,26 @@ class Tree:
     def top(self) -> str:
         return next(name for name, parent in self.parents.items() if parent is None)
 
+    def add(self, name: str, parent: str, config: BusConfig = FAST) -> Address:
+        """A new leaf ``name`` (at a new address) joining ``parent``; returns its address."""
+        address = (BASE[0], BASE[1] + 100 + len(self.net.stacks))
+        self.stacks[name], self.buses[name] = _estate(self.net, address, name, config,
+                                                      main=False, relays=frozenset())
+        self.addresses[name] = address
+        self.parents[name] = parent
+        self.stacks[name].join(self.addresses[parent], now=self.net.now)
+        return address
+
+
+def _estate(net: FilterNet, address: Address, name: str, config: BusConfig, *, main: bool,
+            relays: frozenset[str]) -> tuple[RoadStack, EstateBus]:
+    """An estate as ``raetlike estate NAME [--main] --bus`` runs it, serving ``echo.``."""
+    stack = RoadStack(LocalEstate(name, main=main), RoadConfig(), now=net.now)
+    bus = EstateBus(BusNode(name, config=config, now=net.now), stack, ttl=5.0, relays=relays)
+    bus.node.serve("echo.", lambda request: request.payload)
+    net.add(address, Hosted(stack, [bus]))
+    return stack, bus
+
 
 def make_tree(parents: Mapping[str, str | None], *, mains: frozenset[str] = frozenset(),
               trusted: Mapping[str, frozenset[str]] | None = None,
@@ -85,16 +105,13 @@ def make_tree(parents: Mapping[str, str | None], *, mains: frozenset[str] = froz
     buses: dict[str, EstateBus] = {}
     addresses: dict[str, Address] = {}
     for index, name in enumerate(parents):
-        stack = RoadStack(LocalEstate(name, main=name in children or name in mains),
-                          RoadConfig(), now=net.now)
         relays = (trusted or {}).get(name, frozenset(
             child for child in children.get(name, ()) if child in children))
-        bus = EstateBus(BusNode(name, config=config, now=net.now), stack, ttl=5.0,
-                        relays=relays)
-        bus.node.serve("echo.", lambda request: request.payload)
         address = (BASE[0], BASE[1] + index)
-        net.add(address, Hosted(stack, [bus]))
-        stacks[name], buses[name], addresses[name] = stack, bus, address
+        stacks[name], buses[name] = _estate(net, address, name, config,
+                                            main=name in children or name in mains,
+                                            relays=relays)
+        addresses[name] = address
     for name, parent in parents.items():
         if parent is not None:
             stacks[name].join(addresses[parent], now=net.now)

@@ -12,6 +12,7 @@ from typing import Any
 
 from raetlike.bus import BusMessage, Errno, MessageType, Request, Rolemask, encode
 from raetlike.hosting import EstateBus
+from road import events as road_events
 from tests.relaykit import make_tree, two_relays
 
 
@@ -142,3 +143,38 @@ def test_a_loop_of_relays_is_cut_by_the_hop_limit_and_counted() -> None:
     tree.net.run_for(5.0)
     assert tree.net.counters.sent - sent < 200  # quiet again: keepalives and presence only
     assert all(isinstance(tree.buses[n], EstateBus) for n in loop)
+
+
+def test_a_leaf_that_moved_to_another_relay_is_reached_through_it() -> None:
+    tree = make_tree({**two_relays(), "mover": "r1"})
+    top = tree.node("top")
+    assert top.route_to("mover") == "r1"
+    tree.net.blocked.add(tree.addresses["mover"])  # its host is gone from r1's side ...
+    tree.run_until(lambda: top.route_to("mover") is None)  # r1 stops advertising a lost link
+    assert tree.node("r1").route_to("mover") == "mover"  # (still a link there: lost)
+    tree.add("mover", "r2")  # ... and comes back under r2, at a new address
+    tree.run_until(lambda: top.route_to("mover") == "r2")
+    reply = tree.rpc("top", "mover", "echo.ping", "here")
+    assert (reply.errno, reply.payload, reply.userid) == (Errno.OK, "here", "mover")
+
+
+def test_routes_below_a_lost_relay_move_to_the_relay_that_has_them_now() -> None:
+    tree = make_tree({**two_relays(), "mover": "r1"})
+    top = tree.node("top")
+    tree.net.blocked.add(tree.addresses["r1"])  # the whole relay goes silent
+    tree.run_until(lambda: top.is_lost("r1"))
+    assert top.route_to("mover") == "r1"  # held, but through a lost link
+    tree.add("mover", "r2")
+    tree.run_until(lambda: top.route_to("mover") == "r2")
+    assert tree.rpc("top", "mover", "echo.ping").errno is Errno.OK
+    assert tree.rpc("top", "l1a", "echo.ping").errno is Errno.EHOSTUNREACH  # still via r1
+
+
+def test_a_removed_remote_takes_its_link_and_routes_with_it() -> None:
+    tree = make_tree(two_relays())
+    removed = road_events.RemoteRemoved("r1", "an operator removed it")
+    assert not tree.buses["top"].handle_road_event(removed, tree.net.now)
+    top = tree.node("top")
+    assert "r1" not in top.links
+    assert top.route_to("l1a") is None
+    assert top.route_to("l2a") == "r2"

@@ -559,8 +559,10 @@ class BusNode:
     def _set_below(self, link_name: str, neighbour: _Neighbour, names: tuple[str, ...]) -> None:
         """Route ``names`` (what a trusted link below advertised) through ``link_name``.
 
-        A name already ours, a link's or another link's route is refused (the first
-        route holds), as is any past ``max_routes``; names it no longer advertises go.
+        A name that is ours or a direct link's is refused, as is another link's route
+        while that link is not lost (the first route holds; a name below a lost relay
+        moves to the relay that has it now), and any past ``max_routes``; names it no
+        longer advertises go.
         """
         wanted = frozenset(names)
         if wanted == neighbour.below:
@@ -571,10 +573,14 @@ class BusNode:
                 del routes[name]
         kept = set(neighbour.below & wanted)
         for name in wanted - neighbour.below:
-            if (name == self.name or name in self._links or name in routes
-                    or len(routes) >= self.config.max_routes):
+            holder = routes.get(name)
+            if (name == self.name or name in self._links
+                    or (holder is not None and not self._links[holder].lost)
+                    or (holder is None and len(routes) >= self.config.max_routes)):
                 self.stats.routes_refused += 1
                 continue
+            if holder is not None:  # from a lost relay
+                self._links[holder].below = self._links[holder].below - {name}
             routes[name] = link_name
             kept.add(name)
         neighbour.below = frozenset(kept)
@@ -591,9 +597,10 @@ class BusNode:
         below: tuple[str, ...] = ()
         if link_name in self.upstreams:
             subscriptions = tuple(sorted(self._advertised))
-            # every name reachable through us: links below, and the routes through them
-            below = tuple(name for name in (*self._links, *self._routes)
-                          if name not in self._above)
+            # every name reachable through us: live links below, and the routes through them
+            links = self._links
+            below = (*(name for name, n in links.items() if not n.lost and name not in self._above),
+                     *(name for name, via in self._routes.items() if not links[via].lost))
         self.stats.keepalives_sent += 1
         self._forward(link_name, BusMessage(MessageType.KEEPALIVE, subscriptions=subscriptions,
                                             below=below))
@@ -605,6 +612,7 @@ class BusNode:
             self._silence_check = min(self._silence_check,
                                       self.now + self.config.keepalive_timeout)
             self._events.append(PeerAlive(neighbour.link.name))
+            self._below_changed()
 
     # == timers and events =================================================
 
@@ -658,6 +666,7 @@ class BusNode:
                 silent = now - neighbour.last_heard
                 logger.info("%s: link %s silent for %.1f s", self.name, name, silent)
                 self._events.append(PeerLost(name, silent))
+                self._below_changed()
             else:
                 soonest = min(soonest, deadline)
         self._silence_check = soonest
