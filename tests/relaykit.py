@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from raetlike.bus import BusConfig, BusNode, Call, Reply
+from raetlike.bus import BusConfig, BusNode, Call, Reply, follows_failover
 from raetlike.channels import Hosted
 from raetlike.hosting import EstateBus
+from raetlike.multimain import MultiConfig, MultiMain, MultiMode
 from road.stack import LocalEstate, RoadConfig, RoadStack
 from tests.buskit import FAST
 from tests.roadkit import FilterNet
@@ -74,6 +75,18 @@ class Tree:
         self.parents[name] = parent
         self.stacks[name].join(self.addresses[parent], now=self.net.now)
         return address
+
+    def add_hot(self, name: str, mains: tuple[str, ...], config: BusConfig = FAST) -> None:
+        """A new leaf ``name`` joined to each of ``mains`` in hot mode (``--multi hot``)."""
+        address = (BASE[0], BASE[1] + 100 + len(self.net.stacks))
+        stack = RoadStack(LocalEstate(name), RoadConfig(), now=self.net.now)
+        road = MultiMain(stack, [self.addresses[main] for main in mains],
+                         MultiConfig(mode=MultiMode.HOT), movable=follows_failover)
+        bus = EstateBus(BusNode(name, config=config, now=self.net.now), road, ttl=5.0)
+        bus.node.serve("echo.", lambda request: request.payload)
+        self.net.add(address, Hosted(road, [bus]))
+        self.stacks[name], self.buses[name], self.addresses[name] = stack, bus, address
+        road.start(self.net.now)
 
 
 def _estate(net: FilterNet, address: Address, name: str, config: BusConfig, *, main: bool,

@@ -178,3 +178,25 @@ def test_a_removed_remote_takes_its_link_and_routes_with_it() -> None:
     assert "r1" not in top.links
     assert top.route_to("l1a") is None
     assert top.route_to("l2a") == "r2"
+
+
+def test_a_hot_leaf_under_two_relays_is_reached_through_either_and_heard_once() -> None:
+    tree = make_tree(two_relays())
+    top = tree.node("top")
+    tree.add_hot("twin", ("r1", "r2"))
+    tree.run_until(lambda: len(tree.node("twin").upstreams) == 2
+                   and top.route_to("twin") is not None)
+    holder = top.route_to("twin")
+    assert tree.rpc("top", "twin", "echo.ping").errno is Errno.OK
+    at_top: list[BusMessage] = []
+    top.subscribe("news.", at_top.append, now=tree.net.now)
+    tree.node("twin").publish("news.both", None, now=tree.net.now)  # up both relays
+    tree.net.run_for(2.0)
+    assert len(at_top) == 1
+    assert top.stats.duplicates >= 1  # the copy through the other relay
+    assert holder is not None
+    tree.net.blocked.add(tree.addresses[holder])  # the relay holding the route goes silent
+    other = "r2" if holder == "r1" else "r1"
+    tree.run_until(lambda: top.route_to("twin") == other)
+    reply = tree.rpc("top", "twin", "echo.ping", "again")
+    assert (reply.errno, reply.payload) == (Errno.OK, "again")
