@@ -174,6 +174,7 @@ def coordinate(estates: int, workers: int, in_flight: int, idle: float,
                timeout: float) -> dict[str, Any]:
     base = Path(tempfile.mkdtemp(prefix="hot", dir="/tmp"))
     children: list[_Child] = []
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the children on the way out
     try:
         python = [sys.executable, "-m", "raetlike"]
         mains = []
@@ -199,8 +200,13 @@ def coordinate(estates: int, workers: int, in_flight: int, idle: float,
             pool.append(child)
         ready = {child.label: 0 for child in pool}
         deadline = started + timeout
+        told = started
         while sum(ready.values()) < estates and time.monotonic() < deadline:
             time.sleep(0.2)
+            if time.monotonic() - told >= 10:
+                told = time.monotonic()
+                print(f"{told - started:.0f} s: {sum(ready.values())} ready", file=sys.stderr,
+                      flush=True)
             for child in pool:
                 for line in child.lines():
                     if line.startswith("ready "):
