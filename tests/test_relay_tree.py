@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from raetlike.bus import BusMessage, Errno, MessageType, Request, Rolemask, encode
+from raetlike.bus import BusConfig, BusMessage, Errno, MessageType, Request, Rolemask, encode
 from raetlike.hosting import EstateBus
 from road import events as road_events
 from tests.relaykit import make_tree, two_relays
@@ -200,3 +200,22 @@ def test_a_hot_leaf_under_two_relays_is_reached_through_either_and_heard_once() 
     tree.run_until(lambda: top.route_to("twin") == other)
     reply = tree.rpc("top", "twin", "echo.ping", "again")
     assert (reply.errno, reply.payload) == (Errno.OK, "again")
+
+
+def test_names_below_are_bounded_by_max_routes_and_the_rest_counted() -> None:
+    small = BusConfig(request_timeout=30.0, retry_interval=2.0, keepalive_interval=1.0,
+                      keepalive_timeout=3.0, max_routes=2)
+    tree = make_tree(two_relays(), config=small, link=False)
+    tree.run_until(tree.linked)
+    tree.net.run_for(2.0)
+    top = tree.node("top")
+    assert len([n for n in ("l1a", "l1b", "l2a") if top.route_to(n) is not None]) == 2
+    refused = top.stats.routes_refused
+    assert refused >= 1
+    flood = encode(BusMessage(MessageType.KEEPALIVE, below=tuple(f"x{i}" for i in range(5000))))
+    tree.stacks["r1"].transmit(flood, to="top", now=tree.net.now)  # a trusted relay, bounded
+    tree.net.run_for(0.5)  # (before r1's next keepalive puts its true names back)
+    routed = [name for name in (*(f"x{i}" for i in range(5000)), "l1a", "l1b", "l2a")
+              if top.route_to(name) is not None]
+    assert len(routed) == 2  # its new list replaced its old one: still two routes in all
+    assert top.stats.routes_refused >= refused + 4998
