@@ -38,7 +38,7 @@ from road import events
 from road.keeping import MemoryKeep
 from road.stack import LocalEstate, RoadConfig, RoadStack
 
-__all__ = ["Client", "joins", "measure_raetlike", "serve_estate"]
+__all__ = ["Client", "joins", "measure_bursts", "measure_raetlike", "serve_estate"]
 
 _LOOPBACK_DATAGRAM = 60_000
 
@@ -134,8 +134,8 @@ class Client:
     (through a durable road on ``durable``, fdatasynced per ``fsync``)."""
 
     def __init__(self, port: int, fast: bool, durable: Path | None = None,
-                 fsync: str = "interval") -> None:
-        raw = RoadStack(LocalEstate("benchclient"), _config(fast),
+                 fsync: str = "interval", name: str = "benchclient") -> None:
+        raw = RoadStack(LocalEstate(name), _config(fast),
                         MemoryKeep(AutoMode.ALWAYS), now=time.monotonic())
         self.stack: RoadStack | DurableRoad = raw if durable is None else DurableRoad(
             raw, durable, DurableConfig(fsync=FsyncPolicy(fsync)))
@@ -271,6 +271,53 @@ def _durable_one_way(options: BenchOptions, count: int, progress: Progress,
             "one_way_durable_alongside_msgs_per_s": median(figures["memory"])}
 
 
+def _bursts(client: Client, port: int, options: BenchOptions,
+            progress: Progress) -> dict[str, float]:
+    """Fast one-way msgs/s of bursts of 5,000 just after an allow.
+
+    The first is ``client``'s, and the first fast-mode traffic of both processes: it
+    pays their one-time costs too (heap pages touched for the first time, the first
+    collections of what start-up made, cold caches: docs/performance-floors.md, "A
+    burst just after the allow"), which the stream, measured later, does not.  So the
+    burst figure set beside the stream is measured as the stream is, in the same warm
+    processes and as the median of ``repeat`` runs: each a new estate of this process
+    that joins the same peer and sends one burst on its new link (a fresh congestion
+    window and fresh link state at both ends).
+    """
+    count = options.count(5_000, 5_000)
+    progress(f"fast mode: a burst of {count:,}, the processes' first")
+    first = count / client.one_way(count)
+    runs = []
+    for run in range(options.repeat):
+        of = f" (run {run + 1}/{options.repeat})" if options.repeat > 1 else ""
+        progress(f"fast mode: a burst of {count:,} on a new link{of}")
+        fresh = Client(port, True, name=f"benchburst{run}")
+        try:
+            runs.append(count / fresh.one_way(count))
+        finally:
+            fresh.close()
+    return {"burst_msgs_per_s": median(runs), "first_burst_msgs_per_s": first}
+
+
+def measure_bursts(options: BenchOptions, progress: Progress = silent,
+                   cpus: Cpus = UNPINNED) -> dict[str, float]:
+    """The fast-mode burst figures of :func:`measure_raetlike` and the stream they are set
+    beside (one-way, ``repeat`` runs, median), alone: ``tools/bench_burst.py`` repeats them."""
+    process, port = _peer(True, cpus.peer)
+    try:
+        client = Client(port, True)
+        figures = _bursts(client, port, options, progress)
+        count = options.count(20_000, 5_000)
+        stream = []
+        for run in range(options.repeat):
+            progress(f"fast mode: one-way, {count:,} messages (run {run + 1}/{options.repeat})")
+            stream.append(count / client.one_way(count))
+        client.close()
+    finally:
+        stop(process)
+    return {**figures, "one_way_msgs_per_s": median(stream)}
+
+
 def _journaled_one_way(options: BenchOptions, count: int, progress: Progress,
                        cpus: Cpus) -> tuple[float, float]:
     """Fast one-way msgs/s to a main that journals every message (the default fsync), and
@@ -313,11 +360,7 @@ def measure_raetlike(options: BenchOptions, fast: bool, progress: Progress = sil
         pings = options.count(1000, 300) if fast else options.count(500, 200)
         one_way, echo, p50, p99, one_mb = [], [], [], [], []
         meter = CpuMeter(process.pid)
-        burst: float | None = None
-        if fast:  # the first messages after the allow: the window's start, unwarmed code
-            bursting = options.count(5_000, 5_000)
-            progress(f"{mode}: a burst of {bursting:,} just allowed")
-            burst = bursting / client.one_way(bursting)
+        bursts = _bursts(client, port, options, progress) if fast else {}
         for run in range(options.repeat):
             of = f" (run {run + 1}/{options.repeat})" if options.repeat > 1 else ""
             progress(f"{mode}: one-way, {count:,} messages{of}")
@@ -353,7 +396,7 @@ def measure_raetlike(options: BenchOptions, fast: bool, progress: Progress = sil
         "one_mb_s": _median_or_none(one_mb), "ten_mb_s": _median_or_none(ten_mb),
         "joins": options.estates, "joins_s": joined, "cap_s": options.cap,
         **meter.per_message(),
-        **({"burst_msgs_per_s": burst} if burst is not None else {}),
+        **bursts,
     }
     if fast:
         journaled, alongside = _journaled_one_way(options, count, progress, cpus)

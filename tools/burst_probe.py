@@ -1,0 +1,154 @@
+"""Where a fast-mode burst just after the allow spends its time, burst by burst (issue 16).
+
+Each run is a fresh client interpreter and a fresh peer (the bench's ``serve_estate``),
+pinned to CPUs 0 and 1 as the bench pins them.  The client joins, is allowed, and
+sends four bursts of 5,000 with the bench's ``Client.one_way``.  For each burst it
+records, per side, the CPU spent and the time spent runnable but waiting for a CPU
+(``/proc/<pid>/task/*/schedstat``), minor page faults (``/proc/<pid>/stat``), and on
+the client the CPU inside garbage collections (``gc.callbacks``).  The summary gives
+the medians per burst over the runs, and the median over runs of burst 0 against
+the later three: what the first burst pays that later ones do not.
+
+Variants (alternated run by run, so the machine's drift falls on all):
+
+- ``plain``: as the bench;
+- ``warm``: the client process first sends a burst on another link, to another
+  fresh peer (is the cost the process's, or the new link's?);
+- ``freeze``: ``gc.collect(); gc.freeze()`` in the client after its allow and in the
+  peer before it serves.
+
+    python tools/burst_probe.py --runs 8 plain warm freeze
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+BURSTS = 4
+_FROZEN_PEER = ("import gc; from raetlike.bench import _raetlike as r; run = r._Pump.run\n"
+                "def frozen(self, *a, **k):\n"
+                "    gc.collect(); gc.freeze(); r._Pump.run = run; return run(self, *a, **k)\n"
+                "r._Pump.run = frozen; r.serve_estate(True)")
+
+
+def _sched(pid: int) -> tuple[float, float]:
+    """CPU seconds and run-queue seconds of every thread of ``pid``."""
+    cpu = wait = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/schedstat", encoding="ascii") as stat:
+            fields = stat.read().split()
+        cpu, wait = cpu + int(fields[0]), wait + int(fields[1])
+    return cpu / 1e9, wait / 1e9
+
+
+def _faults(pid: int) -> int:
+    """Minor page faults of ``pid`` so far."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[7])
+
+
+def _one(variant: str, count: int) -> list[dict[str, float]]:
+    """A fresh client's bursts (this process is the client)."""
+    from raetlike.bench._common import pin, spawn, stop  # noqa: PLC0415 - child mode only
+    from raetlike.bench._raetlike import Client  # noqa: PLC0415
+
+    collecting = [0.0, 0.0]  # CPU in collections, the start of the current one
+
+    def timed(phase: str, _info: dict[str, Any]) -> None:
+        if phase == "start":
+            collecting[1] = time.process_time()
+        else:
+            collecting[0] += time.process_time() - collecting[1]
+
+    gc.callbacks.append(timed)
+    pin(0, 0)
+    peers = []
+
+    def peer() -> tuple[Any, int]:
+        code = _FROZEN_PEER if variant == "freeze" else \
+            "from raetlike.bench import serve_estate; serve_estate(True)"
+        process, line = spawn(code, 1)
+        peers.append(process)
+        return process, int(line)
+
+    try:
+        if variant == "warm":
+            _, port = peer()
+            other = Client(port, True, name="warmup")
+            other.one_way(count)
+            other.close()
+        process, port = peer()
+        client = Client(port, True)
+        if variant == "freeze":
+            gc.collect()
+            gc.freeze()
+        rows = []
+        for _ in range(BURSTS):
+            me, them = os.getpid(), process.pid
+            before = (*_sched(me), _faults(me), *_sched(them), _faults(them))
+            collecting[0] = 0.0
+            wall = client.one_way(count)
+            after = (*_sched(me), _faults(me), *_sched(them), _faults(them))
+            spent = [b - a for a, b in zip(before, after, strict=True)]
+            rows.append({"wall": wall * 1e3, "cpu_c": spent[0] * 1e3, "wait_c": spent[1] * 1e3,
+                         "flt_c": spent[2], "cpu_p": spent[3] * 1e3, "wait_p": spent[4] * 1e3,
+                         "flt_p": spent[5], "gc_c": collecting[0] * 1e3})
+        client.close()
+    finally:
+        for process in peers:
+            stop(process)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("variants", nargs="*", help="plain (default), warm, freeze")
+    parser.add_argument("--runs", type=int, default=8, help="fresh processes per variant")
+    parser.add_argument("--count", type=int, default=5000, help="messages per burst")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(_one(args.one, args.count)))
+        return 0
+    if args.runs < 1 or args.count < 1:
+        parser.error("--runs and --count must be at least 1")
+    args.variants = args.variants or ["plain"]
+    unknown = set(args.variants) - {"plain", "warm", "freeze"}
+    if unknown:
+        parser.error(f"unknown variant {sorted(unknown)[0]!r}: plain, warm or freeze")
+    results: dict[str, list[list[dict[str, float]]]] = {v: [] for v in args.variants}
+    for run in range(args.runs):
+        for variant in args.variants if run % 2 == 0 else args.variants[::-1]:
+            out = subprocess.run(
+                [sys.executable, __file__, "--one", variant, "--count", str(args.count)],
+                capture_output=True, text=True, check=True)
+            results[variant].append(json.loads(out.stdout))
+    keys = ["wall", "cpu_c", "wait_c", "flt_c", "gc_c", "cpu_p", "wait_p", "flt_p"]
+    for variant, runs in results.items():
+        print(f"{variant} ({len(runs)} runs), medians (ms; faults as counts); "
+              "c = client (sender), p = peer (receiver), wait = runnable, not running")
+        print("burst " + " ".join(f"{key:>7}" for key in keys))
+        for index in range(BURSTS):
+            print(f"{index:5} " + " ".join(
+                f"{statistics.median(run[index][key] for run in runs):7.2f}" for key in keys))
+
+        def excess(key: str, runs: list[list[dict[str, float]]] = runs) -> float:
+            return statistics.median(
+                run[0][key] - statistics.median(row[key] for row in run[1:]) for run in runs)
+
+        print("  burst 0 minus the later ones (median over runs): " + ", ".join(
+            f"{key} {excess(key):+.2f}" for key in ("wall", "cpu_c", "gc_c", "flt_c",
+                                                    "cpu_p", "flt_p")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
