@@ -14,10 +14,11 @@ Variants (alternated run by run, so the machine's drift falls on all):
 - ``plain``: as the bench;
 - ``warm``: the client process first sends a burst on another link, to another
   fresh peer (is the cost the process's, or the new link's?);
-- ``freeze``: ``gc.collect(); gc.freeze()`` in the client after its allow and in the
-  peer before it serves.
+- ``collect``: ``gc.collect()`` in the client after its allow and in the peer before
+  it serves;
+- ``freeze``: ``gc.collect(); gc.freeze()`` there.
 
-    python tools/burst_probe.py --runs 8 plain warm freeze
+    python tools/burst_probe.py --runs 8 plain warm collect freeze
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ import time
 from typing import Any
 
 BURSTS = 4
-_FROZEN_PEER = ("import gc; from raetlike.bench import _raetlike as r; run = r._Pump.run\n"
-                "def frozen(self, *a, **k):\n"
-                "    gc.collect(); gc.freeze(); r._Pump.run = run; return run(self, *a, **k)\n"
-                "r._Pump.run = frozen; r.serve_estate(True)")
+# the peer with a collection (and a freeze) after its set-up, before it serves
+_SETTLED_PEER = ("import gc; from raetlike.bench import _raetlike as r; run = r._Pump.run\n"
+                 "def settled(self, *a, **k):\n"
+                 "    gc.collect(); {freeze}r._Pump.run = run; return run(self, *a, **k)\n"
+                 "r._Pump.run = settled; r.serve_estate(True)")
 
 
 def _sched(pid: int) -> tuple[float, float]:
@@ -73,8 +75,9 @@ def _one(variant: str, count: int) -> list[dict[str, float]]:
     peers = []
 
     def peer() -> tuple[Any, int]:
-        code = _FROZEN_PEER if variant == "freeze" else \
-            "from raetlike.bench import serve_estate; serve_estate(True)"
+        code = "from raetlike.bench import serve_estate; serve_estate(True)"
+        if variant in ("collect", "freeze"):
+            code = _SETTLED_PEER.format(freeze="gc.freeze(); " if variant == "freeze" else "")
         process, line = spawn(code, 1)
         peers.append(process)
         return process, int(line)
@@ -87,9 +90,10 @@ def _one(variant: str, count: int) -> list[dict[str, float]]:
             other.close()
         process, port = peer()
         client = Client(port, True)
-        if variant == "freeze":
+        if variant in ("collect", "freeze"):
             gc.collect()
-            gc.freeze()
+            if variant == "freeze":
+                gc.freeze()
         rows = []
         for _ in range(BURSTS):
             me, them = os.getpid(), process.pid
@@ -110,7 +114,7 @@ def _one(variant: str, count: int) -> list[dict[str, float]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("variants", nargs="*", help="plain (default), warm, freeze")
+    parser.add_argument("variants", nargs="*", help="plain (default), warm, collect, freeze")
     parser.add_argument("--runs", type=int, default=8, help="fresh processes per variant")
     parser.add_argument("--count", type=int, default=5000, help="messages per burst")
     parser.add_argument("--one", help=argparse.SUPPRESS)
@@ -121,9 +125,9 @@ def main() -> int:
     if args.runs < 1 or args.count < 1:
         parser.error("--runs and --count must be at least 1")
     args.variants = args.variants or ["plain"]
-    unknown = set(args.variants) - {"plain", "warm", "freeze"}
+    unknown = set(args.variants) - {"plain", "warm", "collect", "freeze"}
     if unknown:
-        parser.error(f"unknown variant {sorted(unknown)[0]!r}: plain, warm or freeze")
+        parser.error(f"unknown variant {sorted(unknown)[0]!r}: plain, warm, collect or freeze")
     results: dict[str, list[list[dict[str, float]]]] = {v: [] for v in args.variants}
     for run in range(args.runs):
         for variant in args.variants if run % 2 == 0 else args.variants[::-1]:
