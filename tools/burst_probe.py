@@ -19,6 +19,11 @@ Variants (alternated run by run, so the machine's drift falls on all):
 - ``freeze``: ``gc.collect(); gc.freeze()`` there.
 
     python tools/burst_probe.py --runs 8 plain warm collect freeze
+
+``--profile N OUT`` instead records one plain run's burst N alone with ``perf record``
+(cpu-clock, call graphs) into OUT, enabled and disabled around that burst through
+perf's control FIFOs; compare burst 0 with burst 1 by ``perf report -i OUT
+--no-children --sort dso,sym``.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 BURSTS = 4
@@ -57,8 +64,18 @@ def _faults(pid: int) -> int:
         return int(stat.read().rsplit(")", 1)[1].split()[7])
 
 
-def _one(variant: str, count: int) -> list[dict[str, float]]:
-    """A fresh client's bursts (this process is the client)."""
+def _perf(fifos: str | None, command: str) -> None:
+    """Tell a ``perf record --control`` to enable or disable, and wait for its ack."""
+    if fifos is not None:
+        control, ack = fifos.split(",")
+        Path(control).write_text(command + "\n")
+        with open(ack, encoding="ascii") as answer:
+            answer.readline()
+
+
+def _one(variant: str, count: int, fifos: str | None = None,
+         profiled: int = -1) -> list[dict[str, float]]:
+    """A fresh client's bursts (this process is the client; burst ``profiled`` under perf)."""
     from raetlike.bench._common import pin, spawn, stop  # noqa: PLC0415 - child mode only
     from raetlike.bench._raetlike import Client  # noqa: PLC0415
 
@@ -95,12 +112,16 @@ def _one(variant: str, count: int) -> list[dict[str, float]]:
             if variant == "freeze":
                 gc.freeze()
         rows = []
-        for _ in range(BURSTS):
+        for index in range(BURSTS):
             me, them = os.getpid(), process.pid
+            if index == profiled:
+                _perf(fifos, "enable")
             before = (*_sched(me), _faults(me), *_sched(them), _faults(them))
             collecting[0] = 0.0
             wall = client.one_way(count)
             after = (*_sched(me), _faults(me), *_sched(them), _faults(them))
+            if index == profiled:
+                _perf(fifos, "disable")
             spent = [b - a for a, b in zip(before, after, strict=True)]
             rows.append({"wall": wall * 1e3, "cpu_c": spent[0] * 1e3, "wait_c": spent[1] * 1e3,
                          "flt_c": spent[2], "cpu_p": spent[3] * 1e3, "wait_p": spent[4] * 1e3,
@@ -112,16 +133,38 @@ def _one(variant: str, count: int) -> list[dict[str, float]]:
     return rows
 
 
+def _record(index: int, out: str, count: int) -> int:
+    """One plain run under ``perf record``, sampling burst ``index`` only."""
+    if not 0 <= index < BURSTS:
+        sys.exit(f"burst_probe: --profile N: N must be 0 to {BURSTS - 1}")
+    with tempfile.TemporaryDirectory() as scratch:
+        control, ack = f"{scratch}/control", f"{scratch}/ack"
+        os.mkfifo(control)
+        os.mkfifo(ack)
+        subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "20000", "-g",
+                        "-D", "-1", "--control", f"fifo:{control},{ack}", "-o", out,
+                        sys.executable, __file__, "--one", "plain", "--count", str(count),
+                        "--fifos", f"{control},{ack}", "--profiled", str(index)],
+                       check=True, stdout=subprocess.DEVNULL)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("variants", nargs="*", help="plain (default), warm, collect, freeze")
     parser.add_argument("--runs", type=int, default=8, help="fresh processes per variant")
     parser.add_argument("--count", type=int, default=5000, help="messages per burst")
+    parser.add_argument("--profile", nargs=2, metavar=("N", "OUT"),
+                        help="record burst N of one plain run with perf into OUT")
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--fifos", help=argparse.SUPPRESS)
+    parser.add_argument("--profiled", type=int, default=-1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(_one(args.one, args.count)))
+        print(json.dumps(_one(args.one, args.count, args.fifos, args.profiled)))
         return 0
+    if args.profile:
+        return _record(int(args.profile[0]), args.profile[1], args.count)
     if args.runs < 1 or args.count < 1:
         parser.error("--runs and --count must be at least 1")
     args.variants = args.variants or ["plain"]
