@@ -14,6 +14,9 @@ Variants (alternated run by run, so the machine's drift falls on all):
 - ``plain``: as the bench;
 - ``warm``: the client process first sends a burst on another link, to another
   fresh peer (is the cost the process's, or the new link's?);
+- ``link``: a first client of this process bursts to the peer, then a new one (a new
+  estate, a new link) is measured: both processes warm, as the bench's "a burst of
+  5,000, new";
 - ``collect``: ``gc.collect()`` in the client after its allow and in the peer before
   it serves;
 - ``freeze``: ``gc.collect(); gc.freeze()`` there.
@@ -106,6 +109,10 @@ def _one(variant: str, count: int, fifos: str | None = None,
             other.one_way(count)
             other.close()
         process, port = peer()
+        if variant == "link":
+            first = Client(port, True, name="first")
+            first.one_way(count)
+            first.close()
         client = Client(port, True)
         if variant in ("collect", "freeze"):
             gc.collect()
@@ -151,7 +158,8 @@ def _record(index: int, out: str, count: int) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("variants", nargs="*", help="plain (default), warm, collect, freeze")
+    parser.add_argument("variants", nargs="*",
+                        help="plain (default), warm, link, collect, freeze")
     parser.add_argument("--runs", type=int, default=8, help="fresh processes per variant")
     parser.add_argument("--count", type=int, default=5000, help="messages per burst")
     parser.add_argument("--profile", nargs=2, metavar=("N", "OUT"),
@@ -168,9 +176,10 @@ def main() -> int:
     if args.runs < 1 or args.count < 1:
         parser.error("--runs and --count must be at least 1")
     args.variants = args.variants or ["plain"]
-    unknown = set(args.variants) - {"plain", "warm", "collect", "freeze"}
+    unknown = set(args.variants) - {"plain", "warm", "link", "collect", "freeze"}
     if unknown:
-        parser.error(f"unknown variant {sorted(unknown)[0]!r}: plain, warm, collect or freeze")
+        parser.error(f"unknown variant {sorted(unknown)[0]!r}: "
+                     "plain, warm, link, collect or freeze")
     results: dict[str, list[list[dict[str, float]]]] = {v: [] for v in args.variants}
     for run in range(args.runs):
         for variant in args.variants if run % 2 == 0 else args.variants[::-1]:
