@@ -352,8 +352,8 @@ class AckState:
         A burst's tail used to be held like a stream's short datagram: it
         arrives just after the every-second ack of the full datagrams before
         it, so its ack waited a millisecond for a timer, longer when the woken
-        process then waited for a CPU (issue 16; docs/performance.md, "A
-        burst, just allowed").
+        process then waited for a CPU (issue 16; docs/performance-floors.md,
+        "Short bursts").
         """
         self.pending += 1
         tail = short and not self.previous_short

@@ -294,8 +294,8 @@ def _bursts(client: Client, port: int, options: BenchOptions,
 
     The first is ``client``'s, and the first fast-mode traffic of both processes: it
     pays their one-time costs too (heap pages touched for the first time, the first
-    collections of what start-up made, cold caches: docs/performance-floors.md, "A
-    burst just after the allow"), which the stream, measured later, does not.  So the
+    collections of what start-up made, cold caches: docs/performance-floors.md, "Short
+    bursts"), which the stream, measured later, does not.  So the
     burst figure set beside the stream is measured as the stream is, in the same warm
     processes and as the median of ``repeat`` runs: each a new estate of this process
     that joins the same peer and sends one burst on its new link (a fresh congestion
