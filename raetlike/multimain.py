@@ -70,6 +70,11 @@ class MultiConfig:
     """Failover: go back to the first main given once it has been allowed and alive this
     many seconds in a row (Salt's ``master_failback`` with its interval); None (the
     default, Salt's default too) stays on the main it failed over to (sticky)."""
+    alive_timeout: float = 1.0
+    """Seconds an unanswered presence check of a main waits before the main is lost (the
+    stack's own default is 2 s, RAET's).  A minion checks a silent main ``period +
+    offset`` (1.5 s, a presence period) after it last heard it, so with 1 s a dead main is
+    noticed, and failover done, within 2.5 s: under 2 presence periods."""
     max_tracked: int = 100_000
     """Failover: messages to the active main remembered until acknowledged (so they can
     move); past it the oldest is forgotten (``stats.untracked``): it stays with its main."""
@@ -77,6 +82,8 @@ class MultiConfig:
     def __post_init__(self) -> None:
         if self.failback_after is not None and not self.failback_after >= 0:
             raise LocalProtocolError(f"failback_after must be >= 0, got {self.failback_after}")
+        if not self.alive_timeout > 0:
+            raise LocalProtocolError(f"alive_timeout must be > 0, got {self.alive_timeout}")
         if self.max_tracked < 1:
             raise LocalProtocolError(f"max_tracked must be >= 1, got {self.max_tracked}")
 
@@ -231,6 +238,7 @@ class MultiMain:
         self._started = True
         for address in self.addresses:
             self.stack.join(address, now=now)
+            self._check_promptly(self.stack.register.at(address))
 
     def main_names(self) -> list[str]:
         """The mains' remote names, in the order given (a placeholder until joined)."""
@@ -277,10 +285,18 @@ class MultiMain:
             if origin is not None:  # a moved copy's fate is the original's, by its id
                 event.message_id = origin
             return True
+        if isinstance(event, _PRESENCE) and self.is_main(event.remote):
+            self._check_promptly(self.names.get(event.remote))
         if (self.config.mode is MultiMode.FAILOVER and isinstance(event, _PRESENCE)
                 and (event.remote == self.active or self.is_main(event.remote))):
             self._presence(event)
         return True
+
+    def _check_promptly(self, remote: Remote | None) -> None:
+        """Give a main our presence checks' shorter timeout (a join may have made the
+        remote object anew, so this is done again whenever one of them changes)."""
+        if remote is not None:
+            remote.alive_timeout = self.config.alive_timeout
 
     def _presence(self, event: events.Event) -> None:
         """Failover: a main came up or went away; choose the active one.

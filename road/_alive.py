@@ -34,6 +34,8 @@ class Aliver(Transaction):
             stack, remote, correspondent=False, session_id=remote.session_id,
             transaction_id=remote.next_transaction_id(),
         )
+        if remote.alive_timeout is not None:  # (the class's deadline, armed above, goes stale)
+            self.arm_timeout(stack.now + remote.alive_timeout)
 
     def initial_state(self) -> enum.Enum:
         return self.States.ASKED

@@ -321,11 +321,12 @@ class ReceiveStream:
 class AckState:
     """The peer's packet numbers under the current keys: which came, and when we say so."""
 
-    __slots__ = ("delay", "due", "last_sent", "pending", "received", "replay")
+    __slots__ = ("delay", "due", "last_sent", "pending", "previous_short", "received", "replay")
 
     def __init__(self, delay: float) -> None:
         self.delay = delay  # how long an ack may wait for a second datagram to cover
         self.last_sent = -NEVER  # when an ack frame last went
+        self.previous_short = False  # the last ack-eliciting datagram was short
         self.replay = ReplayWindow()
         self.received = ReceivedRanges()
         self.pending = 0  # ack-eliciting datagrams not yet acknowledged
@@ -337,17 +338,27 @@ class AckState:
         self.received = ReceivedRanges()
         self.pending = 0
         self.due = None
+        self.previous_short = False
 
     def later(self, short: bool, now: float) -> None:
         """An ack-eliciting datagram arrived: when its ack is due.
 
         Every second one at once; a short one (a sender with more to say fills
-        its datagrams, so it is a burst's tail or a lone message) at once too,
-        but at most one such ack per _SHORT_ACK_SPACING, so a stream of short
+        its datagrams, so it is a burst's tail or a lone message) at once too:
+        always when a full one came before it (the tail of a burst), else at
+        most one such ack per _SHORT_ACK_SPACING, so a stream of short
         datagrams keeps the every-second cadence; any other after the delay.
+
+        A burst's tail used to be held like a stream's short datagram: it
+        arrives just after the every-second ack of the full datagrams before
+        it, so its ack waited a millisecond for a timer, longer when the woken
+        process then waited for a CPU (issue 16; docs/performance-floors.md,
+        "Short bursts").
         """
         self.pending += 1
-        if self.pending >= 2:
+        tail = short and not self.previous_short
+        self.previous_short = short
+        if self.pending >= 2 or tail:
             self.due = now
             return
         due = self.due if self.due is not None else now + self.delay

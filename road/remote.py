@@ -176,6 +176,10 @@ class Remote:
     resend_tokens_at: float = 0.0
     capabilities: frozenset[str] = frozenset()
     traffic: RemoteTraffic = field(default_factory=RemoteTraffic)
+    alive_timeout: float | None = None
+    """Seconds an unanswered presence check of this remote waits before it is reported
+    lost; None: ``Aliver.timeout`` (2 s, as RAET).  Set by the owner of a policy that
+    must notice a dead remote sooner (a failover estate's mains, raetlike.multimain)."""
     unanswered_checks: int = 0
     """Presence checks in a row that found it gone (reset when it is heard): not main, we
     allow again after ``allow_tries_before_rejoin`` of them (``RoadStack._start_alive``)."""

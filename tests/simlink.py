@@ -137,6 +137,19 @@ class SimNet:
                 return condition()
         return condition()
 
+    def run_to(self, moment: float) -> None:
+        """Step through everything due before ``moment``, then set the clock to it (a
+        moment between two arrivals, which ``run_for`` would step past)."""
+        while True:
+            self._flush()
+            times = [t for t in (s.get_timer() for s in self.stacks.values()) if t is not None]
+            if self._queue:
+                times.append(self._queue[0][0])
+            if not times or min(times) >= moment:
+                break
+            self.step()
+        self.now = max(self.now, moment)
+
     def run_for(self, seconds: float) -> None:
         """Step for ``seconds`` of virtual time."""
         end = self.now + seconds

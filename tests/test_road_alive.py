@@ -54,6 +54,18 @@ def test_an_unanswered_presence_check_marks_the_remote_dead_after_two_seconds() 
     assert resends == pytest.approx([0.0, 0.25, 0.75, 1.75])
 
 
+def test_a_remote_given_its_own_alive_timeout_is_lost_that_much_after_the_check() -> None:
+    pair = allowed_pair()
+    pair.main.remote("minion").alive_timeout = 0.6
+    pair.net.blocked.add(MINION)
+    pair.run_until(lambda: bool(pair.events(MAIN, events.RemoteLost)), timeout=5.0)
+    asks = pair.sent(ALIVE, PacketKind.REQUEST, source=MAIN)
+    first_unanswered = next(s.at for s in asks if s.at >= asks[-1].at - 0.6 - 1e-9)
+    assert pair.net.now == pytest.approx(first_unanswered + 0.6)
+    resends = [s.at - first_unanswered for s in asks if s.at >= first_unanswered]
+    assert resends == pytest.approx([0.0, 0.25])  # the redos as before, up to the deadline
+
+
 def test_a_dead_remote_that_answers_again_is_alive_again() -> None:
     pair = allowed_pair()
     pair.net.blocked.add(MINION)

@@ -88,3 +88,49 @@ def test_a_virtual_clock_near_zero_does_not_pace_the_first_flight() -> None:
     for _ in range(INITIAL_WINDOW_DATAGRAMS - 1):
         control.on_sent(DATAGRAM, 0.0)
         assert control.pace_next <= 0.0  # the burst credit holds from the clock's start
+
+
+def _acks_from(pair: Pair, source: Address) -> list[float]:
+    """When ``source`` sends each fast datagram that carries no data (a lone ack)."""
+    times: list[float] = []
+    previous = pair.net.tap
+
+    def tap(data: bytes, sender: Address, destination: Address) -> None:
+        if is_fast(data) and sender == source and len(data) < 200:
+            times.append(pair.net.now)
+        if previous is not None:
+            previous(data, sender, destination)
+
+    pair.net.tap = tap
+    return times
+
+
+def test_a_bursts_short_tail_just_after_an_every_second_ack_is_acked_at_once() -> None:
+    # Two full datagrams arrive together and get the every-second ack; the burst's short
+    # tail arrives 0.1 ms later.  Its ack goes at once: the early-ack spacing counts from
+    # the last early ack, not from that every-second one (which held it ~1 ms).
+    delay = 0.0005
+    pair = _pair(delay)
+    link = pair.minion._fast.links[pair.minion.remote("main").uid]
+    full = b"f" * link.sending.chunk_size  # one message fills a datagram
+    for _ in range(2):
+        pair.minion.transmit(full, to="main", now=pair.net.now)
+    pair.net.run_to(pair.net.now + 0.0001)
+    tail_sent = pair.net.now
+    pair.minion.transmit(b"tail", to="main", now=tail_sent)
+    pair.run_until(lambda: len(pair.events(MINION, events.MessageSent)) == 3)
+    assert pair.net.now - tail_sent <= 2 * delay + 1e-6  # one round trip, no wait
+
+
+def test_a_stream_of_short_datagrams_still_gets_an_ack_for_every_second_one_at_most() -> None:
+    # the early ack of short datagrams stays bounded: at most one a millisecond beside
+    # the every-second cadence
+    pair = _pair(0.0005)
+    acks = _acks_from(pair, MAIN)
+    start = pair.net.now
+    for n in range(40):  # one short datagram each 0.05 ms: 2 ms in all
+        pair.minion.transmit(b"s%d" % n, to="main", now=pair.net.now)
+        pair.net.run_to(pair.net.now + 0.00005)
+    pair.run_until(lambda: len(pair.events(MINION, events.MessageSent)) == 40)
+    during = [at for at in acks if at >= start]
+    assert len(during) <= 40 // 2 + 3
