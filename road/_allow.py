@@ -24,7 +24,7 @@ from road.stats import Drop
 
 if TYPE_CHECKING:
     from road._host import AllowHost
-    from road.remote import Remote
+    from road.remote import Address, Remote
 
 __all__ = ["Allower", "Allowent"]
 
@@ -78,16 +78,21 @@ class _Allow(Transaction):
 
 
 class Allower(_Allow):
-    """We start the handshake (the initiator)."""
+    """We start the handshake (the initiator).
+
+    Sent to ``address`` when given (an authentic fast datagram came from there: the
+    remote may have moved), else to the remote's host address.  Completed at another
+    address than the host address, it moves the remote there (:meth:`RoadStack._moved`).
+    """
 
     class States(enum.Enum):
         HELLO = "hello"
         INITIATE = "initiate"
 
-    def __init__(self, stack: AllowHost, remote: Remote) -> None:
+    def __init__(self, stack: AllowHost, remote: Remote, address: Address | None = None) -> None:
         super().__init__(
             stack, remote, correspondent=False, session_id=remote.session_id,
-            transaction_id=remote.next_transaction_id(),
+            transaction_id=remote.next_transaction_id(), address=address,
         )
         self.oreo = b""
 
@@ -148,6 +153,8 @@ class Allower(_Allow):
     def on_ack(self, _packet: Packet, _body: Any) -> None:
         self.send(PacketKind.ACK, b"", secure=False, remember=False)
         self.end()
+        if self.address != self.remote.host_address:
+            self.stack._moved(self.remote, self.address)  # keys and address both proven
         self.stack._session_started(self.remote)
         self.stack._allowed(self.remote)
 
@@ -169,16 +176,22 @@ class Allower(_Allow):
 
 
 class Allowent(_Allow):
-    """The remote started the handshake; we correspond."""
+    """The remote started the handshake; we correspond.
+
+    We answer where the hello came from (``source``): a remote that moved allows
+    from its new address.  Only a verified initiate (it holds the keys, and it got
+    our cookie there) moves the remote to that address.
+    """
 
     class States(enum.Enum):
         COOKIE = "cookie"
         ACKED = "acked"
 
-    def __init__(self, stack: AllowHost, remote: Remote, packet: Packet) -> None:
+    def __init__(self, stack: AllowHost, remote: Remote, packet: Packet,
+                 source: Address | None = None) -> None:
         super().__init__(
             stack, remote, correspondent=True, session_id=packet.head.session_id,
-            transaction_id=packet.head.transaction_id,
+            transaction_id=packet.head.transaction_id, address=source,
         )
         self.hello = packet
         self.oreo = b""
@@ -275,6 +288,8 @@ class Allowent(_Allow):
         log.debug("%s: initiate from %s (fqdn %r)", self.stack.name, remote.name,
                   fqdn.rstrip(b" "))
         self.send(PacketKind.ACK, b"", secure=False)
+        if self.address != remote.host_address:
+            self.stack._moved(remote, self.address)  # keys and address both proven
         self.stack._session_started(remote)
         return True
 

@@ -105,8 +105,16 @@ class FastRoad:
         if remote.outbox:
             self.stack._watch_expiry(remote, min(outgoing.expires for outgoing in remote.outbox))
 
-    def receive(self, data: bytes, now: float) -> None:
-        """One fast datagram, to its link; garbage is dropped and counted."""
+    def receive(self, data: bytes, source: Address, now: float) -> None:
+        """One fast datagram from ``source``, to its link; garbage is dropped and counted.
+
+        An authentic datagram, the newest of its link, from another address than the
+        remote's suggests it moved (a re-addressed interface, a NAT's new mapping): we
+        allow with it there, and only that allow's completion moves it
+        (:meth:`RoadStack._moved`).  A replay cannot start that (the replay window), and
+        a fresh datagram copied by an observer and raced from elsewhere gets a hello
+        there, held to 3x its bytes (road._amplification), and an allow that fails.
+        """
         stack = self.stack
         try:
             _, key_id, destination, stream, number = read_header(data)
@@ -120,7 +128,10 @@ class FastRoad:
         if key_id != link.key_id:
             stack.stats.drop(Drop.STALE_KEY)
             return
-        link.receive(data, stream, number, now)
+        if link.receive(data, stream, number, now) and source != link.remote.host_address:
+            log.debug("%s: %s speaks from %s; allowing with it there", stack.name,
+                      link.remote.name, source)
+            stack._start_allow(link.remote, source)
 
     def datagrams(self, now: float) -> list[tuple[bytes, Address]]:
         """Datagrams from every link, one per link per round (fair sharing)."""

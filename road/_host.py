@@ -91,9 +91,11 @@ class JoinHost(Host, Protocol):
 
 
 class AllowHost(Host, Protocol):
-    """An allow's steps: the session keys set up, the allow finished."""
+    """An allow's steps: the session keys set up, the allow finished, the remote moved."""
 
     def _session_started(self, remote: Remote) -> None: ...
+
+    def _moved(self, remote: Remote, address: Address) -> None: ...
 
     def _allowed(self, remote: Remote) -> None: ...
 
@@ -103,7 +105,7 @@ class AliveHost(Host, Protocol):
 
     def _presence(self, remote: Remote, *, alive: bool, reason: str = "") -> None: ...
 
-    def _start_allow(self, remote: Remote) -> None: ...
+    def _start_allow(self, remote: Remote, address: Address | None = None) -> None: ...
 
 
 class MessageHost(Host, Protocol):

@@ -28,6 +28,7 @@ __all__ = [
     "MessageSent",
     "MessageExpired",
     "FastModeFallback",
+    "RemoteMoved",
 ]
 
 
@@ -163,3 +164,15 @@ class FastModeFallback(Event):
 
     reason: str
     """Why, in a few words."""
+
+
+@dataclass(slots=True)
+class RemoteMoved(Event):
+    """The remote now speaks from another address (an allow completed there, proving keys
+    and address); our traffic to it goes there from now on, with its uid, keys and
+    session numbers unchanged."""
+
+    old: tuple[str, int]
+    """The host address it had."""
+    new: tuple[str, int]
+    """The host address it has now."""

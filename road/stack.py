@@ -226,7 +226,7 @@ class RoadStack:
             self._budget.credit(source, len(data))  # its answers may be 3x this (RFC 9000 8.1)
         try:
             if is_fast(data):
-                self._fast.receive(data, self.now)
+                self._fast.receive(data, source, self.now)
                 return
             try:
                 packet = parse_packet(data)
@@ -558,7 +558,7 @@ class RoadStack:
         if kinds == (TransactionKind.JOIN, PacketKind.REQUEST):
             Joinent(self, remote, packet, source).start(index)
         elif kinds == (TransactionKind.ALLOW, PacketKind.HELLO):
-            Allowent(self, remote, packet).start(index)
+            Allowent(self, remote, packet, source).start(index)
         elif kinds == (TransactionKind.ALIVE, PacketKind.REQUEST):
             answer_alive(self, remote, packet)
         elif kinds == (TransactionKind.MESSAGE, PacketKind.MESSAGE):
@@ -676,13 +676,14 @@ class RoadStack:
         self._want_joined[remote.uid] = self.now + self.config.rejoin_interval
         Joiner(self, remote, renewal=renewal, afresh=afresh).start()
 
-    def _start_allow(self, remote: Remote) -> None:
+    def _start_allow(self, remote: Remote, address: Address | None = None) -> None:
+        """Allow with ``remote`` (at ``address`` when given: it may have moved there)."""
         if remote.in_process(TransactionKind.JOIN) or remote.in_process(TransactionKind.ALLOW):
             return
         if not remote.joined:
             self._start_join(remote)
             return
-        Allower(self, remote).start()
+        Allower(self, remote, address).start()
 
     def _start_alive(self, remote: Remote, *, asked: bool = False) -> None:
         """The periodic presence check: join, allow or ask "alive?", whichever is due.
@@ -756,6 +757,24 @@ class RoadStack:
         self._fast.session_started(remote)
         self._save_remote(remote)
         self._presence(remote, alive=True)
+
+    def _moved(self, remote: Remote, address: Address) -> None:
+        """An allow completed with ``remote`` at ``address``, not its host address: it moved.
+
+        Only an allow moves a remote (its keys proven, and its address by the cookie
+        that came back), so a forged or replayed datagram never redirects our traffic;
+        its uid, keys and session numbers stay, and the keep records the new address.
+        """
+        old = remote.host_address
+        remote.host_address = address
+        self.stats.remotes_moved += 1
+        if old in self._budget.validated and not any(
+                other.host_address == old for other in self.remotes.values()):
+            self._budget.forget(old)
+        self._save_remote(remote)
+        log.info("%s: %s moved from %s:%d to %s:%d", self.name, remote.name, old[0], old[1],
+                 address[0], address[1])
+        self._emit(events.RemoteMoved(remote.name, old, address))
 
     def _allowed(self, remote: Remote) -> None:
         self.stats.allows_completed += 1
