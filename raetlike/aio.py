@@ -13,6 +13,10 @@ A main estate leaves keys it has never seen pending unless ``auto`` says
 otherwise (``"once"``: accept them the first time, ``"always"``); accept a
 pending joiner with :meth:`Estate.accept`.
 
+An estate with several mains (docs/multi-main.md) joins them with
+:meth:`Estate.join_mains`: ``hot`` (all of them) or ``failover`` (one active,
+``estate.mains.active``); ``MainActive`` events say when the active one changes.
+
 The socket is watched with ``loop.add_reader`` (so any asyncio loop works,
 uvloop included); time is ``loop.time()``; the stack's next timer is armed
 with ``loop.call_at`` and re-armed after every call into the stack.  A send
@@ -30,7 +34,7 @@ import dataclasses
 import logging
 import math
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -45,6 +49,7 @@ from raetlike.errors import (
     YardUnreachableError,
 )
 from raetlike.keep import default_auto
+from raetlike.multimain import DEFAULT_MODE, MultiConfig, MultiMain, MultiMode
 from raetlike.names import check_name
 from raetlike.udp import Address, UdpDriver
 from raetlike.uxd import UxdDriver
@@ -275,7 +280,10 @@ class Estate(_Pump[RoadStack]):
         """The durable road when ``durable`` was given, else None."""
         if self.durable is not None:
             self._pumped = self.durable
-        self._road: RoadStack | DurableRoad = self.durable or estate
+        self._road: RoadStack | DurableRoad | MultiMain = self.durable or estate
+        self.mains: MultiMain | None = None
+        """The several-mains policy once :meth:`join_mains` was called, else None."""
+        self._mains_up: asyncio.Future[str] | None = None
         self._host, self._port = host, port
         self._sends: dict[int, asyncio.Future[int]] = {}
         self._joins: list[tuple[set[str], Any, asyncio.Future[str]]] = []
@@ -339,6 +347,57 @@ class Estate(_Pump[RoadStack]):
             if entry in self._joins:
                 self._joins.remove(entry)
 
+    async def join_mains(self, addresses: Sequence[Address], *,
+                         multi: MultiMode | str = DEFAULT_MODE,
+                         failback_after: float | None = None,
+                         timeout: float = JOIN_TIMEOUT) -> str:
+        """Join several mains (docs/multi-main.md) and wait until one is joined and allowed.
+
+        Every main is joined, now or whenever it appears (a main down now is picked
+        up later); ``multi`` is ``"hot"`` (use them all) or ``"failover"`` (one at a
+        time, ``self.mains.active``; ``failback_after`` seconds up brings the first
+        back, None stays).  Returns the name of the first main allowed (the active
+        one in failover); :class:`JoinTimeoutError` when none is within ``timeout``.
+        Messages sent with :meth:`transmit` or :meth:`send` to the active main move
+        with it; a bus node on this estate (raetlike.hosting.EstateBus on
+        ``self.road``) follows it.
+        """
+        driver = self._driver
+        if not isinstance(driver, UdpDriver):
+            raise RaetError(f"estate {self.name} is not open: use 'async with'")
+        if self.durable is not None:
+            raise RaetError(f"estate {self.name}: a durable estate joins one main only")
+        if self.mains is not None:
+            raise RaetError(f"estate {self.name} joined its mains already")
+        resolved = [await self.loop.run_in_executor(None, driver.resolve, address)
+                    for address in addresses]
+        mode = multi if isinstance(multi, MultiMode) else MultiMode(multi)
+        self.mains = MultiMain(self.stack, resolved,
+                               MultiConfig(mode=mode, failback_after=failback_after))
+        self._road = self._pumped = self.mains
+        self._mains_up = self.loop.create_future()
+        self.mains.start(self.loop.time())
+        self._service()
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._mains_up), timeout)
+        except TimeoutError:
+            raise JoinTimeoutError(f"none of {len(resolved)} mains joined and allowed after "
+                                   f"{timeout} s") from None
+
+    def _settle(self) -> None:
+        """A join_mains waiter learns the first main up (the active one in failover)."""
+        waiter, mains = self._mains_up, self.mains
+        if waiter is None or waiter.done() or mains is None:
+            return
+        up = [name for name in mains.main_names() if mains.up(name)]
+        if up and (mains.active is not None or mains.config.mode is MultiMode.HOT):
+            waiter.set_result(mains.active or up[0])
+
+    @property
+    def road(self) -> RoadStack | DurableRoad | MultiMain:
+        """What the socket drives and messages go through (the stack, or its wrapper)."""
+        return self._road
+
     def transmit(self, message: Mapping[str, Any] | bytes, to: str, *,
                  ttl: float | None = None) -> int:
         """Queue ``message`` without waiting; its fate comes through :meth:`events`."""
@@ -391,6 +450,8 @@ class Estate(_Pump[RoadStack]):
                                                f"{event.reason}"))
 
     def _closed(self) -> None:
+        if self._mains_up is not None and not self._mains_up.done():
+            self._mains_up.set_exception(JoinError(f"estate {self.name} closed"))
         for _, _, join in self._joins:
             if not join.done():
                 join.set_exception(JoinError(f"estate {self.name} closed"))

@@ -2,7 +2,8 @@
 
 :class:`EstateBus` puts a :class:`BusNode` on an estate's road stack and, for
 a manor, on its lane's main yard: road remotes become links when allowed (a
-minion's main estate is its upstream), and a yard becomes a link the first
+minion's main estate is its upstream; with several mains, :class:`raetlike.multimain.MultiMain`
+says which are), and a yard becomes a link the first
 time a bus message comes from it.  :func:`timer_task` runs a node's timers as
 a :class:`raetlike.run.Loop` task.  :func:`echo` is the ``echo.`` service of
 ``raetlike estate --bus`` and ``raetlike yard --bus``.
@@ -24,6 +25,7 @@ from raetlike.bus._message import Errno, is_bus_body
 from raetlike.bus._node import BusNode
 from raetlike.channels import LaneChannel, Road, RoadChannel
 from raetlike.manor import Manor
+from raetlike.multimain import MainActive, MultiMain
 from raetlike.run import Loop, TaskBody
 from raetlike.uxd import UxdDriver
 from road import events as road_events
@@ -59,13 +61,18 @@ def timer_task(node: BusNode, clock: Callable[[], float]) -> TaskBody:
 class EstateBus:
     """A bus node on an estate's road stack and (for a manor) its lane's main yard."""
 
-    __slots__ = ("_attachment", "_remotes", "_yards", "lane", "node", "refused", "road", "ttl")
+    __slots__ = ("_attachment", "_remotes", "_yards", "lane", "mains", "node", "refused", "road",
+                 "ttl")
 
     def __init__(self, node: BusNode, road: Road, lane: LaneStack | None = None, *,
                  ttl: float = ROAD_TTL) -> None:
-        """Feed ``node`` from ``road`` (and ``lane``); road links get ``ttl``."""
+        """Feed ``node`` from ``road`` (and ``lane``); road links get ``ttl``.
+
+        When ``road`` is a :class:`MultiMain`, it decides which mains are upstream.
+        """
         self.node = node
         self.road = road
+        self.mains = road if isinstance(road, MultiMain) else None
         self.lane = lane
         self.ttl = ttl
         self._attachment = BusAttachment(node)
@@ -78,6 +85,9 @@ class EstateBus:
         """Link allowed remotes; take bus messages.  True when the event was the bus's."""
         if isinstance(event, road_events.Allowed | road_events.Alive):
             self._link_remote(event.remote, now)
+            return False
+        if isinstance(event, MainActive):
+            self._follow(event, now)
             return False
         if isinstance(event, road_events.MessageReceived) and is_bus_body(event.body):
             self._link_remote(event.remote, now)
@@ -115,13 +125,27 @@ class EstateBus:
         remote = self.road.names.get(name)
         if remote is None:
             return
-        upstream = (not self.road.local.main and remote.main
-                    and self.node.upstream is None)
+        standby = False
+        if self.mains is not None and self.mains.is_main(name):
+            upstream = self.mains.is_upstream(name)
+            standby = not upstream  # a failover estate's other mains
+        else:
+            upstream = (not self.road.local.main and remote.main
+                        and self.node.upstream is None)
         logger.info("bus %s: remote %s linked%s", self.node.name, name,
                     " (upstream)" if upstream else "")
         self.node.add_link(RoadChannel(self.road, name, ttl=self.ttl), upstream=upstream,
-                           now=now)
+                           standby=standby, now=now)
         self._remotes.add(name)
+
+    def _follow(self, event: MainActive, now: float) -> None:
+        """Failover moved the active main: it becomes the upstream, the old one a standby
+        link.  (What the old one had not acknowledged the MultiMain moved already.)"""
+        self._link_remote(event.remote, now)
+        if event.remote in self.node.links:
+            self.node.set_upstream(event.remote, True)
+        if event.previous in self.node.links:
+            self.node.set_upstream(event.previous, False)
 
 
 class LoopBus:

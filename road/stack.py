@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from raetlike.crypto import PublicKey, VerifyKey
@@ -181,6 +181,28 @@ class RoadStack:
             self._watch_expiry(remote, expires)
             self._pump(remote)
         return self._message_id
+
+    def withdraw(self, to: str, message_ids: Collection[int]) -> list[int]:
+        """Take back those of ``message_ids`` that still wait in the outbox of ``to``, never
+        sent; returns their ids (no ``MessageSent`` or ``MessageExpired`` follows for them).
+
+        A message already begun (in flight, or put back after it was partly sent) stays:
+        the remote may have it.  :class:`raetlike.multimain.MultiMain` moves what it takes
+        back to another main.
+        """
+        remote = self.names.get(to)
+        if remote is None or not remote.outbox:
+            return []
+        wanted = set(message_ids)
+        kept: deque[Outgoing] = deque()
+        taken = []
+        for outgoing in remote.outbox:
+            if outgoing.message_id in wanted and outgoing.begun is None:
+                taken.append(outgoing.message_id)
+            else:
+                kept.append(outgoing)
+        remote.outbox = kept
+        return taken
 
     def continue_ids(self, next_id: int) -> None:
         """Number the next message ``next_id`` or later: ids that go on from a store's

@@ -38,6 +38,10 @@ RULES: dict[str, tuple[list[str], set[str]]] = {
     # the bus attaches to the stacks' events (raetlike/bus/_glue.py); hosting it on a
     # loop, a manor or sockets is the drivers' (raetlike/hosting.py)
     "bus": (["raetlike/bus"], IO | DRIVERS | {"raetlike.journal", "raetlike.pipeline"}),
+    # the several-mains policy wraps a RoadStack, sans-IO like it (docs/multi-main.md)
+    "multimain": (["raetlike/multimain.py"],
+                  IO | DRIVERS | MESSAGING | {"lane", "raetlike.journal", "raetlike.pipeline",
+                                              "raetlike.channels"}),
 }
 
 

@@ -40,6 +40,7 @@ from raetlike.bus._message import (
     Rolemask,
     decode,
     encode,
+    follows_failover,
     is_bus_body,
 )
 from raetlike.bus._node import BusNode
@@ -76,5 +77,6 @@ __all__ = [
     "Rolemask",
     "encode",
     "decode",
+    "follows_failover",
     "is_bus_body",
 ]

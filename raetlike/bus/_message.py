@@ -22,6 +22,7 @@ __all__ = [
     "Rolemask",
     "BusMessage",
     "is_bus_body",
+    "follows_failover",
     "encode",
     "decode",
 ]
@@ -127,6 +128,17 @@ class BusMessage:
 def is_bus_body(body: object) -> bool:
     """True for a stack message body that carries a bus message."""
     return isinstance(body, Mapping) and set(body) == {BUS_KEY}
+
+
+def follows_failover(body: object) -> bool:
+    """Whether a stack message body moves to the new main when a failover estate's active
+    main is lost (raetlike.multimain): requests, events and non-bus messages do; a
+    response (its route names the old main's links) and a keepalive do not."""
+    if not is_bus_body(body):
+        return True
+    inner = body[BUS_KEY]  # type: ignore[index]
+    kind = inner.get("ty") if isinstance(inner, Mapping) else None
+    return kind in (MessageType.REQUEST.value, MessageType.EVENT.value)
 
 
 def encode(message: BusMessage) -> dict[str, Any]:

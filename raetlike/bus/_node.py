@@ -1,7 +1,10 @@
 """The bus node: a sans-IO broker for requests, responses, events and keepalives.
 
-A node has links (neighbours on its road or lane, see raetlike.channels), at
-most one of them *upstream* (toward main).  Stack messages come in through
+A node has links (neighbours on its road or lane, see raetlike.channels), some
+of them *upstream* (toward main): usually one, several for an estate joined to
+several mains (raetlike.multimain).  Events published or coming from below go
+to every upstream; a request routed up goes to one live upstream; events coming
+down from any upstream are distributed once (the event dedup).  Stack messages come in through
 :meth:`BusNode.receive`, undelivered ones through :meth:`BusNode.undeliverable`;
 the node sends through its links and runs its timers from
 :meth:`BusNode.get_timer` / :meth:`BusNode.handle_timer`.  Replies reach user
@@ -90,7 +93,9 @@ class BusNode:
         self.role = role or name
         self.config = config or BusConfig()
         self.stats = BusStats()
-        self.upstream: str | None = None
+        self.upstreams: list[str] = []
+        """The links toward main in use, in order (requests go to the first live one)."""
+        self._above: set[str] = set()  # upstreams and standby links (also toward a main)
         self.now = now
         self._links: dict[str, _Neighbour] = {}
         self._services: dict[str, _Registered] = {}
@@ -116,29 +121,58 @@ class BusNode:
         """Names of the node's links."""
         return list(self._links)
 
-    def add_link(self, link: Link, *, upstream: bool = False, trusted: bool | None = None,
-                 now: float | None = None) -> None:
-        """Add a neighbour; ``upstream`` marks the one toward main (trusted by default).
+    @property
+    def upstream(self) -> str | None:
+        """The upstream a request goes to now: the first live one (else the first), or None."""
+        for name in self.upstreams:
+            neighbour = self._links[name]
+            if not neighbour.lost and neighbour.link.alive:
+                return name
+        return self.upstreams[0] if self.upstreams else None
 
+    def add_link(self, link: Link, *, upstream: bool = False, standby: bool = False,
+                 trusted: bool | None = None, now: float | None = None) -> None:
+        """Add a neighbour; ``upstream`` marks one toward main (trusted by default).
+
+        ``standby`` marks a link toward a main that is not in use (a failover
+        estate's other mains, raetlike.multimain): trusted, its events are
+        distributed here as an upstream's are, a request from it is never sent up,
+        and nothing goes up through it until :meth:`set_upstream` makes it an upstream.
         A trusted link's stamps (userid, role, rolemask) are kept: it relays
         for others.  Every other link's messages are stamped with its own
         authenticated identity.
         """
         if link.name in self._links:
             raise LocalProtocolError(f"{self.name}: link {link.name!r} already added")
-        if upstream and self.upstream is not None:
-            raise LocalProtocolError(f"{self.name}: already has an upstream ({self.upstream})")
         self._tick(now)
-        self._links[link.name] = _Neighbour(link, upstream if trusted is None else trusted,
+        above = upstream or standby
+        self._links[link.name] = _Neighbour(link, above if trusted is None else trusted,
                                             self.now)
-        if upstream:
-            self.upstream = link.name
-            self._send_keepalive(link.name)
+        if above:
+            self.set_upstream(link.name, upstream)
+
+    def set_upstream(self, name: str, upstream: bool) -> None:
+        """Make the link ``name`` an upstream (told our subscriptions) or a standby one.
+
+        What a failover estate does when its active main changes
+        (raetlike.multimain): both are trusted links toward a main.
+        """
+        neighbour = self._links[name]
+        neighbour.trusted = True
+        neighbour.subscriptions = frozenset()
+        self._above.add(name)
+        if upstream and name not in self.upstreams:
+            self.upstreams.append(name)
+            self._send_keepalive(name)
+        elif not upstream and name in self.upstreams:
+            self.upstreams.remove(name)
+        self._readvertise()
 
     def remove_link(self, name: str) -> None:
         """Forget the neighbour ``name``."""
-        if self._links.pop(name, None) is not None and self.upstream == name:
-            self.upstream = None
+        if self._links.pop(name, None) is not None and name in self.upstreams:
+            self.upstreams.remove(name)
+        self._above.discard(name)
         self._readvertise()
 
     def is_lost(self, name: str) -> bool:
@@ -224,10 +258,10 @@ class BusNode:
         event = BusMessage(MessageType.EVENT, topic, payload, sequence=self._event_sequence,
                            epoch=self.epoch, userid=self.name, role=self.role,
                            rolemask=Rolemask.OWNER)
-        if self.upstream is None:
+        if not self.upstreams:
             self._distribute(event)
         else:
-            self._forward(self.upstream, event)
+            self._forward_up(event)
         return self._event_sequence
 
     def subscribe(self, prefix: str, callback: OnEvent, *, now: float | None = None) -> None:
@@ -275,11 +309,11 @@ class BusNode:
         elif message.type is MessageType.RESPONSE:
             self._route_response(message)
         elif message.type is MessageType.EVENT:
-            if link_name == self.upstream or self.upstream is None:
+            if link_name in self._above or not self.upstreams:
                 self._distribute(message)
             else:
-                self._forward(self.upstream, message)
-        elif link_name != self.upstream:
+                self._forward_up(message)
+        elif link_name not in self._above:
             neighbour.subscriptions = frozenset(message.subscriptions)
             self._readvertise()
 
@@ -305,8 +339,8 @@ class BusNode:
         if target == self.name or (target == ANY and self.provides(request.topic)):
             self._handle(request)
         elif target in (ANY, UPSTREAM):
-            if self.upstream is not None and came_from != self.upstream:
-                self._forward(self.upstream, replace(request, target=ANY))
+            if self.upstreams and came_from not in self._above:
+                self._forward(self._up_for_request(), replace(request, target=ANY))
             elif target == ANY:
                 self._fail(request, Errno.ENOSYS, f"no service {request.service!r}")
             else:
@@ -316,8 +350,8 @@ class BusNode:
                 self._fail(request, Errno.EHOSTUNREACH, f"{target} is not responding")
             else:
                 self._forward(target, request)
-        elif self.upstream is not None and came_from != self.upstream:
-            self._forward(self.upstream, request)
+        elif self.upstreams and came_from not in self._above:
+            self._forward(self._up_for_request(), request)
         else:
             self._fail(request, Errno.EHOSTUNREACH, f"no route to {target}")
 
@@ -328,6 +362,18 @@ class BusNode:
             return
         *rest, hop = response.route
         self._forward(hop, replace(response, route=tuple(rest)))
+
+    def _up_for_request(self) -> str:
+        """Where a request goes up: the first live upstream (else the first, which queues it)."""
+        upstream = self.upstream
+        assert upstream is not None  # noqa: S101 - callers check self.upstreams
+        return upstream
+
+    def _forward_up(self, event: BusMessage) -> None:
+        """An event goes to every upstream (each main's bus gets it; their dedup and the
+        subscribers' take repeats)."""
+        for name in self.upstreams:
+            self._forward(name, event)
 
     def _forward(self, link_name: str, message: BusMessage) -> None:
         """Send ``message`` one hop on; a refused request fails with 113."""
@@ -453,7 +499,7 @@ class BusNode:
             self.stats.events_delivered += 1
             callback(event)
         for name, neighbour in self._links.items():
-            if name != self.upstream and any(event.topic.startswith(prefix)
+            if name not in self._above and any(event.topic.startswith(prefix)
                                              for prefix in neighbour.subscriptions):
                 self._forward(name, event)
 
@@ -462,14 +508,14 @@ class BusNode:
     def _readvertise(self) -> None:
         """Tell upstream at once when the prefixes wanted at or below this node change."""
         wanted = frozenset(self._subscriptions).union(
-            *(n.subscriptions for name, n in self._links.items() if name != self.upstream))
+            *(n.subscriptions for name, n in self._links.items() if name not in self._above))
         if wanted != self._advertised:
             self._advertised = wanted
-            if self.upstream is not None:
-                self._send_keepalive(self.upstream)
+            for name in self.upstreams:
+                self._send_keepalive(name)
 
     def _send_keepalive(self, link_name: str) -> None:
-        subscriptions = tuple(sorted(self._advertised)) if link_name == self.upstream else ()
+        subscriptions = tuple(sorted(self._advertised)) if link_name in self.upstreams else ()
         self.stats.keepalives_sent += 1
         self._forward(link_name, BusMessage(MessageType.KEEPALIVE, subscriptions=subscriptions))
 

@@ -32,6 +32,7 @@ from raetlike.durable import DurableConfig
 from raetlike.errors import AddressError, RaetError
 from raetlike.journal import FsyncPolicy
 from raetlike.logs import FORMATS, setup_logging
+from raetlike.multimain import DEFAULT_MODE, MultiConfig, MultiMode
 from raetlike.names import InvalidNameError, name_problem, quoted_name
 from raetlike.udp import Address, family_of, parse_host_port, resolve
 from raetlike.wire.kinds import AutoMode
@@ -123,6 +124,12 @@ examples:
   raetlike estate master --host 127.0.0.1 --port 0 --main --auto once --echo --keep /tmp/keep
   raetlike estate minion1 --port 7531 --join 10.0.0.1:7530
   raetlike estate minion1 --port 7531 --join 10.0.0.1:7530 --durable --durable-sync 10
+  raetlike estate minion1 --port 7531 --join 10.0.0.1:7530 --join 10.0.0.2:7530 --multi failover
+
+With several --join the estate joins every main it can reach (and any that
+appears later): --multi hot sends its events to all of them, --multi
+failover (the default) uses one and moves to the next when presence says it
+is gone, within 2 presence periods (docs/multi-main.md).
 
 --durable keeps what transmit accepted on disk until acknowledged, and what
 was delivered, so a restart (even after kill -9) sends nothing twice and
@@ -240,8 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     estate.add_argument("--host", default="0.0.0.0", metavar="H",  # noqa: S104 - as RAET
                         help="address to listen on (default: 0.0.0.0)")
     estate.add_argument("--main", action="store_true", help="be the road's main estate")
-    estate.add_argument("--join", type=_host_port, metavar="HOST:PORT",
-                        help="join the main estate at HOST:PORT")
+    _add_multi(estate)
     estate.add_argument("--auto", choices=list(_AUTO), default=None,
                         help="acceptance of keys never seen before (default: never for a "
                              "--main estate, once otherwise)")
@@ -342,6 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "estate":
+        _check_estate(parser, args)
         return _estate(args)
     if args.command == "ping":
         _check_ping_target(parser, args)
@@ -434,13 +441,44 @@ def _durable_sync(text: str) -> DurableConfig:
     return DurableConfig(fsync=FsyncPolicy.INTERVAL, fsync_interval=milliseconds / 1000)
 
 
+def _add_multi(estate: argparse.ArgumentParser) -> None:
+    """``--join`` (repeatable), ``--multi hot|failover`` and ``--failback S``."""
+    estate.add_argument("--join", type=_host_port, metavar="HOST:PORT", action="append",
+                        help="join the main estate at HOST:PORT; repeat it to join several "
+                             "mains (docs/multi-main.md)")
+    estate.add_argument("--multi", choices=[mode.value for mode in MultiMode], default=None,
+                        help="with several --join: 'hot' uses every main, 'failover' one "
+                             f"at a time (default: {DEFAULT_MODE.value})")
+    estate.add_argument("--failback", type=_positive(float, 0.0), default=None, metavar="S",
+                        help="--multi failover: go back to the first --join main once it "
+                             "has been up S seconds (default: stay where it failed over)")
+
+
+def _check_estate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--multi and --failback only with several --join; several mains, no --durable yet."""
+    joins = args.join or []
+    if len(set(joins)) != len(joins):
+        parser.error("estate: the same --join is given twice")
+    if args.multi is not None and len(joins) < 2:
+        parser.error("estate: --multi needs two or more --join (one main has no mode)")
+    if args.failback is not None and (len(joins) < 2 or
+                                      (args.multi or DEFAULT_MODE.value) != "failover"):
+        parser.error("estate: --failback goes with two or more --join in failover mode")
+    if args.durable is not None and len(joins) > 1:
+        parser.error("estate: --durable works with one --join only (not several mains yet)")
+
+
 def _estate(args: argparse.Namespace) -> int:
-    join = None if args.join is None else _resolved("--join", args.join, family_of(args.host))
+    joins = tuple(_resolved("--join", join, family_of(args.host)) for join in args.join or ())
+    join = joins[0] if len(joins) == 1 else None
+    multi = None if len(joins) < 2 else MultiConfig(
+        mode=MultiMode(args.multi or DEFAULT_MODE.value), failback_after=args.failback)
     durable = args.durable
     if durable == _IN_KEEP:
         durable = (args.keep or default_keep_dir()) / args.name / "durable"
     options = EstateOptions(
         name=args.name, host=args.host, port=args.port, main=args.main, join=join,
+        mains=joins if multi is not None else (), multi=multi,
         auto=None if args.auto is None else _AUTO[args.auto], keep_dir=args.keep,
         echo=args.echo, raet_mode=args.raet_mode,
         lane=args.lane, lane_dir=args.lane_dir, journal_dir=args.journal, bus=args.bus,

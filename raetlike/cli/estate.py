@@ -29,7 +29,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from lane.yard import LocalYard, yard_path
-from raetlike.bus import BusConfig, BusNode
+from raetlike.bus import BusConfig, BusNode, follows_failover
 from raetlike.durable import DurableConfig, DurableMessageReceived, DurableRoad
 from raetlike.errors import BackpressureError, LocalProtocolError
 from raetlike.hosting import ECHO_PREFIX, EstateBus, echo, timer_task
@@ -37,6 +37,7 @@ from raetlike.journal import JournalWriter
 from raetlike.keep import default_auto
 from raetlike.manor import MANOR_YARD, ManorHouse
 from raetlike.metrics import StatsLines, Watch, serve_metrics
+from raetlike.multimain import MainActive, MultiConfig, MultiMain
 from raetlike.names import quoted_name, safe_name
 from raetlike.run import Loop
 from raetlike.udp import Address, UdpDriver, bind_udp, format_address
@@ -74,6 +75,10 @@ class EstateOptions:
     """Whether this is the road's main estate (admits joiners)."""
     join: Address | None = None
     """A main estate to join at start."""
+    mains: tuple[Address, ...] = ()
+    """Several main estates to join at start, in order of preference (with ``multi``)."""
+    multi: MultiConfig | None = None
+    """How to use ``mains`` (docs/multi-main.md); None with one main or none."""
     auto: AutoMode | None = None
     """Acceptance of keys never seen before; None means :func:`default_auto`."""
     keep_dir: Path | None = None
@@ -147,7 +152,11 @@ class _Estate:
         self.keep.restore_remotes(self.stack)
         self.durable = None if options.durable is None else DurableRoad(
             self.stack, options.durable, options.durable_config, journal=journal)
-        self.road: RoadStack | DurableRoad = self.stack if self.durable is None else self.durable
+        self.mains = None if options.multi is None else MultiMain(
+            self.stack, options.mains, options.multi, movable=follows_failover)
+        self.road: RoadStack | DurableRoad | MultiMain = (
+            self.durable if self.durable is not None else
+            self.mains if self.mains is not None else self.stack)
         self.loop = Loop(clock)
         self.driver = UdpDriver(self.road, sock=sock)
         self.loop.add(self.driver)
@@ -182,6 +191,8 @@ class _Estate:
     def run(self) -> None:
         if self.options.join is not None:
             self.stack.join(self.options.join, now=self.clock())
+        if self.mains is not None:
+            self.mains.start(self.clock())
         while not self.stopping:
             wait = self.stats_lines.timeout()
             self.loop.run_once(max_wait=IDLE_STEP if wait is None else min(wait, IDLE_STEP))
@@ -255,6 +266,10 @@ class _Estate:
         elif isinstance(event, events.RemoteRemoved):
             self.pending.pop(event.remote, None)
             log.info("estate %s: %s removed: %s", name, remote, safe_name(event.reason))
+        elif isinstance(event, MainActive):
+            log.info("estate %s: main %s active (%s%s, %d message(s) moved)", name, remote,
+                     event.reason, f", was {safe_name(event.previous)}" if event.previous else "",
+                     event.moved)
         elif isinstance(event, events.JoinFailed | events.AllowFailed):
             log.debug("estate %s: %s with %s: %s", name, type(event).__name__, remote,
                       safe_name(event.reason))

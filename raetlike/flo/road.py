@@ -15,6 +15,8 @@ given ``per inode "..."``)::
                 do raetlike road stack closer
 
     ...     do raetlike road stack joiner at enter with host "127.0.0.1" port 7530
+    ...     do raetlike road stack mains at enter with joins "127.0.0.1:7530 127.0.0.1:7540"
+                multi "failover"                     # several mains (docs/multi-main.md)
     ...     do raetlike road stack allower at enter
     ...     go next if allowed in .raetlike.road.stack.status
     ...     do raetlike road stack sender at enter with destination "master" text "hi"
@@ -28,7 +30,8 @@ memory only), ``durable`` (a directory for a durable outbox and receive dedup,
 :class:`raetlike.durable.DurableRoad`; "" for none; use it with a ``keep``, so a
 restart keeps its identity).  ``status`` counters: ``joined``, ``allowed``, ``received``,
 ``sent`` (acknowledged), ``expired``, ``lost``, ``failed`` (refused by the
-stack).  ``address`` has the bound ``host`` and ``port``.
+stack), ``failovers`` (the active main changed, with ``mains``).  ``address`` has the
+bound ``host`` and ``port``.
 """
 
 from __future__ import annotations
@@ -38,11 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from raetlike.durable import DurableRoad
-from raetlike.errors import AddressError
+from raetlike.errors import AddressError, RaetError
 from raetlike.flo._deed import RaetlikeDeed, stack_ioinits
 from raetlike.keep import default_auto
+from raetlike.multimain import DEFAULT_MODE, MainActive, MultiConfig, MultiMain, MultiMode
 from raetlike.names import check_name
-from raetlike.udp import UdpDriver
+from raetlike.udp import UdpDriver, parse_host_port
 from raetlike.wire.kinds import AutoMode
 from road import events
 from road.stack import LocalEstate, RoadConfig, RoadStack
@@ -52,6 +56,7 @@ __all__ = [
     "RaetlikeRoadStackAllower",
     "RaetlikeRoadStackCloser",
     "RaetlikeRoadStackJoiner",
+    "RaetlikeRoadStackMains",
     "RaetlikeRoadStackPrinter",
     "RaetlikeRoadStackSender",
     "RaetlikeRoadStackService",
@@ -66,7 +71,7 @@ ROAD_INODE = ".raetlike.road.stack."
 _LOCAL = {"name": "", "host": "127.0.0.1", "port": 0, "main": False, "auto": "", "keep": "",
           "durable": ""}
 _STATUS = {"joined": 0, "allowed": 0, "received": 0, "sent": 0, "expired": 0, "lost": 0,
-           "failed": 0}
+           "failed": 0, "failovers": 0}
 
 _COUNTED: dict[type[events.Event], str] = {
     events.Joined: "joined",
@@ -140,18 +145,24 @@ class RaetlikeRoadStackService(_RoadDeed):
         self.serve(road.transmit, lambda: _collect_events(self, road))
 
 
-def _pumped(deed: _RoadDeed, stack: RoadStack) -> RoadStack | DurableRoad:
-    """What the driver pumps: the durable road wrapping ``stack``, or ``stack``."""
+def _pumped(deed: _RoadDeed, stack: RoadStack) -> RoadStack | DurableRoad | MultiMain:
+    """What the driver pumps: the durable road or multi-main policy wrapping ``stack``, or
+    ``stack``."""
     road = getattr(deed.driver.value, "stack", None)
-    return road if isinstance(road, DurableRoad) else stack
+    return road if isinstance(road, DurableRoad | MultiMain) else stack
 
 
-def _collect_events(deed: _RoadDeed, stack: RoadStack | DurableRoad) -> None:
+def _collect_events(deed: _RoadDeed, stack: RoadStack | DurableRoad | MultiMain) -> None:
     while (event := stack.next_event()) is not None:
         deed.events.value.append(event)
         if isinstance(event, events.MessageReceived):
             deed.rxmsgs.value.append((event.body, event.remote))
             deed.count("received")
+        elif isinstance(event, MainActive):
+            log.info("house %s: main %s active (%s)", deed.house_name, event.remote,
+                     event.reason)
+            if event.previous:
+                deed.count("failovers")
         elif type(event) in _COUNTED:
             deed.count(_COUNTED[type(event)])
         log.debug("house %s: %s", deed.house_name, event)
@@ -171,6 +182,39 @@ class RaetlikeRoadStackJoiner(_RoadDeed):
                 raise AddressError(f"{where}: {exc}") from None
             stack.join(address, now=self.now)
             log.info("house %s: joining %s:%d", self.house_name, *address)
+
+
+class RaetlikeRoadStackMains(_RoadDeed):
+    """``do raetlike road stack mains at enter with joins "H:P H:P ..." [multi "hot|failover"]
+    [failback S]``: join several mains (docs/multi-main.md), as ``raetlike estate --join A
+    --join B --multi M --failback S``; the sender's default destination is the active main."""
+
+    def action(self, joins: str = "", multi: str = "", failback: float = -1.0) -> None:
+        stack = self.road()
+        driver = self.driver.value
+        if stack is None or not isinstance(driver, UdpDriver):
+            return
+        where = f"house {self.house_name}: mains"
+        if isinstance(driver.stack, DurableRoad | MultiMain):
+            raise RaetError(f"{where}: the estate is durable or joined its mains already")
+        addresses = []
+        for text in str(joins).replace(",", " ").split():
+            try:
+                host, port = parse_host_port(text)
+                addresses.append(driver.resolve((host, port)))
+            except (ValueError, AddressError) as exc:
+                raise AddressError(f"{where}: {text}: {exc}") from None
+        if len(addresses) < 2:
+            raise RaetError(f"{where}: give two or more HOST:PORT in joins (one: use joiner)")
+        try:
+            mode = MultiMode(str(multi or DEFAULT_MODE.value))
+        except ValueError:
+            raise RaetError(f"{where}: multi is 'hot' or 'failover', not {multi!r}") from None
+        config = MultiConfig(mode, failback_after=None if float(failback) < 0 else float(failback))
+        mains = MultiMain(stack, addresses, config)
+        driver.stack = mains
+        mains.start(self.now)
+        log.info("house %s: joining %d mains (%s)", self.house_name, len(addresses), mode.value)
 
 
 class RaetlikeRoadStackAllower(_RoadDeed):
@@ -205,6 +249,9 @@ class RaetlikeRoadStackSender(_RoadDeed):
 def _default_destination(deed: _RoadDeed, stack: RoadStack) -> str:
     if deed.destination.value:
         return str(deed.destination.value)
+    policy = getattr(deed.driver.value, "stack", None)
+    if isinstance(policy, MultiMain) and policy.active is not None:
+        return policy.active
     mains = [r.name for r in stack.remotes.values() if r.main]
     if mains:
         return mains[0]
