@@ -10,16 +10,21 @@ journal (``--journal``): one record per message delivered, so a duplicate shows.
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from raetlike.hosting import LoopBus, bus_yard
 from raetlike.journal import read_journal
-from tests.netnskit import Lab, Proc, lab, unavailable
+from tests.netnskit import PREFIX, Lab, Proc, lab, remove_stale, unavailable
 
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
 
@@ -172,6 +177,123 @@ def test_every_message_arrives_once_through_ten_percent_loss_of_raetlike_chaos()
         assert len(_deliveries(net)[pinger["name"]]) == count  # each once
 
 
+def _pump(buses: list[LoopBus], seconds: float) -> None:
+    """Service this process's yards for ``seconds`` (each loop waits at most 5 ms)."""
+    end = time.monotonic() + seconds
+    while True:
+        for bus in buses:
+            bus.loop.run_once(max_wait=0.005)
+        if time.monotonic() >= end:
+            return
+
+
+def _pump_until(buses: list[LoopBus], done: Callable[[], bool], timeout: float,
+                what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"no {what} in {timeout:g} s"
+        _pump(buses, 0.05)
+
+
+def _estate(net: Lab, host: str, name: str, *args: str) -> Proc:
+    """A bus manor ``name`` in ``host`` with its lane ``<name>l`` in the lab's directory."""
+    proc = net.spawn(host, name, "estate", name, "--host", net.address(host), "--port",
+                     str(PORT), "--keep", str(net.base / "keep"), "--bus", "--lane",
+                     f"{name}l", "--dir", str(net.base / "lanes"), *args)
+    proc.first_line(f"estate {name} listening on ", START)
+    return proc
+
+
+def _log_has(proc: Proc, text: str) -> Callable[[str, str], bool]:
+    return lambda _out, err: text in err
+
+
+def test_a_failover_minion_moves_to_the_other_main_when_a_link_goes_down_mid_stream(
+        ) -> None:
+    """Mains alpha and beta and a failover minion, each on its own host; a collector
+    joined hot to both mains, on a fourth, is the application (docs/multi-main.md).  A
+    yard on the minion's lane publishes a numbered stream of events; mid-stream the
+    active main's cable is pulled (its bridge port down), the minion fails over, and
+    later the cable comes back (the old main may then pass on copies it held).  The
+    collector's subscriber sees every event exactly once."""
+    count, cut_at = 150, 50
+    with lab("alpha", "beta", "minion", "watch") as net:
+        mains = {name: _estate(net, name, name, "--main", "--auto", "always")
+                 for name in ("alpha", "beta")}
+        joins = [part for name in mains for part in ("--join", f"{net.address(name)}:{PORT}")]
+        collector = _estate(net, "watch", "collector", *joins, "--multi", "hot")
+        minion = _estate(net, "minion", "minion", *joins, "--multi", "failover")
+        lanes = str(net.base / "lanes")
+        seen: list[int] = []
+        probes: set[str] = set()
+
+        def heard(event: Any) -> None:
+            payload = event.payload
+            if "n" in payload:
+                seen.append(payload["n"])
+            else:
+                probes.add(payload["probe"])
+
+        buses: list[LoopBus] = []
+        try:
+            sub = bus_yard("sub", "collectorl", lanes)
+            buses.append(sub)
+            sub.node.subscribe("seq.", heard, now=sub.clock())
+            for name in mains:
+                minion.wait_for(_log_has(minion, f"estate minion: allowed {name}"), START,
+                                f"the minion allowed by {name}")
+                collector.wait_for(_log_has(collector, f"remote {name} linked (upstream)"),
+                                   START, f"the collector linked to {name}")
+            active = minion.wait_for(
+                lambda _o, err: next((name for name in mains
+                                      if f"main {name} active (first up" in err), None),
+                START, "an active main")
+            other = next(name for name in mains if name != active)
+            # each main passes events on to the collector, and the minion's go up
+            for name in [*mains, "minion"]:
+                probe = bus_yard(f"probe{name}", f"{name}l", lanes)
+                buses.append(probe)
+                tries = iter(range(10_000))
+
+                def arrived(name: str = name, probe: LoopBus = probe,
+                            tries: Iterator[int] = tries) -> bool:
+                    if name in probes:
+                        return True
+                    if next(tries) % 10 == 0:
+                        probe.node.publish("seq.probe", {"probe": name}, now=probe.clock())
+                    return False
+
+                _pump_until(buses, arrived, START, f"an event through {name}")
+            pub = buses[-1]
+            cut = time.monotonic()
+            for number in range(count):
+                if number == cut_at:
+                    net.link_down(active)
+                    cut = time.monotonic()
+                pub.node.publish("seq.n", {"n": number}, now=pub.clock())
+                _pump(buses, 0.02)
+            moved = f"main {other} active (lost, was {active}"
+            _pump_until(buses, lambda: moved in minion.stderr(), 30.0, "the failover")
+            failover = time.monotonic() - cut
+            _pump_until(buses, lambda: len(set(seen)) == count, 60.0,
+                        f"all {count} events (have {len(set(seen))})")
+            net.link_up(active)
+            back = f"estate minion: {active} is alive"
+            _pump_until(buses, lambda: minion.stderr().count(back) >= 2, 30.0,
+                        f"{active} alive again")
+            _pump(buses, 3.0)  # copies the old main held would arrive now
+            assert sorted(seen) == list(range(count))  # each once
+            switched = re.findall(re.escape(moved) + r", (\d+) message\(s\) moved",
+                                  minion.stderr())
+            assert len(switched) == 1, minion.stderr()[-4000:]  # one switch, no flapping
+            assert int(switched[0]) > 0  # events were in flight to the cut main: they moved
+            print(f"failover {failover:.2f} s after the cut, {switched[0]} message(s) "  # noqa: T201 - the figure, in -s output
+                  f"moved, {len(seen)} events of {count} seen, each once")
+        finally:
+            for bus in buses:
+                bus.loop.close()
+
+
 def _fail_inside_a_lab(made: list[str], bases: list[Path], procs: list[Proc]) -> None:
     """Make a lab, start an estate in it, and fail."""
     with lab("a", "b") as net:
@@ -201,3 +323,23 @@ def test_the_lab_leaves_nothing_behind() -> None:
         shown = subprocess.run(["ip", *what], capture_output=True, text=True, check=True).stdout
         assert "10.231." not in shown
     assert not bases[0].exists()
+
+
+def test_namespaces_left_by_a_crashed_run_are_removed() -> None:
+    """A namespace named for a process that is gone (a run killed before it cleaned up) is
+    deleted by ``remove_stale``, with what still runs in it; a live run's is left alone."""
+    dead_pid = subprocess.Popen(["true"])  # a pid that has ended
+    assert dead_pid.wait() == 0
+    stale, live = f"{PREFIX}{dead_pid.pid}-dead-hub", f"{PREFIX}{os.getpid()}-live-hub"
+    for name in (stale, live):
+        subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        removed = remove_stale()
+        names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                               check=True).stdout.split()
+        assert stale in removed
+        assert stale not in names
+        assert live in names
+    finally:
+        for name in (stale, live):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
