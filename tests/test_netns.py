@@ -195,10 +195,10 @@ def _pump_until(buses: list[LoopBus], done: Callable[[], bool], timeout: float,
         _pump(buses, 0.05)
 
 
-def _estate(net: Lab, host: str, name: str, *args: str) -> Proc:
+def _estate(net: Lab, host: str, name: str, *args: str, port: int = PORT) -> Proc:
     """A bus manor ``name`` in ``host`` with its lane ``<name>l`` in the lab's directory."""
     proc = net.spawn(host, name, "estate", name, "--host", net.address(host), "--port",
-                     str(PORT), "--keep", str(net.base / "keep"), "--bus", "--lane",
+                     str(port), "--keep", str(net.base / "keep"), "--bus", "--lane",
                      f"{name}l", "--dir", str(net.base / "lanes"), *args)
     proc.first_line(f"estate {name} listening on ", START)
     return proc
@@ -211,17 +211,19 @@ def _log_has(proc: Proc, text: str) -> Callable[[str, str], bool]:
 def test_a_failover_minion_moves_to_the_other_main_when_a_link_goes_down_mid_stream(
         ) -> None:
     """Mains alpha and beta and a failover minion, each on its own host; a collector
-    joined hot to both mains, on a fourth, is the application (docs/multi-main.md).  A
+    joined hot to both mains, beside the minion, is the application
+    (docs/multi-main.md).  A
     yard on the minion's lane publishes a numbered stream of events; mid-stream the
     active main's cable is pulled (its bridge port down), the minion fails over, and
     later the cable comes back (the old main may then pass on copies it held).  The
     collector's subscriber sees every event exactly once."""
     count, cut_at = 150, 50
-    with lab("alpha", "beta", "minion", "watch") as net:
+    with lab("alpha", "beta", "minion") as net:
         mains = {name: _estate(net, name, name, "--main", "--auto", "always")
                  for name in ("alpha", "beta")}
         joins = [part for name in mains for part in ("--join", f"{net.address(name)}:{PORT}")]
-        collector = _estate(net, "watch", "collector", *joins, "--multi", "hot")
+        collector = _estate(net, "minion", "collector", *joins, "--multi", "hot",
+                            port=PORT + 1)
         minion = _estate(net, "minion", "minion", *joins, "--multi", "failover")
         lanes = str(net.base / "lanes")
         seen: list[int] = []
