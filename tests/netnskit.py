@@ -37,6 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "rlkt-"
 SUBNET = "10.231.0"
 """Every lab's hosts are SUBNET.1, .2, ... /24: private, and only inside the lab."""
+SUBNET6 = "fd31:231::"
+"""With ``ipv6=True`` hosts also get SUBNET6 + 1, 2, ... /64 (a unique local range)."""
 IP_TIMEOUT = 10.0
 POLL = 0.02
 
@@ -85,6 +87,13 @@ def unavailable() -> str | None:
             reason = f"cannot make a network namespace with a veth pair: {exc}"
     _why.append(reason)
     return reason
+
+
+def ipv6_unavailable() -> str | None:
+    """Why a lab cannot have IPv6 addresses here (one line), or None."""
+    if not Path("/proc/net/if_inet6").exists():
+        return "IPv6 is disabled in this kernel"
+    return None
 
 
 def _alive(pid: int) -> bool:
@@ -210,6 +219,7 @@ class Host:
     port: str
     """The veth peer's name on the hub's bridge."""
     address: str
+    address6: str | None = None
 
 
 @dataclass
@@ -217,6 +227,7 @@ class Lab:
     """Hosts in network namespaces on one bridge; see the module docstring."""
 
     names: tuple[str, ...]
+    ipv6: bool = False
     run: str = field(default_factory=lambda: f"{PREFIX}{os.getpid()}-{secrets.token_hex(3)}")
     hosts: dict[str, Host] = field(default_factory=dict)
     procs: list[Proc] = field(default_factory=list)
@@ -245,7 +256,12 @@ class Lab:
             _ip("-n", namespace, "link", "set", "eth0", "up")
             address = f"{SUBNET}.{number}"
             _ip("-n", namespace, "address", "add", f"{address}/24", "dev", "eth0")
-            self.hosts[name] = Host(name, namespace, port, address)
+            address6 = None
+            if self.ipv6:  # usable at once: no duplicate address detection on a private bridge
+                address6 = f"{SUBNET6}{number}"
+                _ip("-n", namespace, "-6", "address", "add", f"{address6}/64", "dev", "eth0",
+                    "nodad")
+            self.hosts[name] = Host(name, namespace, port, address, address6)
 
     def _namespace(self, name: str) -> str:
         namespace = f"{self.run}-{name}"
@@ -262,6 +278,11 @@ class Lab:
     # -- links ---------------------------------------------------------------------------
     def address(self, host: str) -> str:
         return self.hosts[host].address
+
+    def address6(self, host: str) -> str:
+        address6 = self.hosts[host].address6
+        assert address6 is not None, "a lab made with ipv6=True"
+        return address6
 
     def set_mtu(self, host: str, mtu: int) -> None:
         """The MTU of ``host``'s link, both ends (its eth0 and its port on the bridge)."""
@@ -288,12 +309,18 @@ class Lab:
         return f"{self.run}-hub"
 
     def snmp(self, host: str) -> dict[str, int]:
-        """The IP counters of ``host``'s namespace (``/proc/net/snmp``, ``Ip:`` rows)."""
-        done = subprocess.run(["ip", "netns", "exec", self.hosts[host].namespace, "cat",
-                               "/proc/net/snmp"], capture_output=True, text=True,
-                              timeout=IP_TIMEOUT, check=True)
-        rows = [line.split() for line in done.stdout.splitlines() if line.startswith("Ip:")]
-        return {key: int(value) for key, value in zip(rows[0][1:], rows[1][1:], strict=True)}
+        """The IP counters of ``host``'s namespace: IPv4's ``Ip:`` rows of /proc/net/snmp
+        (``FragCreates``, ...) and IPv6's of /proc/net/snmp6 (``Ip6FragCreates``, ...)."""
+        done = self.tool(host, "cat", "/proc/net/snmp", "/proc/net/snmp6")
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        rows = [line.split() for line in lines if line.startswith("Ip:")]
+        counters = {key: int(value) for key, value in zip(rows[0][1:], rows[1][1:], strict=True)}
+        for line in lines:
+            words = line.split()
+            if len(words) == 2 and words[0].startswith("Ip6") and words[1].isdigit():
+                counters[words[0]] = int(words[1])
+        return counters
 
     # -- processes -----------------------------------------------------------------------
     def spawn(self, host: str, label: str, *args: str) -> Proc:
@@ -331,9 +358,9 @@ class Lab:
 
 
 @contextlib.contextmanager
-def lab(*names: str) -> Iterator[Lab]:
+def lab(*names: str, ipv6: bool = False) -> Iterator[Lab]:
     """A :class:`Lab` of hosts ``names``, closed however the block ends."""
-    made = Lab(tuple(names))
+    made = Lab(tuple(names), ipv6=ipv6)
     try:
         yield made
     finally:

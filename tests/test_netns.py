@@ -24,7 +24,15 @@ import pytest
 
 from raetlike.hosting import LoopBus, bus_yard
 from raetlike.journal import read_journal
-from tests.netnskit import PREFIX, Lab, Proc, lab, remove_stale, unavailable
+from tests.netnskit import (
+    PREFIX,
+    Lab,
+    Proc,
+    ipv6_unavailable,
+    lab,
+    remove_stale,
+    unavailable,
+)
 
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
 
@@ -32,9 +40,11 @@ PORT = 7530
 START = 30.0  # seconds for an estate to print where it listens, on a busy machine
 
 
-def _main(net: Lab, host: str = "main", name: str = "main", *extra: str) -> Proc:
+def _main(net: Lab, host: str = "main", name: str = "main", *extra: str,
+          ipv6: bool = False) -> Proc:
     """An echoing main estate in ``host`` that journals what it delivers."""
-    proc = net.spawn(host, name, "estate", name, "--main", "--host", net.address(host),
+    address = net.address6(host) if ipv6 else net.address(host)
+    proc = net.spawn(host, name, "estate", name, "--main", "--host", address,
                      "--port", str(PORT), "--auto", "always", "--echo",
                      "--keep", str(net.base / "keep"), "--journal", str(net.base / f"j-{name}"),
                      "--stats-every", "0.5", *extra)
@@ -61,6 +71,14 @@ def _deliveries(net: Lab, name: str = "main") -> dict[str, list[Any]]:
     return by_sender
 
 
+def _remote(stats: dict[str, Any], name: str) -> dict[str, Any]:
+    """The remote ``name`` in a stats line."""
+    remotes = [r for r in stats["remotes"] if r["name"] == name]
+    assert len(remotes) == 1, stats["remotes"]
+    remote: dict[str, Any] = remotes[0]
+    return remote
+
+
 def _pinger(stats: dict[str, Any]) -> dict[str, Any]:
     """The one ping estate a main's stats line lists."""
     remotes = [r for r in stats["remotes"] if r["name"].startswith("ping-")]
@@ -79,40 +97,50 @@ def _last_stats(proc: Proc) -> dict[str, Any]:
     return lines[-1]
 
 
-def _oversized_datagram(net: Lab, host: str, to: str) -> None:
+def _oversized_datagram(net: Lab, host: str, to: str, *, ipv6: bool) -> None:
     """Send one 1400-byte UDP datagram from ``host`` (the kernel fragments it on a smaller
     link): the control that shows the MTU is real and the counters see it."""
-    code = ("import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+    family = "AF_INET6" if ipv6 else "AF_INET"
+    code = (f"import socket; s = socket.socket(socket.{family}, socket.SOCK_DGRAM); "
             f"s.sendto(b'x' * 1400, ('{to}', 9))")
     done = net.tool(host, sys.executable, "-c", code)
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.parametrize(("mode", "count"), [("fast", 20), ("raet", 4)])
+@pytest.mark.parametrize(("mode", "count", "family"), [
+    ("fast", 20, 4), ("raet", 4, 4),
+    pytest.param("fast", 20, 6, marks=pytest.mark.skipif(
+        ipv6_unavailable() is not None, reason=str(ipv6_unavailable()))),
+])
 def test_large_messages_cross_a_1280_byte_mtu_link_whole_and_no_datagram_is_fragmented(
-        mode: str, count: int) -> None:
+        mode: str, count: int, family: int) -> None:
     """100 KB messages echoed over a link whose MTU is 1280 (the minion's, both ends).
     Fast mode cuts 1232-byte datagrams, RAET mode 1024-byte packets: none needs an IP
     fragment on the way out, and nothing bigger is sent to the minion (its bridge port
-    drops a frame over 1280, so an echo would never arrive)."""
-    with lab("main", "minion") as net:
+    drops a frame over 1280, so an echo would never arrive).  Over IPv6 a full fast
+    datagram is exactly 1280 bytes on the wire (1232 + 8 UDP + 40 IPv6): the bound."""
+    ipv6 = family == 6
+    frag, reasm = ("Ip6FragCreates", "Ip6ReasmOKs") if ipv6 else ("FragCreates", "ReasmOKs")
+    watched = (("Ip6FragCreates", "Ip6FragOKs", "Ip6FragFails", "Ip6ReasmReqds") if ipv6
+               else ("FragCreates", "FragOKs", "FragFails", "ReasmReqds"))
+    with lab("main", "minion", ipv6=ipv6) as net:
         net.set_mtu("minion", 1280)
-        main = _main(net)
-        main_ip = net.address("main")
+        main = _main(net, ipv6=ipv6)
+        main_ip = net.address6("main") if ipv6 else net.address("main")
         # control: an oversized datagram from the minion is fragmented and reassembled
-        _oversized_datagram(net, "minion", main_ip)
-        assert net.snmp("minion")["FragCreates"] >= 2
-        net_main = net.snmp("main")
-        assert net_main["ReasmOKs"] >= 1, net_main
+        _oversized_datagram(net, "minion", main_ip, ipv6=ipv6)
+        assert net.snmp("minion")[frag] >= 2
+        assert net.snmp("main")[reasm] >= 1
         before = {host: net.snmp(host) for host in ("main", "minion")}
         extra = ["--raet-mode"] if mode == "raet" else []
-        ping = _ping(net, "minion", f"{main_ip}:{PORT}", "--count", str(count),
+        target = f"[{main_ip}]:{PORT}" if ipv6 else f"{main_ip}:{PORT}"
+        ping = _ping(net, "minion", target, "--count", str(count),
                      "--size", "100000", "--window", "4", "--timeout", "90", *extra)
         result = _result(ping, 100.0)
         assert (result["echoed"], result["size"]) == (count, 100000)
         after = {host: net.snmp(host) for host in ("main", "minion")}
         for host in ("main", "minion"):
-            for counter in ("FragCreates", "FragOKs", "FragFails", "ReasmReqds"):
+            for counter in watched:
                 assert after[host][counter] == before[host][counter], (host, counter)
         pinger = _pinger(_last_stats(main))
         assert pinger["mode"] == mode
@@ -127,15 +155,18 @@ def test_a_minion_readdressed_mid_session_keeps_its_identity_and_every_message_a
         ) -> None:
     """The pinging minion's veth gets a new address while it streams.  Main hears its
     next fast datagram from there, allows with it at that address, and moves it (same
-    uid and keys, no new join); the rest of the stream continues, each message once."""
-    count = 3000
+    uid and keys, no new join); the rest of the stream continues, each message once.
+    (20 KB messages, 4 in flight: the minion nearly always has data of its own in flight
+    when it moves, so main hears from it at once; the idle case is the next test's.)"""
+    count = 800
     with lab("main", "minion") as net:
         main = _main(net)
         main_ip, old_ip = net.address("main"), net.address("minion")
         ping = _ping(net, "minion", f"{main_ip}:{PORT}", "--count", str(count),
-                     "--size", "2000", "--window", "2", "--timeout", "90")
-        main.wait_for(lambda _o, err: "estate main: allowed ping-" in err, 30.0,
-                      "the ping estate allowed")
+                     "--size", "20000", "--window", "4", "--timeout", "90")
+        main.wait_for(lambda _o, _e: any(line["road"]["messages_received"] >= 100
+                                         for line in main.stats_lines()),
+                      30.0, "100 messages delivered")
         net.readdress("minion", "10.231.0.12")
         assert ping.popen.poll() is None, "the ping was over before the move: no test"
         result = _result(ping, 100.0)
@@ -153,9 +184,58 @@ def test_a_minion_readdressed_mid_session_keeps_its_identity_and_every_message_a
         assert len({record.transaction_id for record in deliveries}) == count
 
 
+def test_a_minion_estate_readdressed_while_idle_keeps_its_keep_identity_and_answers_again(
+        ) -> None:
+    """A real minion (``raetlike estate minion --join ... --bus``, keys in its keep) answers
+    bus calls that a yard on main's lane (this process) makes through main.  Its address
+    changes while it has nothing to send: main's next request goes to the old address, the
+    minion's presence checks go unanswered and it allows again from the new one, and main
+    moves it there (docs/road.md, "A remote that moves").  Same uid, one join each side,
+    and every call answered once, before and after."""
+    with lab("main", "minion") as net:
+        main = _estate(net, "main", "main", "--main", "--auto", "always", "--stats-every",
+                       "0.5")
+        old_ip = net.address("minion")
+        minion = net.spawn("minion", "minion", "estate", "minion", "--host",
+                           "0.0.0.0",  # noqa: S104 - bound to no address: its address changes
+                           "--port", str(PORT), "--keep", str(net.base / "keep"), "--bus",
+                           "--join", f"{net.address('main')}:{PORT}")
+        minion.first_line("estate minion listening on ", START)
+        asker = bus_yard("asker", "mainl", str(net.base / "lanes"))
+        try:
+            deadline = time.monotonic() + START
+            reply = asker.call_until_routed("minion", "echo.n", {"n": -1}, deadline)
+            assert reply.ok, reply
+            for number in range(20):
+                reply = asker.call("minion", "echo.n", {"n": number}, timeout=10.0)
+                assert (reply.ok, reply.payload) == (True, {"n": number}), reply
+            before = _remote(_last_stats(main), "minion")
+            net.readdress("minion", "10.231.0.12")
+            moved_at = time.monotonic()
+            for number in range(20, 40):
+                reply = asker.call("minion", "echo.n", {"n": number}, timeout=30.0)
+                assert (reply.ok, reply.payload) == (True, {"n": number}), reply
+            followed = time.monotonic() - moved_at
+        finally:
+            asker.loop.close()
+        stats = _last_stats(main)
+        remote = _remote(stats, "minion")
+        assert remote["address"][0] == "10.231.0.12"
+        assert before["address"] == [old_ip, PORT]
+        assert stats["road"]["joins_completed"] == 1
+        assert stats["road"]["remotes_moved"] == 1
+        assert f"main: minion moved from {old_ip}:{PORT} to 10.231.0.12:{PORT}" in main.stderr()
+        assert minion.stderr().count("estate minion: joined main") == 1
+        assert minion.stop() == 0
+        assert main.stop() == 0
+        print(f"calls answered again {followed:.2f} s after the move")  # noqa: T201 - the figure, in -s output
+
+
 def test_every_message_arrives_once_through_ten_percent_loss_of_raetlike_chaos() -> None:
     """Minion, chaos relay and main on three hosts; chaos loses 10 % of the datagrams
-    each way.  Every echo comes back and main delivers each message exactly once."""
+    each way.  Every echo comes back and main delivers each message exactly once.
+    (3 KB messages: three datagrams each, so about 900 datagrams go each way and some
+    90 are lost; small ones would share datagrams and give chaos little to lose.)"""
     count = 300
     with lab("main", "relay", "minion") as net:
         main = _main(net)
@@ -164,13 +244,13 @@ def test_every_message_arrives_once_through_ten_percent_loss_of_raetlike_chaos()
                           "--seed", "17")
         chaos.first_line("chaos listening on ", START)
         ping = _ping(net, "minion", f"{net.address('relay')}:{PORT}", "--count", str(count),
-                     "--window", "8", "--timeout", "90")
+                     "--size", "3000", "--window", "8", "--timeout", "90")
         result = _result(ping, 100.0)
         assert result["echoed"] == count
         assert chaos.stop() == 0
         counters = json.loads(chaos.stdout().strip().splitlines()[-1])
         for direction in counters.values():  # about a tenth lost each way, none refused
-            assert direction["lost"] > direction["received"] / 20, counters
+            assert direction["lost"] > direction["received"] * 0.03, counters
             assert direction["send_errors"] == 0, counters
         pinger = _pinger(_last_stats(main))
         assert main.stop() == 0
@@ -298,7 +378,7 @@ def test_a_failover_minion_moves_to_the_other_main_when_a_link_goes_down_mid_str
 
 def _fail_inside_a_lab(made: list[str], bases: list[Path], procs: list[Proc]) -> None:
     """Make a lab, start an estate in it, and fail."""
-    with lab("a", "b") as net:
+    with lab("a", "b", ipv6=ipv6_unavailable() is None) as net:
         made.extend(net.made)
         bases.append(net.base)
         procs.append(net.spawn("a", "estate-a", "estate", "a", "--host", net.address("a"),
@@ -309,8 +389,8 @@ def _fail_inside_a_lab(made: list[str], bases: list[Path], procs: list[Proc]) ->
 
 def test_the_lab_leaves_nothing_behind() -> None:
     """After a lab closes (here after a failure inside it) no namespace of this run, no
-    process in it and no 10.231 address or route is left, in the root namespace or
-    anywhere, and its files are gone."""
+    process in it and no 10.231 or fd31:231 address or route is left in the root
+    namespace, and its files are gone."""
     made: list[str] = []
     bases: list[Path] = []
     procs: list[Proc] = []
@@ -321,9 +401,10 @@ def test_the_lab_leaves_nothing_behind() -> None:
                            check=True).stdout
     assert len(made) == 3  # the hub and two hosts
     assert not [namespace for namespace in made if namespace in names]
-    for what in (["address"], ["route"]):
+    for what in (["address"], ["route"], ["-6", "route"]):
         shown = subprocess.run(["ip", *what], capture_output=True, text=True, check=True).stdout
         assert "10.231." not in shown
+        assert "fd31:231:" not in shown
     assert not bases[0].exists()
 
 
