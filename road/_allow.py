@@ -180,7 +180,8 @@ class Allowent(_Allow):
 
     We answer where the hello came from (``source``): a remote that moved allows
     from its new address.  Only a verified initiate (it holds the keys, and it got
-    our cookie there) moves the remote to that address.
+    our cookie there) moves the remote to that address.  A main we joined keeps the
+    address we were given: its hellos are answered there, as RAET does.
     """
 
     class States(enum.Enum):
@@ -191,7 +192,8 @@ class Allowent(_Allow):
                  source: Address | None = None) -> None:
         super().__init__(
             stack, remote, correspondent=True, session_id=packet.head.session_id,
-            transaction_id=packet.head.transaction_id, address=source,
+            transaction_id=packet.head.transaction_id,
+            address=None if remote.main else source,
         )
         self.hello = packet
         self.oreo = b""

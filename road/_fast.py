@@ -114,6 +114,8 @@ class FastRoad:
         (:meth:`RoadStack._moved`).  A replay cannot start that (the replay window), and
         a fresh datagram copied by an observer and raced from elsewhere gets a hello
         there, held to 3x its bytes (road._amplification), and an allow that fails.
+        A main we joined is never moved: its address is the one we were given (and
+        multi-main knows its mains by it).
         """
         stack = self.stack
         try:
@@ -128,10 +130,12 @@ class FastRoad:
         if key_id != link.key_id:
             stack.stats.drop(Drop.STALE_KEY)
             return
-        if link.receive(data, stream, number, now) and source != link.remote.host_address:
+        remote = link.remote
+        if (link.receive(data, stream, number, now) and source != remote.host_address
+                and not remote.main):
             log.debug("%s: %s speaks from %s; allowing with it there", stack.name,
-                      link.remote.name, source)
-            stack._start_allow(link.remote, source)
+                      remote.name, source)
+            stack._start_allow(remote, source)
 
     def datagrams(self, now: float) -> list[tuple[bytes, Address]]:
         """Datagrams from every link, one per link per round (fair sharing)."""

@@ -786,6 +786,7 @@ class RoadStack:
         Only an allow moves a remote (its keys proven, and its address by the cookie
         that came back), so a forged or replayed datagram never redirects our traffic;
         its uid, keys and session numbers stay, and the keep records the new address.
+        Never a main we joined (:class:`~road._allow.Allowent`, :class:`FastRoad`).
         """
         old = remote.host_address
         remote.host_address = address

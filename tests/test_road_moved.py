@@ -180,3 +180,25 @@ def test_a_fresh_fast_datagram_raced_from_elsewhere_does_not_move_the_remote() -
     assert _seqs(net, MAIN) == list(range(10))
     # what went to the attacker's address is held to 3x what came from it (RFC 9000 8.1)
     assert 0 < net.to_attacker <= 3 * net.raced
+
+
+def test_a_main_that_speaks_from_another_address_keeps_the_address_the_minion_joined() -> None:
+    """A minion never moves its main: the main's address is the one it was given
+    (``--join``), and multi-main recognises its mains by it.  Main's datagrams from
+    elsewhere are taken, but nothing is sent there and the record stays."""
+    pair = _pair(fast=True)
+    net = pair.net
+    _both_ways(pair, MINION, 0, 5)  # (answered links: no fallback to RAET mode below)
+    pair.run_until(lambda: _seqs(net, MINION) == list(range(5))
+                   and len(net.of_type(MAIN, events.MessageSent)) == 5)
+    moved_main: Address = ("127.0.0.8", 7530)
+    _move(net, MAIN, moved_main)
+    for message in numbered(5):
+        message["seq"] += 5
+        pair.main.transmit(message, to="minion", now=net.now)
+    net.run_for(10.0)
+    assert _seqs(net, MINION) == list(range(10))  # authentic: delivered, once
+    remote = pair.minion.remote("main")
+    assert remote.host_address == MAIN
+    assert pair.minion.stats.remotes_moved == 0
+    assert not [s for s in pair.wire if s.source == MINION and s.destination == moved_main]
