@@ -126,14 +126,14 @@ class EstateBus:
         if remote is None:
             return
         standby = False
-        if self.mains is not None and self.mains.is_main(name):
+        if self.mains is not None:  # only the mains it was given (not others in its keep)
             upstream = self.mains.is_upstream(name)
-            standby = not upstream  # a failover estate's other mains
+            standby = not upstream and self.mains.is_main(name)  # failover's other mains
         else:
             upstream = (not self.road.local.main and remote.main
                         and self.node.upstream is None)
         logger.info("bus %s: remote %s linked%s", self.node.name, name,
-                    " (upstream)" if upstream else "")
+                    " (upstream)" if upstream else " (standby main)" if standby else "")
         self.node.add_link(RoadChannel(self.road, name, ttl=self.ttl), upstream=upstream,
                            standby=standby, now=now)
         self._remotes.add(name)
@@ -143,6 +143,7 @@ class EstateBus:
         link.  (What the old one had not acknowledged the MultiMain moved already.)"""
         self._link_remote(event.remote, now)
         if event.remote in self.node.links:
+            logger.info("bus %s: upstream now %s", self.node.name, event.remote)
             self.node.set_upstream(event.remote, True)
         if event.previous in self.node.links:
             self.node.set_upstream(event.previous, False)

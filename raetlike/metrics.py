@@ -17,8 +17,9 @@ ints, so a scrape sees each counter whole (not every counter at one instant).
 Metric names (docs/operations.md has the table): ``raetlike_road_*`` for a
 road stack, ``raetlike_remote_*`` per remote estate, ``raetlike_lane_*`` and
 ``raetlike_lane_yard_queued`` for a lane stack, ``raetlike_manor_*`` for a
-manor.  Counters end in ``_total``.  Every series has an ``estate`` (road,
-manor) or ``yard`` (lane) label; how many series there are follows from the
+manor, ``raetlike_mains_*`` for an estate joined to several mains.  Counters
+end in ``_total``.  Every series has an ``estate`` (road, manor) or ``yard``
+(lane) label; how many series there are follows from the
 stacks' own bounds on remotes and yards.
 """
 
@@ -39,6 +40,7 @@ from raetlike import __version__
 if TYPE_CHECKING:
     from lane.stack import LaneStack
     from raetlike.manor import Manor
+    from raetlike.multimain import MultiMain
     from road.stack import RoadStack
 
 __all__ = ["Watch", "StatsLines", "serve_metrics"]
@@ -61,16 +63,18 @@ class Watch:
     """
 
     def __init__(self, *, road: RoadStack | None = None, lane: LaneStack | None = None,
-                 manor: Manor | None = None, clock: Any = time.time) -> None:
+                 manor: Manor | None = None, mains: MultiMain | None = None,
+                 clock: Any = time.time) -> None:
         self.road = road
         self.lane = lane
         self.manor = manor
+        self.mains = mains
         self.clock = clock
 
     def watch(self, *, road: RoadStack | None = None, lane: LaneStack | None = None,
-              manor: Manor | None = None) -> None:
+              manor: Manor | None = None, mains: MultiMain | None = None) -> None:
         """Read these stacks from now on (a server may be up before they are made)."""
-        self.road, self.lane, self.manor = road, lane, manor
+        self.road, self.lane, self.manor, self.mains = road, lane, manor, mains
 
     # -- Prometheus ----------------------------------------------------------
 
@@ -82,6 +86,8 @@ class Watch:
             yield from self._lane(self.lane)
         if self.manor is not None and self.road is not None:
             yield from self._manor(self.manor, self.road.name)
+        if self.mains is not None:
+            yield from self._mains(self.mains)
 
     def _road(self, stack: RoadStack) -> Iterator[Metric]:
         estate = stack.name
@@ -195,6 +201,20 @@ class Watch:
             problems.add_metric([estate, str(problem)], count)
         yield problems
 
+    def _mains(self, mains: MultiMain) -> Iterator[Metric]:
+        estate = mains.name
+        for name, value in _counters(mains.stats):
+            family = CounterMetricFamily(f"raetlike_mains_{name}", f"several mains: {name}",
+                                         labels=["estate"])
+            family.add_metric([estate], value)
+            yield family
+        upstream = GaugeMetricFamily("raetlike_mains_upstream",
+                                     "1 for each main in use now (failover: the active one)",
+                                     labels=["estate", "remote"])
+        for remote in mains.upstreams():
+            upstream.add_metric([estate, remote], 1)
+        yield upstream
+
     # -- stats lines ---------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
@@ -214,6 +234,9 @@ class Watch:
             manor: dict[str, Any] = dict(_counters(stats))
             manor["problems"] = {str(p): n for p, n in dict(stats.problems).items()}
             line["manor"] = manor
+        if self.mains is not None:
+            line["mains"] = {**dict(_counters(self.mains.stats)),
+                             "active": self.mains.active, "upstreams": self.mains.upstreams()}
         return line
 
 

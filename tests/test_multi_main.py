@@ -11,11 +11,13 @@ from collections import Counter
 
 import pytest
 
-from raetlike.bus import Errno, Reply
+from raetlike.bus import BusNode, Errno, Reply
 from raetlike.bus._api import Call
+from raetlike.hosting import EstateBus
+from raetlike.metrics import Watch
 from raetlike.multimain import MainActive, MultiConfig, MultiMain, MultiMode
 from road import events
-from road.stack import LocalEstate, RoadStack
+from road.stack import LocalEstate, RoadConfig, RoadStack
 from tests.multikit import PRESENCE_PERIOD, Site, failover_run, make_site, percentile
 from tests.simlink import Impairment
 
@@ -138,10 +140,11 @@ def test_failover_moves_to_the_next_main_when_the_active_one_is_cut_mid_stream()
     assert 0 <= run.switch <= 2 * PRESENCE_PERIOD
 
 
-def test_messages_that_went_both_ways_are_delivered_once() -> None:
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-mode", "raet-mode"])
+def test_messages_that_went_both_ways_are_delivered_once(fast: bool) -> None:
     """Cut only the minion's link to alpha (alpha still reaches the collector); restore
     it later: what alpha had and the minion moved arrives twice, delivered once."""
-    site = make_site(MultiMode.FAILOVER, seed=3)
+    site = make_site(MultiMode.FAILOVER, seed=3, config=RoadConfig(fast=fast))
     _ready(site)
     _stream(site, 30, every=0.01)  # many in flight when the cut comes
     site.cut("minion", "alpha")
@@ -183,6 +186,8 @@ def test_failover_timing_over_20_seeded_runs_is_within_two_presence_periods(
     for run in runs:
         _exactly_once(run.delivered, run.sent)
         assert 0 <= run.switch <= 2 * PRESENCE_PERIOD, (run.seed, run.switch)
+        # detection: a presence period, then the unanswered check's 2 s (docs/multi-main.md)
+        assert run.total <= PRESENCE_PERIOD + 2.0 + 0.01, (run.seed, run.total)
     switch = [run.switch for run in runs]
     total = [run.total for run in runs]
     lost = sum(1 for run in runs for n in range(1, run.sent + 1) if run.delivered[n] == 0)
@@ -278,3 +283,53 @@ def test_hot_mode_moves_nothing_it_sends_to_every_main() -> None:
     assert mains is not None
     assert mains.stats.moved == 0
     _exactly_once(site.got, 20)
+
+
+def test_with_every_main_gone_events_wait_and_move_to_the_first_main_back() -> None:
+    site = make_site(MultiMode.FAILOVER, seed=5)
+    _ready(site)
+    site.cut("minion", "alpha")
+    site.cut("minion", "beta")
+    _stream(site, 20)
+    site.run_until(lambda: bool(site.stack_events("minion", events.RemoteLost)), timeout=30)
+    site.net.run_for(5.0)
+    assert site.active() == "alpha"  # nowhere to go: it stays, its messages queue there
+    assert len(site.got) == 0
+    site.cut("minion", "beta", cut=False)
+    site.run_until(lambda: site.active() == "beta", timeout=30)
+    site.run_until(lambda: len(site.got) == 20, timeout=60)
+    site.cut("minion", "alpha", cut=False)
+    site.net.run_for(30.0)
+    _exactly_once(site.got, 20)
+    mains = site.minion.mains
+    assert mains is not None
+    assert mains.stats.moved == 20
+
+
+def test_estate_bus_takes_only_the_given_mains_as_upstream_or_standby() -> None:
+    stack = RoadStack(LocalEstate("leaf"))
+    for name, port in (("alpha", 1), ("beta", 2), ("old", 3)):
+        stack.add_remote(("127.0.0.1", port), name=name).main = True
+    mains = MultiMain(stack, [("127.0.0.1", 1), ("127.0.0.1", 2)])
+    mains.active = "alpha"
+    bus = EstateBus(BusNode("leaf"), mains)
+    for name in ("old", "beta", "alpha"):
+        bus.handle_road_event(events.Allowed(name, session_id=1), 0.0)
+    assert bus.node.upstreams == ["alpha"]  # not "old", a main only the keep remembers
+    bus.handle_road_event(MainActive("beta", "alpha", "lost", 0), 1.0)
+    assert bus.node.upstreams == ["beta"]
+
+
+def test_a_watch_shows_the_failovers_and_the_main_in_use() -> None:
+    site = make_site(MultiMode.FAILOVER, collector=False)
+    _ready(site)
+    site.down("alpha")
+    site.run_until(lambda: site.active() == "beta", timeout=30)
+    mains = site.minion.mains
+    watch = Watch(road=site.minion.stack, mains=mains)
+    line = watch.snapshot()["mains"]
+    assert (line["failovers"], line["active"], line["upstreams"]) == (1, "beta", ["beta"])
+    families = {family.name: family for family in watch.collect()}
+    assert families["raetlike_mains_failovers"].samples[0].value == 1
+    (upstream,) = families["raetlike_mains_upstream"].samples
+    assert upstream.labels == {"estate": "minion", "remote": "beta"}

@@ -181,7 +181,8 @@ class _Estate:
             self.loop.spawn(timer_task(self.bus.node, clock), name="bus timers")
         self.watch.watch(road=self.stack,
                          lane=None if self.house is None else self.house.lane,
-                         manor=None if self.house is None else self.house.manor)
+                         manor=None if self.house is None else self.house.manor,
+                         mains=self.mains)
         self.stats_lines = StatsLines(self.watch, sys.stderr, options.stats_every, clock)
 
     @property
