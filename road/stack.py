@@ -586,7 +586,7 @@ class RoadStack:
         elif kinds == (TransactionKind.MESSAGE, PacketKind.MESSAGE):
             tid = head.transaction_id
             if (head.session_id, tid) in remote.done_transactions:
-                done_again(self, remote, packet)
+                done_again(self, remote, packet, source)
             elif head.flags & Flag.AGAIN:
                 self.stats.drop(Drop.STALE_PACKET)
                 self._reply_stale(packet, source)
@@ -596,7 +596,7 @@ class RoadStack:
                 self.stats.drop(Drop.REPLAYED)
                 self._reply_stale(packet, source)
             else:
-                Messengent(self, remote, packet).start(index, packet)
+                Messengent(self, remote, packet, source).start(index, packet)
         else:
             self.stats.drop(Drop.STALE_PACKET)
 
