@@ -795,8 +795,8 @@ class RoadStack:
                 other.host_address == old for other in self.remotes.values()):
             self._budget.forget(old)
         self._save_remote(remote)
-        log.info("%s: %s moved from %s:%d to %s:%d", self.name, remote.name, old[0], old[1],
-                 address[0], address[1])
+        log.debug("%s: %s moved from %s:%d to %s:%d", self.name, remote.name, old[0], old[1],
+                  address[0], address[1])
         self._emit(events.RemoteMoved(remote.name, old, address))
 
     def _allowed(self, remote: Remote) -> None:
