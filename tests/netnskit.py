@@ -63,7 +63,7 @@ def unavailable() -> str | None:
     """Why network namespaces cannot be made here (one line), or None when they can.
 
     Checked once per process: root, the ``ip`` command, and a probe namespace with
-    a veth pair in it, made and removed.
+    a veth pair in it and a command run inside, made and removed.
     """
     if _why:
         return _why[0]
@@ -81,10 +81,11 @@ def unavailable() -> str | None:
             _ip("netns", "add", probe)
             try:
                 _ip("-n", probe, "link", "add", "probe0", "type", "veth", "peer", "name", "probe1")
+                _ip("netns", "exec", probe, "true")  # (exec mounts /sys: a sandbox may refuse)
             finally:
                 _ip("netns", "del", probe, check=False)
         except (NetnsError, OSError, subprocess.SubprocessError) as exc:
-            reason = f"cannot make a network namespace with a veth pair: {exc}"
+            reason = f"cannot make and enter a network namespace with a veth pair: {exc}"
     _why.append(reason)
     return reason
 
