@@ -78,21 +78,16 @@ class _Allow(Transaction):
 
 
 class Allower(_Allow):
-    """We start the handshake (the initiator).
-
-    Sent to ``address`` when given (an authentic fast datagram came from there: the
-    remote may have moved), else to the remote's host address.  Completed at another
-    address than the host address, it moves the remote there (:meth:`RoadStack._moved`).
-    """
+    """We start the handshake (the initiator)."""
 
     class States(enum.Enum):
         HELLO = "hello"
         INITIATE = "initiate"
 
-    def __init__(self, stack: AllowHost, remote: Remote, address: Address | None = None) -> None:
+    def __init__(self, stack: AllowHost, remote: Remote) -> None:
         super().__init__(
             stack, remote, correspondent=False, session_id=remote.session_id,
-            transaction_id=remote.next_transaction_id(), address=address,
+            transaction_id=remote.next_transaction_id(),
         )
         self.oreo = b""
 
@@ -153,8 +148,6 @@ class Allower(_Allow):
     def on_ack(self, _packet: Packet, _body: Any) -> None:
         self.send(PacketKind.ACK, b"", secure=False, remember=False)
         self.end()
-        if self.address != self.remote.host_address:
-            self.stack._moved(self.remote, self.address)  # keys and address both proven
         self.stack._session_started(self.remote)
         self.stack._allowed(self.remote)
 

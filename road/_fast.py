@@ -110,12 +110,10 @@ class FastRoad:
 
         An authentic datagram, the newest of its link, from another address than the
         remote's suggests it moved (a re-addressed interface, a NAT's new mapping): we
-        allow with it there, and only that allow's completion moves it
-        (:meth:`RoadStack._moved`).  A replay cannot start that (the replay window), and
-        a fresh datagram copied by an observer and raced from elsewhere gets a hello
-        there, held to 3x its bytes (road._amplification), and an allow that fails.
-        A main we joined is never moved: its address is the one we were given (and
-        multi-main knows its mains by it).
+        ask it "alive?" there (:meth:`RoadStack._probe_path`), and only its answer moves
+        it.  A replay cannot start that (the replay window), and a fresh datagram copied
+        by an observer and raced from elsewhere gets a probe there, held to 3x its bytes
+        (road._amplification), that nobody answers.
         """
         stack = self.stack
         try:
@@ -131,11 +129,8 @@ class FastRoad:
             stack.stats.drop(Drop.STALE_KEY)
             return
         remote = link.remote
-        if (link.receive(data, stream, number, now) and source != remote.host_address
-                and not remote.main):
-            log.debug("%s: %s speaks from %s; allowing with it there", stack.name,
-                      remote.name, source)
-            stack._start_allow(remote, source)
+        if link.receive(data, stream, number, now) and source != remote.host_address:
+            stack._probe_path(remote, source)
 
     def datagrams(self, now: float) -> list[tuple[bytes, Address]]:
         """Datagrams from every link, one per link per round (fair sharing)."""
@@ -199,6 +194,15 @@ class FastRoad:
         log.warning("%s: falling back to RAET mode with %s: %s", stack.name, remote.name, reason)
         stack._emit(events.FastModeFallback(remote.name, reason))
         stack._pump(remote)
+
+    def moved(self, remote: Remote) -> None:
+        """The remote moved to another address: what was in flight to the old one goes
+        again at once, from a small window (a new path: RFC 9000 9.4 resets congestion
+        control on migration)."""
+        link = self.links.get(remote.uid)
+        if link is not None and link.keyed and not link.paused:
+            link.pause()
+            link.resume()
 
     def remove(self, remote: Remote, reason: str) -> None:
         """The remote is gone: its stream's messages come back."""

@@ -101,11 +101,14 @@ class AllowHost(Host, Protocol):
 
 
 class AliveHost(Host, Protocol):
-    """A presence check's steps: answered or not, or an allow needed first."""
+    """A presence check's steps: answered or not, or an allow needed first; a path probe's
+    answer moves the remote."""
 
     def _presence(self, remote: Remote, *, alive: bool, reason: str = "") -> None: ...
 
-    def _start_allow(self, remote: Remote, address: Address | None = None) -> None: ...
+    def _start_allow(self, remote: Remote) -> None: ...
+
+    def _moved(self, remote: Remote, address: Address) -> None: ...
 
 
 class MessageHost(Host, Protocol):

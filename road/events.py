@@ -168,9 +168,9 @@ class FastModeFallback(Event):
 
 @dataclass(slots=True)
 class RemoteMoved(Event):
-    """The remote now speaks from another address (an allow completed there, proving keys
-    and address); our traffic to it goes there from now on, with its uid, keys and
-    session numbers unchanged."""
+    """The remote now speaks from another address (it answered there what only the holder
+    of the session's keys could, docs/road.md "A remote that moves"); our traffic to it
+    goes there from now on, with its uid, keys and session unchanged."""
 
     old: tuple[str, int]
     """The host address it had."""

@@ -31,7 +31,7 @@ from raetlike.wire.head import Head
 from raetlike.wire.kinds import Acceptance, CoatKind, Flag, FootKind, PacketKind, TransactionKind
 from raetlike.wire.packet import Packet, parse_packet
 from road import events
-from road._alive import Aliver, answer_alive
+from road._alive import Aliver, PathProbe, answer_alive
 from road._allow import Allowent, Allower
 from road._amplification import AddressBudget, JoinRate
 from road._deadlines import Deadlines
@@ -479,6 +479,9 @@ class RoadStack:
             remote = self._authenticated_remote(packet)
             if remote is None or not self._session_current(remote, packet, source):
                 return
+            if source != remote.host_address and head.transaction_kind != TransactionKind.ALLOW:
+                self._probe_path(remote, source)  # it may have moved: ask it there (an allow
+                # from there moves it by itself: Allowent)
         if remote is not None:
             transaction = remote.transactions.get(rx_index(head, source))
             if transaction is not None:
@@ -698,14 +701,26 @@ class RoadStack:
         self._want_joined[remote.uid] = self.now + self.config.rejoin_interval
         Joiner(self, remote, renewal=renewal, afresh=afresh).start()
 
-    def _start_allow(self, remote: Remote, address: Address | None = None) -> None:
-        """Allow with ``remote`` (at ``address`` when given: it may have moved there)."""
+    def _start_allow(self, remote: Remote) -> None:
         if remote.in_process(TransactionKind.JOIN) or remote.in_process(TransactionKind.ALLOW):
             return
         if not remote.joined:
             self._start_join(remote)
             return
-        Allower(self, remote, address).start()
+        Allower(self, remote).start()
+
+    def _probe_path(self, remote: Remote, address: Address) -> None:
+        """An authenticated datagram of ``remote`` came from ``address``, not its host
+        address: ask "alive?" there (:class:`~road._alive.PathProbe`), one probe at a
+        time; its answer moves the remote.  Never for a main we joined (its address is
+        the one we were given, and multi-main knows its mains by it) or a remote not
+        allowed (no session to coat the probe with)."""
+        if remote.main or not remote.allowed or remote.session_box is None:
+            return
+        if any(isinstance(t, PathProbe) for t in remote.in_process(TransactionKind.ALIVE)):
+            return
+        log.debug("%s: %s speaks from %s; asking it there", self.name, remote.name, address)
+        PathProbe(self, remote, address).start()
 
     def _start_alive(self, remote: Remote, *, asked: bool = False) -> None:
         """The periodic presence check: join, allow or ask "alive?", whichever is due.
@@ -795,6 +810,9 @@ class RoadStack:
                 other.host_address == old for other in self.remotes.values()):
             self._budget.forget(old)
         self._save_remote(remote)
+        for transaction in remote.transactions.values():
+            transaction.follow(old, address)  # (resends of open messages go there too)
+        self._fast.moved(remote)
         log.debug("%s: %s moved from %s:%d to %s:%d", self.name, remote.name, old[0], old[1],
                   address[0], address[1])
         self._emit(events.RemoteMoved(remote.name, old, address))

@@ -78,7 +78,8 @@ class RoadStats:
     fast_fallbacks: int = 0
     """Fast links given up because the remote never acknowledged a fast datagram."""
     remotes_moved: int = 0
-    """Remotes that moved to another address (an allow completed there: docs/road.md)."""
+    """Remotes that moved to another address (proven there: docs/road.md, "A remote that
+    moves")."""
     dropped: Counter[Drop] = field(default_factory=Counter)
     drops: int = 0
     """All drops so far (``dropped_total``, kept as it happens)."""

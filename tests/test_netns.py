@@ -160,10 +160,9 @@ def test_large_messages_cross_a_1280_byte_mtu_link_whole_and_no_datagram_is_frag
 @pytest.mark.parametrize(("mode", "count"), [("fast", 800), ("raet", 200)])
 def test_a_minion_readdressed_mid_session_keeps_its_identity_and_every_message_arrives_once(
         mode: str, count: int) -> None:
-    """The pinging minion's veth gets a new address while it streams.  Fast mode: main
-    hears its next fast datagram from there, allows with it at that address, and moves
-    it.  RAET mode: main answers its message packets where they come from, and moves it
-    when it allows again (after two unanswered alive checks).  Same uid and keys, no new
+    """The pinging minion's veth gets a new address while it streams.  Main hears it from
+    there (a fast datagram, or a signed RAET packet), asks it "alive?" there, and its
+    answer moves it (docs/road.md, "A remote that moves").  Same uid and keys, no new
     join; the rest of the stream continues, each message once.  (20 KB messages, 4 in
     flight: the minion nearly always has data of its own in flight when it moves; the
     idle case is the next test's.)"""
@@ -198,10 +197,10 @@ def test_a_minion_estate_readdressed_while_idle_keeps_its_keep_identity_and_answ
         ) -> None:
     """A real minion (``raetlike estate minion --join ... --bus``, keys in its keep) answers
     bus calls that a yard on main's lane (this process) makes through main.  Its address
-    changes while it has nothing to send: main's next request goes to the old address, the
-    minion's presence checks go unanswered and it allows again from the new one, and main
-    moves it there (docs/road.md, "A remote that moves").  Same uid, one join each side,
-    and every call answered once, before and after."""
+    changes while it has nothing to send: main's next request goes to the old address,
+    but the minion's next presence check (1.5 s after it last heard main) comes from the
+    new one, main asks it "alive?" there, and its answer moves it (docs/road.md, "A remote
+    that moves").  Same uid, one join each side, every call answered once."""
     with lab("main", "minion") as net:
         main = _estate(net, "main", "main", "--main", "--auto", "always", "--stats-every",
                        "0.5")
@@ -226,6 +225,7 @@ def test_a_minion_estate_readdressed_while_idle_keeps_its_keep_identity_and_answ
                 reply = asker.call("minion", "echo.n", {"n": number}, timeout=30.0)
                 assert (reply.ok, reply.payload) == (True, {"n": number}), reply
             followed = time.monotonic() - moved_at
+            assert followed < 6.0, f"followed after {followed:.1f} s"
         finally:
             asker.loop.close()
         stats = _last_stats(main)
