@@ -796,16 +796,18 @@ class RoadStack:
         self._presence(remote, alive=True)
 
     def _moved(self, remote: Remote, address: Address) -> None:
-        """An allow completed with ``remote`` at ``address``, not its host address: it moved.
+        """``remote`` proved it holds the session's keys at ``address``, not its host
+        address: it moved (docs/road.md, "A remote that moves").
 
-        Only an allow moves a remote (its keys proven, and its address by the cookie
-        that came back), so a forged or replayed datagram never redirects our traffic;
-        its uid, keys and session numbers stay, and the keep records the new address.
-        Never a main we joined (:class:`~road._allow.Allowent`, :class:`FastRoad`).
+        Only a proof moves a remote (its answer to a :class:`~road._alive.PathProbe`
+        sent there only, or an allow completed from there), so a forged or replayed
+        datagram never redirects our traffic.  Its uid, keys and session stay, the
+        address is validated (no 3x limit: it answered), and the keep records it.
         """
         old = remote.host_address
         remote.host_address = address
         self.stats.remotes_moved += 1
+        self._budget.validate(address)
         if old in self._budget.validated and not any(
                 other.host_address == old for other in self.remotes.values()):
             self._budget.forget(old)

@@ -232,3 +232,23 @@ def test_an_idle_minion_that_moves_is_followed_at_its_next_presence_check() -> N
     assert pair.main.remote("minion").host_address == NEW
     assert pair.main.stats.remotes_moved == 1
     assert (pair.main.stats.allows_completed, pair.minion.stats.allows_completed) == allows
+
+
+def test_the_new_address_is_validated_once_the_remote_answered_there() -> None:
+    """After the move, what main sends there is no longer held to 3x what came from there
+    (the remote proved it receives there): a RAET-mode minion that moved and went quiet
+    still gets main's 200 KB of messages."""
+    pair = _pair(fast=False)
+    net = pair.net
+    _both_ways(pair, MINION, 0, 2)
+    pair.run_until(lambda: _seqs(net, MINION) == list(range(2))
+                   and len(net.of_type(MAIN, events.MessageSent)) == 2
+                   and len(net.of_type(MINION, events.MessageSent)) == 2)
+    _move(net, MINION, NEW)
+    pair.minion.transmit({"seq": 2}, to="main", now=net.now)  # one small message from NEW
+    assert net.run_until(lambda: pair.main.stats.remotes_moved == 1, timeout=5.0)
+    for number in range(3, 23):
+        pair.main.transmit({"seq": number, "pad": "x" * 10_000}, to="minion", now=net.now)
+    assert net.run_until(lambda: _seqs(net, NEW) == list(range(2)) + list(range(3, 23)),
+                         timeout=30.0)
+    assert pair.main.stats.amplification_limited == 0
