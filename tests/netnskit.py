@@ -115,7 +115,12 @@ def _kill_inside(namespace: str) -> None:
 
 
 def remove_stale() -> list[str]:
-    """Delete lab namespaces left by runs whose process is gone; returns their names."""
+    """Delete lab namespaces (and lab directories, ``rlkt<pid>-*`` in the temporary
+    directory) left by runs whose process is gone; returns the namespaces' names."""
+    for directory in Path(tempfile.gettempdir()).glob("rlkt*-*"):
+        owner = directory.name[len("rlkt"):].split("-", 1)[0]
+        if directory.is_dir() and owner.isdigit() and not _alive(int(owner)):
+            shutil.rmtree(directory, ignore_errors=True)
     removed = []
     for line in _ip("netns", "list", check=False).splitlines():
         name = line.split()[0] if line.split() else ""
@@ -232,7 +237,7 @@ class Lab:
     run: str = field(default_factory=lambda: f"{PREFIX}{os.getpid()}-{secrets.token_hex(3)}")
     hosts: dict[str, Host] = field(default_factory=dict)
     procs: list[Proc] = field(default_factory=list)
-    base: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="rlkt")))
+    base: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix=f"rlkt{os.getpid()}-")))
     made: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:

@@ -18,6 +18,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -423,14 +424,17 @@ def test_the_lab_leaves_nothing_behind() -> None:
 
 def test_namespaces_left_by_a_crashed_run_are_removed() -> None:
     """A namespace named for a process that is gone (a run killed before it cleaned up) is
-    deleted by ``remove_stale``, with what still runs in it; a live run's is left alone."""
+    deleted by ``remove_stale``, with what still runs in it, and so is its lab directory;
+    a live run's namespace is left alone."""
     dead_pid = subprocess.Popen(["true"])  # a pid that has ended
     assert dead_pid.wait() == 0
     stale, live = f"{PREFIX}{dead_pid.pid}-dead-hub", f"{PREFIX}{os.getpid()}-live-hub"
+    stale_files = Path(tempfile.mkdtemp(prefix=f"rlkt{dead_pid.pid}-"))
     for name in (stale, live):
         subprocess.run(["ip", "netns", "add", name], check=True)
     try:
         removed = remove_stale()
+        assert not stale_files.exists()
         names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
                                check=True).stdout.split()
         assert stale in removed
