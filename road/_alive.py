@@ -12,9 +12,9 @@ from road._transaction import Rule, Transaction
 
 if TYPE_CHECKING:
     from road._host import AliveHost
-    from road.remote import Remote
+    from road.remote import Address, Remote
 
-__all__ = ["Aliver", "answer_alive"]
+__all__ = ["Aliver", "PathProbe", "answer_alive"]
 
 
 class Aliver(Transaction):
@@ -29,10 +29,10 @@ class Aliver(Transaction):
     class States(enum.Enum):
         ASKED = "asked"
 
-    def __init__(self, stack: AliveHost, remote: Remote) -> None:
+    def __init__(self, stack: AliveHost, remote: Remote, address: Address | None = None) -> None:
         super().__init__(
             stack, remote, correspondent=False, session_id=remote.session_id,
-            transaction_id=remote.next_transaction_id(),
+            transaction_id=remote.next_transaction_id(), address=address,
         )
         if remote.alive_timeout is not None:  # (the class's deadline, armed above, goes stale)
             self.arm_timeout(stack.now + remote.alive_timeout)
@@ -76,6 +76,38 @@ class Aliver(Transaction):
         (States.ASKED, PacketKind.REJECT): Rule(on_reject),
         (States.ASKED, PacketKind.UNJOINED): Rule(on_unjoined),
         (States.ASKED, PacketKind.UNALLOWED): Rule(on_unallowed),
+    }
+
+
+class PathProbe(Aliver):
+    """"Alive?" asked at an address the remote spoke from, not its host address.
+
+    The request goes there only, coated with the session's keys; the remote's signed
+    ack to it proves both the keys and that it receives there, so then the remote
+    moves (:meth:`RoadStack._moved`; QUIC's path validation, with RAET's alive).  An
+    unanswered probe changes nothing (no presence verdict, the session stands): it
+    may have been started by a datagram replayed or copied from elsewhere.
+    """
+
+    def on_timeout(self) -> None:
+        self.fail("no answer at the new address")
+
+    def on_ack(self, _packet: Packet, _body: Any) -> None:
+        self.end()
+        if self.address != self.remote.host_address:
+            self.stack._moved(self.remote, self.address)
+        self.stack._presence(self.remote, alive=True)
+
+    def on_no(self, _packet: Packet, _body: Any) -> None:
+        self.fail("refused at the new address")  # (presence checks at home say the rest)
+
+    RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {
+        (Aliver.States.ASKED, PacketKind.ACK): Rule(on_ack),
+        (Aliver.States.ASKED, PacketKind.NACK): Rule(on_no),
+        (Aliver.States.ASKED, PacketKind.REFUSE): Rule(on_no),
+        (Aliver.States.ASKED, PacketKind.REJECT): Rule(on_no),
+        (Aliver.States.ASKED, PacketKind.UNJOINED): Rule(on_no),
+        (Aliver.States.ASKED, PacketKind.UNALLOWED): Rule(on_no),
     }
 
 

@@ -24,7 +24,7 @@ from road.stats import Drop
 
 if TYPE_CHECKING:
     from road._host import AllowHost
-    from road.remote import Remote
+    from road.remote import Address, Remote
 
 __all__ = ["Allower", "Allowent"]
 
@@ -169,16 +169,24 @@ class Allower(_Allow):
 
 
 class Allowent(_Allow):
-    """The remote started the handshake; we correspond."""
+    """The remote started the handshake; we correspond.
+
+    We answer where the hello came from (``source``): a remote that moved allows
+    from its new address.  Only a verified initiate (it holds the keys, and it got
+    our cookie there) moves the remote to that address.  A main we joined keeps the
+    address we were given: its hellos are answered there, as RAET does.
+    """
 
     class States(enum.Enum):
         COOKIE = "cookie"
         ACKED = "acked"
 
-    def __init__(self, stack: AllowHost, remote: Remote, packet: Packet) -> None:
+    def __init__(self, stack: AllowHost, remote: Remote, packet: Packet,
+                 source: Address | None = None) -> None:
         super().__init__(
             stack, remote, correspondent=True, session_id=packet.head.session_id,
             transaction_id=packet.head.transaction_id,
+            address=None if remote.main else source,
         )
         self.hello = packet
         self.oreo = b""
@@ -275,6 +283,8 @@ class Allowent(_Allow):
         log.debug("%s: initiate from %s (fqdn %r)", self.stack.name, remote.name,
                   fqdn.rstrip(b" "))
         self.send(PacketKind.ACK, b"", secure=False)
+        if self.address != remote.host_address:
+            self.stack._moved(remote, self.address)  # keys and address both proven
         self.stack._session_started(remote)
         return True
 

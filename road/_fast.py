@@ -105,8 +105,16 @@ class FastRoad:
         if remote.outbox:
             self.stack._watch_expiry(remote, min(outgoing.expires for outgoing in remote.outbox))
 
-    def receive(self, data: bytes, now: float) -> None:
-        """One fast datagram, to its link; garbage is dropped and counted."""
+    def receive(self, data: bytes, source: Address, now: float) -> None:
+        """One fast datagram from ``source``, to its link; garbage is dropped and counted.
+
+        An authentic datagram, the newest of its link, from another address than the
+        remote's suggests it moved (a re-addressed interface, a NAT's new mapping): we
+        ask it "alive?" there (:meth:`RoadStack._probe_path`), and only its answer moves
+        it.  A replay cannot start that (the replay window), and a fresh datagram copied
+        by an observer and raced from elsewhere gets a probe there, held to 3x its bytes
+        (road._amplification), that nobody answers.
+        """
         stack = self.stack
         try:
             _, key_id, destination, stream, number = read_header(data)
@@ -120,7 +128,9 @@ class FastRoad:
         if key_id != link.key_id:
             stack.stats.drop(Drop.STALE_KEY)
             return
-        link.receive(data, stream, number, now)
+        remote = link.remote
+        if link.receive(data, stream, number, now) and source != remote.host_address:
+            stack._probe_path(remote, source)
 
     def datagrams(self, now: float) -> list[tuple[bytes, Address]]:
         """Datagrams from every link, one per link per round (fair sharing)."""
@@ -184,6 +194,15 @@ class FastRoad:
         log.warning("%s: falling back to RAET mode with %s: %s", stack.name, remote.name, reason)
         stack._emit(events.FastModeFallback(remote.name, reason))
         stack._pump(remote)
+
+    def moved(self, remote: Remote) -> None:
+        """The remote moved to another address: what was in flight to the old one goes
+        again at once, from a small window (a new path: RFC 9000 9.4 resets congestion
+        control on migration)."""
+        link = self.links.get(remote.uid)
+        if link is not None and link.keyed and not link.paused:
+            link.pause()
+            link.resume()
 
     def remove(self, remote: Remote, reason: str) -> None:
         """The remote is gone: its stream's messages come back."""

@@ -156,36 +156,38 @@ class FastLink:
         return datagram
 
     # -- in --------------------------------------------------------------------------
-    def receive(self, data: bytes, stream: int, number: int, now: float) -> None:
+    def receive(self, data: bytes, stream: int, number: int, now: float) -> bool:
         """A datagram under our key id; garbage is dropped and counted.
 
         The door: nothing of the datagram reaches any part's state before its
         packet number is fresh and its AEAD tag (over the header, stream id and
-        number included) has verified.
+        number included) has verified.  True when it did and its number is the
+        highest yet: where such a datagram came from is where the peer is now.
         """
         stack, acks = self.stack, self.acks
         if not acks.replay.fresh(number):
             stack.stats.drop(Drop.REPLAYED)
-            return
+            return False
+        newest = number > acks.replay.highest
         assert self.receive_key is not None  # noqa: S101 - keyed links have keys
         try:
             plain = self.receive_key.open(data[FAST_HEADER_SIZE:], counter_nonce(0, number),
                                           data[:FAST_HEADER_SIZE])
         except CryptoError:
             stack.stats.drop(Drop.BAD_COAT)
-            return
+            return False
         stack._heard_from(self.remote, len(data))
         acks.replay.mark(number)
         try:
             messages, ranges, abandons = read_frames(plain)
         except PacketError:
             stack.stats.drop(Drop.MALFORMED)
-            return
+            return newest
         receiving = self.receiving
         known = receiving.peer_stream
         if not receiving.accepts(stream):  # a second stream under the same keys
             stack.stats.drop(Drop.STALE_PACKET)
-            return
+            return False
         if stream != known and known is not None:
             log.debug("%s: %s restarted its fast stream", stack.name, self.remote.name)
         self.sending_ok = True
@@ -205,6 +207,7 @@ class FastLink:
         if messages or abandons:
             acks.later(len(data) < self.short_datagram, now)
         self._heard(now)
+        return newest
 
     def _on_ack(self, ranges: list[tuple[int, int]], now: float) -> None:
         if ranges[0][1] >= self.next_packet:  # an ack of what we never sent

@@ -91,19 +91,24 @@ class JoinHost(Host, Protocol):
 
 
 class AllowHost(Host, Protocol):
-    """An allow's steps: the session keys set up, the allow finished."""
+    """An allow's steps: the session keys set up, the allow finished, the remote moved."""
 
     def _session_started(self, remote: Remote) -> None: ...
+
+    def _moved(self, remote: Remote, address: Address) -> None: ...
 
     def _allowed(self, remote: Remote) -> None: ...
 
 
 class AliveHost(Host, Protocol):
-    """A presence check's steps: answered or not, or an allow needed first."""
+    """A presence check's steps: answered or not, or an allow needed first; a path probe's
+    answer moves the remote."""
 
     def _presence(self, remote: Remote, *, alive: bool, reason: str = "") -> None: ...
 
     def _start_allow(self, remote: Remote) -> None: ...
+
+    def _moved(self, remote: Remote, address: Address) -> None: ...
 
 
 class MessageHost(Host, Protocol):

@@ -29,7 +29,7 @@ from road.stats import Drop
 if TYPE_CHECKING:
     from road._host import MessageHost
     from road.config import RoadConfig
-    from road.remote import Outgoing, Remote
+    from road.remote import Address, Outgoing, Remote
     from road.stats import RoadStats
 
 __all__ = ["BURSTS_IN_FLIGHT", "MAX_MISSEDS_PER_ANSWER", "MAX_MISSEDS_PER_PACKET", "Messengent",
@@ -363,10 +363,13 @@ class Messengent(Transaction):
     class States(enum.Enum):
         RECEIVING = "receiving"
 
-    def __init__(self, stack: MessageHost, remote: Remote, packet: Packet) -> None:
+    def __init__(self, stack: MessageHost, remote: Remote, packet: Packet,
+                 source: Address | None = None) -> None:
+        # answers (acks, resend requests, done) go where the message came from: a sender
+        # that moved gets them at its new address (docs/road.md, "A remote that moves")
         super().__init__(
             stack, remote, correspondent=True, session_id=packet.head.session_id,
-            transaction_id=packet.head.transaction_id,
+            transaction_id=packet.head.transaction_id, address=source,
         )
         first = packet.head
         self.wait_flag = _FLAGS[int(first.flags) & _WAIT]
@@ -559,7 +562,9 @@ class Messengent(Transaction):
     }
 
 
-def done_again(stack: MessageHost, remote: Remote, packet: Packet) -> None:
-    """A message packet for a transaction already delivered: say done again."""
-    answer = Messengent(stack, remote, packet)
+def done_again(stack: MessageHost, remote: Remote, packet: Packet,
+               source: Address | None = None) -> None:
+    """A message packet for a transaction already delivered: say done again (where it came
+    from)."""
+    answer = Messengent(stack, remote, packet, source)
     answer.send(PacketKind.DONE, None, secure=False, remember=False)

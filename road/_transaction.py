@@ -259,6 +259,11 @@ class Transaction:
             self.arm_redo(self.stack.now + self.redo_interval)
         return data
 
+    def follow(self, old: Address, new: Address) -> None:
+        """The remote moved from ``old`` to ``new``: what we send to it goes there now."""
+        if self.address == old:
+            self.address = new
+
     def resend_last(self) -> None:
         """Put the remembered packet on the wire again."""
         if self.last_sent is not None:

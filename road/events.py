@@ -28,6 +28,7 @@ __all__ = [
     "MessageSent",
     "MessageExpired",
     "FastModeFallback",
+    "RemoteMoved",
 ]
 
 
@@ -163,3 +164,15 @@ class FastModeFallback(Event):
 
     reason: str
     """Why, in a few words."""
+
+
+@dataclass(slots=True)
+class RemoteMoved(Event):
+    """The remote now speaks from another address (it answered there what only the holder
+    of the session's keys could, docs/road.md "A remote that moves"); our traffic to it
+    goes there from now on, with its uid, keys and session unchanged."""
+
+    old: tuple[str, int]
+    """The host address it had."""
+    new: tuple[str, int]
+    """The host address it has now."""

@@ -31,7 +31,7 @@ from raetlike.wire.head import Head
 from raetlike.wire.kinds import Acceptance, CoatKind, Flag, FootKind, PacketKind, TransactionKind
 from raetlike.wire.packet import Packet, parse_packet
 from road import events
-from road._alive import Aliver, answer_alive
+from road._alive import Aliver, PathProbe, answer_alive
 from road._allow import Allowent, Allower
 from road._amplification import AddressBudget, JoinRate
 from road._deadlines import Deadlines
@@ -249,7 +249,7 @@ class RoadStack:
             self._budget.credit(source, len(data))  # its answers may be 3x this (RFC 9000 8.1)
         try:
             if is_fast(data):
-                self._fast.receive(data, self.now)
+                self._fast.receive(data, source, self.now)
                 return
             try:
                 packet = parse_packet(data)
@@ -480,6 +480,9 @@ class RoadStack:
             remote = self._authenticated_remote(packet)
             if remote is None or not self._session_current(remote, packet, source):
                 return
+            if source != remote.host_address and head.transaction_kind != TransactionKind.ALLOW:
+                self._probe_path(remote, source)  # it may have moved: ask it there (an allow
+                # from there moves it by itself: Allowent)
         if remote is not None:
             transaction = remote.transactions.get(rx_index(head, source))
             if transaction is not None:
@@ -581,13 +584,13 @@ class RoadStack:
         if kinds == (TransactionKind.JOIN, PacketKind.REQUEST):
             Joinent(self, remote, packet, source).start(index)
         elif kinds == (TransactionKind.ALLOW, PacketKind.HELLO):
-            Allowent(self, remote, packet).start(index)
+            Allowent(self, remote, packet, source).start(index)
         elif kinds == (TransactionKind.ALIVE, PacketKind.REQUEST):
             answer_alive(self, remote, packet)
         elif kinds == (TransactionKind.MESSAGE, PacketKind.MESSAGE):
             tid = head.transaction_id
             if (head.session_id, tid) in remote.done_transactions:
-                done_again(self, remote, packet)
+                done_again(self, remote, packet, source)
             elif head.flags & Flag.AGAIN:
                 self.stats.drop(Drop.STALE_PACKET)
                 self._reply_stale(packet, source)
@@ -597,7 +600,7 @@ class RoadStack:
                 self.stats.drop(Drop.REPLAYED)
                 self._reply_stale(packet, source)
             else:
-                Messengent(self, remote, packet).start(index, packet)
+                Messengent(self, remote, packet, source).start(index, packet)
         else:
             self.stats.drop(Drop.STALE_PACKET)
 
@@ -713,6 +716,19 @@ class RoadStack:
             return
         Allower(self, remote).start()
 
+    def _probe_path(self, remote: Remote, address: Address) -> None:
+        """An authenticated datagram of ``remote`` came from ``address``, not its host
+        address: ask "alive?" there (:class:`~road._alive.PathProbe`), one probe at a
+        time; its answer moves the remote.  Never for a main we joined (its address is
+        the one we were given, and multi-main knows its mains by it) or a remote not
+        allowed (no session to coat the probe with)."""
+        if remote.main or not remote.allowed or remote.session_box is None:
+            return
+        if any(isinstance(t, PathProbe) for t in remote.in_process(TransactionKind.ALIVE)):
+            return
+        log.debug("%s: %s speaks from %s; asking it there", self.name, remote.name, address)
+        PathProbe(self, remote, address).start()
+
     def _start_alive(self, remote: Remote, *, asked: bool = False) -> None:
         """The periodic presence check: join, allow or ask "alive?", whichever is due.
 
@@ -785,6 +801,30 @@ class RoadStack:
         self._fast.session_started(remote)
         self._save_remote(remote)
         self._presence(remote, alive=True)
+
+    def _moved(self, remote: Remote, address: Address) -> None:
+        """``remote`` proved it holds the session's keys at ``address``, not its host
+        address: it moved (docs/road.md, "A remote that moves").
+
+        Only a proof moves a remote (its answer to a :class:`~road._alive.PathProbe`
+        sent there only, or an allow completed from there), so a forged or replayed
+        datagram never redirects our traffic.  Its uid, keys and session stay, the
+        address is validated (no 3x limit: it answered), and the keep records it.
+        """
+        old = remote.host_address
+        remote.host_address = address
+        self.stats.remotes_moved += 1
+        self._budget.validate(address)
+        if old in self._budget.validated and not any(
+                other.host_address == old for other in self.remotes.values()):
+            self._budget.forget(old)
+        self._save_remote(remote)
+        for transaction in remote.transactions.values():
+            transaction.follow(old, address)  # (resends of open messages go there too)
+        self._fast.moved(remote)
+        log.debug("%s: %s moved from %s:%d to %s:%d", self.name, remote.name, old[0], old[1],
+                  address[0], address[1])
+        self._emit(events.RemoteMoved(remote.name, old, address))
 
     def _allowed(self, remote: Remote) -> None:
         self.stats.allows_completed += 1

@@ -77,6 +77,9 @@ class RoadStats:
     fast_datagrams_lost: int = 0
     fast_fallbacks: int = 0
     """Fast links given up because the remote never acknowledged a fast datagram."""
+    remotes_moved: int = 0
+    """Remotes that moved to another address (proven there: docs/road.md, "A remote that
+    moves")."""
     dropped: Counter[Drop] = field(default_factory=Counter)
     drops: int = 0
     """All drops so far (``dropped_total``, kept as it happens)."""

@@ -269,6 +269,9 @@ class _Estate:
         elif isinstance(event, events.RemoteRemoved):
             self.pending.pop(event.remote, None)
             log.info("estate %s: %s removed: %s", name, remote, safe_name(event.reason))
+        elif isinstance(event, events.RemoteMoved):
+            log.info("estate %s: %s moved from %s to %s", name, remote,
+                     format_address(event.old), format_address(event.new))
         elif isinstance(event, MainActive):
             log.info("estate %s: main %s active (%s%s, %d message(s) moved)", name, remote,
                      event.reason, f", was {safe_name(event.previous)}" if event.previous else "",
