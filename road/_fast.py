@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from raetlike.errors import PacketError
 from road import events
+from road._alive import Aliver
 from road._fast_link import FastLink
 from road._fast_wire import read_header
 from road.stats import Drop
@@ -70,10 +71,13 @@ class FastRoad:
         link.rekey()
 
     def allowed(self, remote: Remote) -> None:
-        """The allow finished on our side: the link may send."""
+        """The allow finished on our side: the link may send, and a trial ping proves it
+        carries presence checks (:class:`~road._fast_link.Ping`), so the first periodic
+        check already goes over it, unsigned."""
         link = self.links.get(remote.uid)
         if link is not None and link.keyed:
             link.sending_ok = True
+            self.ask_alive(remote)
 
     def takes(self, remote: Remote) -> bool:
         """Whether messages to ``remote`` go by fast mode (the link pulls from the outbox)."""
@@ -99,6 +103,18 @@ class FastRoad:
             link.resume()
         link.sending.watch(expires)
         return True
+
+    def ask_alive(self, remote: Remote) -> bool:
+        """The periodic presence check over the remote's link (:meth:`FastLink.ask_alive`):
+        True when asked there, False to leave the verdict to a RAET alive.  The check keeps
+        the :class:`~road._alive.Aliver`'s timeout (``remote.alive_timeout`` if set) and
+        redo spacing.
+        """
+        link = self.links.get(remote.uid)
+        if link is None:
+            return False
+        timeout = Aliver.timeout if remote.alive_timeout is None else remote.alive_timeout
+        return link.ask_alive(self.stack.now, timeout, Aliver.redo_min, Aliver.redo_max)
 
     def _release(self, remote: Remote) -> None:
         """A link is gone: the stack watches every queued message's time to live again."""

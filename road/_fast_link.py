@@ -30,20 +30,96 @@ from road import events
 from road._fast_receive import AckState, ReceiveStream
 from road._fast_recovery import LossRecovery, Sent
 from road._fast_send import Carried, Sending, SendStream
-from road._fast_wire import FAST_HEADER_SIZE, FRAME_MESSAGE_SIZE, pack_header, read_frames
+from road._fast_wire import (
+    FAST_HEADER_SIZE,
+    FRAME_MESSAGE_SIZE,
+    PING_FRAME,
+    pack_header,
+    read_frames,
+)
 from road.stats import Drop
 
 if TYPE_CHECKING:
     from road.remote import Outgoing, Remote
     from road.stack import RoadStack
 
-__all__ = ["FastLink"]
+__all__ = ["FastLink", "Ping"]
 
 log = logging.getLogger(__name__)
 
 _CONTEXT = b"raetlike fast v1 "
 _ACK_ROOM = 2 + 16 * 4  # an ack frame of up to 4 ranges rides along with data
 _REKEY_AT = 1 << 62  # packet numbers: ask for a new allow long before 2**64
+
+
+class Ping:
+    """A presence check over the link: "alive?" as an ack-eliciting datagram (docs/road.md,
+    "Presence in fast mode").
+
+    It keeps the RAET :class:`~road._alive.Aliver`'s timing (the stack passes its
+    timeout and redo spacing): a ping at once, again after ``redo_min`` doubling up
+    to ``redo_max``, and no ack of any of them by ``timeout_at`` is "no answer".
+    ``first`` is the packet number of the first ping: an authenticated ack of it or
+    of anything sent after it answers (the peer received what we sent since we asked).
+
+    A check gives the presence verdict (``verdict``) only once the link has carried
+    one answered (``proven``, under the current keys, and none unanswered since);
+    until then a *trial* goes beside the stack's RAET alive, whose answer decides.
+    So a path that drops fast datagrams one way costs a trial ping per check, not a
+    RemoteLost per check.
+    """
+
+    __slots__ = ("first", "interval", "proven", "redo_at", "redo_max", "timeout_at", "verdict",
+                 "wanted")
+
+    def __init__(self) -> None:
+        self.first = -1  # the first ping's packet number; -1: no check open
+        self.wanted = False  # a ping goes in the next datagram built
+        self.verdict = False  # its timeout is "no answer" (else a trial: it only ends)
+        self.proven = False  # a ping was answered under these keys, none timed out since
+        self.timeout_at = 0.0
+        self.redo_at = 0.0
+        self.interval = 0.0
+        self.redo_max = 0.0
+
+    def open(self) -> bool:
+        """Whether a check is under way (asked and not yet answered or timed out)."""
+        return self.wanted or self.first >= 0
+
+    def start(self, now: float, timeout: float, redo_min: float, redo_max: float, *,
+              verdict: bool) -> None:
+        """Ask now; no answer by ``now + timeout`` is "no answer"."""
+        self.first = -1
+        self.wanted = True
+        self.verdict = verdict
+        self.timeout_at = now + timeout
+        self.interval = redo_min
+        self.redo_at = now + redo_min
+        self.redo_max = redo_max
+
+    def sent(self, number: int) -> None:
+        """A ping went as packet ``number``."""
+        self.wanted = False
+        if self.first < 0:
+            self.first = number
+
+    def answered(self, largest: int) -> bool:
+        """An authenticated ack up to packet ``largest`` came: whether it answers the check."""
+        if 0 <= self.first <= largest:
+            self.first = -1
+            self.wanted = False
+            self.proven = True
+            return True
+        return False
+
+    def deadline(self) -> float:
+        """When an open check wants the timer (a redo or its timeout)."""
+        return min(self.redo_at, self.timeout_at)
+
+    def clear(self) -> None:
+        """No check open (the keys changed, or the link paused)."""
+        self.first = -1
+        self.wanted = False
 
 
 class FastLink:
@@ -73,6 +149,7 @@ class FastLink:
                                      config.fast_initial_window)
         self.receiving = ReceiveStream(remote, config, stack.stats, stack._partials)
         self.acks = AckState(config.fast_ack_delay)
+        self.ping = Ping()
 
     # -- keys and presence -----------------------------------------------------------
     def rekey(self) -> None:
@@ -93,10 +170,13 @@ class FastLink:
         self._again(self.recovery.new_keys())
         self.next_packet = 0
         self.acks.reset()
+        self.ping.clear()  # (a check open under the old keys is asked again by the stack)
+        self.ping.proven = False
 
     def pause(self) -> None:
         """The remote is dead: stop sending; everything in flight goes again on resume."""
         self.paused = True
+        self.ping.clear()
         self._again(self.recovery.forget())
 
     def resume(self) -> None:
@@ -104,6 +184,23 @@ class FastLink:
         if self.paused:
             self.paused = False
             self.recovery.resume()
+
+    def ask_alive(self, now: float, timeout: float, redo_min: float, redo_max: float) -> bool:
+        """A presence check over the link: True when its ping gives the verdict, False
+        when the stack's RAET alive must (a trial ping goes beside it, see :class:`Ping`).
+
+        Only a link keyed both ways and not paused pings; the verdict needs one proven
+        and the remote alive at the last check (one lost is asked by a RAET alive, whose
+        refusals -- unjoined, unallowed -- say what a silent link cannot).
+        """
+        if not (self.keyed and self.sending_ok) or self.paused or self.send_key is None:
+            return False
+        ping = self.ping
+        verdict = ping.proven and self.remote.alive is True
+        if ping.open() and (ping.verdict or not verdict):
+            return ping.verdict  # (a trial open when the verdict is due: it becomes one)
+        ping.start(now, timeout, redo_min, redo_max, verdict=verdict)
+        return verdict
 
     def smoothed_rtt(self) -> float | None:
         """The round trip measured by acks (None before the first sample)."""
@@ -120,8 +217,9 @@ class FastLink:
     def build(self, now: float) -> bytes | None:
         """One datagram (data, acks or both), or None when nothing may go now."""
         sending, acks = self.sending, self.acks
+        ping = self.ping.wanted
         if not (acks.pending or sending.again or sending.queue or sending.abandons
-                or self.remote.outbox):
+                or self.remote.outbox or ping):
             return None  # the common second call of a round: nothing at all to say
         if not self.keyed or self.send_key is None:
             return None
@@ -130,10 +228,13 @@ class FastLink:
             return None
         data = self.can_send_data(now)
         ack_now = acks.pending and (data or (acks.due is not None and acks.due <= now))
-        if not data and not ack_now:
+        if not data and not ack_now and not ping:
             return None
         parts: list[bytes | memoryview] = []
         room = self.datagram_size - FAST_HEADER_SIZE - AEAD_TAG_SIZE
+        if ping:
+            parts.append(PING_FRAME)
+            room -= len(PING_FRAME)
         if ack_now:
             frame = acks.frame(now, with_data=data)
             parts.append(frame)
@@ -145,6 +246,8 @@ class FastLink:
             if not parts:
                 return None  # the outbox held only messages that expired or could not be packed
         number = self.next_packet
+        if ping:
+            self.ping.sent(number)
         self.next_packet += 1
         header = pack_header(self.key_id, self.remote.far_uid, sending.stream_id, number)
         datagram = header + self.send_key.seal(b"".join(parts), counter_nonce(0, number), header)
@@ -213,10 +316,11 @@ class FastLink:
         if ranges[0][1] >= self.next_packet:  # an ack of what we never sent
             self.stack.stats.drop(Drop.INVALID_BODY)
             return
-        self.answered = True
-        self.unanswered_since = None
+        self.ping.answered(ranges[0][1])  # (the verdict "alive": _heard, after the frames)
         acked = self.recovery.on_ack(ranges, now)
-        if acked:
+        if acked:  # (an ack of pings alone says nothing of data: the fallback still watches)
+            self.answered = True
+            self.unanswered_since = None
             done: list[Sending] = []
             settle = self.sending.settle
             for chunks in acked:
@@ -269,6 +373,10 @@ class FastLink:
                 earliest = fallback
         if sending.messages and (earliest is None or sending.expiry_check < earliest):
             earliest = sending.expiry_check
+        if self.ping.open():
+            ping = self.ping.deadline()
+            if earliest is None or ping < earliest:
+                earliest = ping
         if receiving.partials and (earliest is None or receiving.partials_check < earliest):
             earliest = receiving.partials_check
         if self.remote.outbox and (earliest is None or sending.outbox_expiry < earliest):
@@ -294,6 +402,8 @@ class FastLink:
         if fallback is not None and fallback <= now:
             return f"no fast datagram acknowledged in {self.stack.config.fast_fallback_after:g} s"
         recovery, sending = self.recovery, self.sending
+        if self.ping.open():
+            self._ping_timer(now)
         if recovery.loss_time is not None and recovery.loss_time <= now:
             self._lost(recovery.detect_losses(now))
         probe = None if self.paused else recovery.probe_deadline()
@@ -308,6 +418,19 @@ class FastLink:
         if self.receiving.partials and self.receiving.partials_check <= now:
             self.receiving.sweep_partials(now)
         return None
+
+    def _ping_timer(self, now: float) -> None:
+        """The presence check's timeout ("no answer to alive", as the Aliver's) or redo."""
+        ping = self.ping
+        if ping.timeout_at <= now:
+            ping.clear()
+            ping.proven = False  # (the next checks: RAET alives and trials, till one answers)
+            if ping.verdict:
+                self.stack._presence(self.remote, alive=False, reason="no answer to alive")
+        elif ping.redo_at <= now:
+            ping.interval = min(ping.interval * 2.0, ping.redo_max)
+            ping.redo_at = now + ping.interval
+            ping.wanted = True
 
     def _probe_timeout(self, now: float) -> str | None:
         """The oldest datagram went unacknowledged too long; why to fall back, if so.

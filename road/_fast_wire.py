@@ -20,6 +20,7 @@ __all__ = [
     "FRAME_MESSAGE_SIZE",
     "MESSAGE_HEAD",
     "MESSAGE_KIND",
+    "PING_FRAME",
     "FrameKind",
     "is_fast",
     "pack_ack",
@@ -104,6 +105,13 @@ def pack_ack(ranges: list[tuple[int, int]]) -> bytes:
 def pack_abandon(number: int) -> bytes:
     """An ABANDON frame for message ``number``."""
     return _ABANDON.pack(_ABANDON_KIND, number)
+
+
+PING_FRAME = pack_abandon(0)
+"""The presence check's frame: an ABANDON of message 0, which no message ever is (MESSAGE
+frames number from 1).  Every fast-mode raetlike, from the first version on, abandons
+nothing and acknowledges the datagram, as it does any ABANDON: so "alive?" needs neither
+a new frame kind nor a negotiation, and an older peer answers it (docs/wire.md)."""
 
 
 MessageFields = tuple[int, int, int, int, int, bytes | memoryview]

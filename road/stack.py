@@ -770,6 +770,8 @@ class RoadStack:
             return
         if remote.in_process(TransactionKind.ALIVE):
             return
+        if self._fast.links and self._fast.ask_alive(remote):
+            return  # asked over the fast link: no signatures (docs/road.md)
         Aliver(self, remote).start()
 
     def _joined(self, remote: Remote, *, initiator: bool) -> None:

@@ -29,8 +29,8 @@ def test_main_checks_presence_every_period_and_answers_keep_the_minion_quiet() -
 
 
 def test_a_configured_period_sets_the_presence_deadline() -> None:
-    pair = allowed_pair(main_config=RoadConfig(period=3.0),
-                        minion_config=RoadConfig(period=3.0))
+    pair = allowed_pair(main_config=RoadConfig(period=3.0, fast=False),
+                        minion_config=RoadConfig(period=3.0, fast=False))
     start = pair.net.now
     pair.net.run_for(7.0)
     asks = [s.at for s in pair.sent(ALIVE, PacketKind.REQUEST, source=MAIN) if s.at > start]
