@@ -1,0 +1,230 @@
+"""Presence checks over the fast link: a ping (an ABANDON of message 0) and its ack, unsigned.
+
+The RAET alive (tests/test_road_alive.py) stays for RAET-mode remotes; these are the same
+semantics between two fast-mode raetlike peers (docs/road.md, "Presence in fast mode").
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from raetlike import crypto
+from raetlike.wire.kinds import PacketKind, TransactionKind
+from road import events
+from road._fast_receive import ReceiveStream
+from road._fast_wire import PING_FRAME, is_fast, pack_abandon, read_frames
+from road.stack import RoadConfig, RoadStack
+from road.stats import Drop
+from tests.roadkit import MAIN, MINION, Pair, allowed_pair
+from tests.simlink import Address
+
+ALIVE = TransactionKind.ALIVE
+PING_SIZE = 20 + len(PING_FRAME) + 16  # header, the frame, the AEAD tag
+
+
+def fast_pair(main: RoadConfig | None = None, minion: RoadConfig | None = None) -> Pair:
+    """A fast-mode main and minion, joined and allowed, the allow's trial pings answered."""
+    pair = allowed_pair(main_config=main or RoadConfig(fast=True),
+                        minion_config=minion or RoadConfig(fast=True))
+    pair.net.run_to(pair.net.now + 0.01)
+    return pair
+
+
+def fast_log(pair: Pair) -> list[tuple[float, Address, bytes]]:
+    """Every fast datagram put on the wire from now on: (time, source, bytes)."""
+    seen: list[tuple[float, Address, bytes]] = []
+    previous = pair.net.tap
+
+    def tap(data: bytes, source: Address, destination: Address) -> None:
+        if is_fast(data):
+            seen.append((pair.net.now, source, data))
+        if previous is not None:
+            previous(data, source, destination)
+
+    pair.net.tap = tap
+    return seen
+
+
+def pings_from(log: list[tuple[float, Address, bytes]], source: Address) -> list[float]:
+    """When ``source`` sent a lone ping (nothing else in flight on an idle pair)."""
+    return [at for at, sender, data in log if sender == source and len(data) == PING_SIZE]
+
+
+@pytest.fixture
+def signatures(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Counts every Ed25519 signature made (the real signer, counted)."""
+    count = [0]
+    real = crypto.SigningKey.sign
+
+    def counted(self: crypto.SigningKey, message: bytes) -> bytes:
+        count[0] += 1
+        return real(self, message)
+
+    monkeypatch.setattr(crypto.SigningKey, "sign", counted)
+    yield count
+
+
+def test_the_ping_is_an_abandon_of_message_zero_which_every_fast_peer_acknowledges() -> None:
+    # no MESSAGE frame ever carries number 0, so abandoning it is a no-op that still asks
+    # for an ack: peers of every fast-mode version answer it without knowing "ping"
+    assert pack_abandon(0) == PING_FRAME
+    assert read_frames(PING_FRAME) == ([], None, [0])
+    stream = ReceiveStream.__new__(ReceiveStream)
+    stream.floor, stream.delivered, stream.partials = 1, set(), {}
+    stream.abandoned(0)
+    assert (stream.floor, stream.delivered) == (1, set())
+
+
+def test_an_idle_fast_pair_checks_presence_over_fast_datagrams_and_signs_nothing(
+        signatures: list[int]) -> None:
+    pair = fast_pair()
+    log = fast_log(pair)
+    start, signed = pair.net.now, signatures[0]
+    pair.net.run_for(10.0)
+    assert not [s for s in pair.wire if s.at > start]  # no RAET datagram at all
+    assert signatures[0] == signed
+    asks = pings_from(log, MAIN)
+    assert len(asks) >= 9
+    gaps = [b - a for a, b in itertools.pairwise(asks)]
+    assert gaps == pytest.approx([1.0 + 0.001] * len(gaps), abs=1e-9)  # period + round trip
+    answers = [at for at, sender, _ in log if sender == MINION]
+    assert answers == pytest.approx([at + 0.0005 for at in asks[:len(answers)]])  # one ack each
+    assert len(answers) >= len(asks) - 1  # (the last may still be on its way)
+    assert not pings_from(log, MINION)  # hearing main keeps the minion's own check away
+    assert pair.main.remote("minion").alive is True
+    assert not pair.events(MAIN, events.RemoteLost)
+
+
+def test_the_first_check_after_the_allow_is_already_a_ping() -> None:
+    pair = fast_pair()
+    allowed_at = pair.net.now
+    pair.net.run_for(3.0)
+    assert not pair.sent(ALIVE, PacketKind.REQUEST)
+    assert not [s for s in pair.wire if s.at > allowed_at]
+
+
+def test_a_raet_mode_pair_signs_its_alives_as_before(signatures: list[int]) -> None:
+    pair = allowed_pair()  # RAET mode
+    start, signed = pair.net.now, signatures[0]
+    pair.net.run_for(10.0)
+    asks = [s for s in pair.sent(ALIVE, PacketKind.REQUEST, source=MAIN) if s.at > start]
+    acks = [s for s in pair.sent(ALIVE, PacketKind.ACK, source=MINION) if s.at > start]
+    assert len(asks) >= 9
+    assert len(acks) == len(asks)
+    assert signatures[0] - signed == len(asks) + len(acks)
+
+
+def test_a_fast_main_asks_a_raet_mode_minion_with_the_raet_alive() -> None:
+    pair = allowed_pair(main_config=RoadConfig(fast=True), minion_config=RoadConfig(fast=False))
+    log = fast_log(pair)
+    start = pair.net.now
+    pair.net.run_for(5.0)
+    assert len([s for s in pair.sent(ALIVE, PacketKind.REQUEST, source=MAIN)
+                if s.at > start]) >= 4
+    assert not log
+
+
+def test_a_silent_fast_peer_is_lost_two_seconds_after_the_first_unanswered_ping() -> None:
+    pair = fast_pair()
+    pair.net.run_for(2.5)
+    log = fast_log(pair)
+    pair.net.blocked.add(MINION)
+    pair.run_until(lambda: bool(pair.events(MAIN, events.RemoteLost)), timeout=5.0)
+    asks = pings_from(log, MAIN)
+    first = asks[0]
+    assert pair.net.now == pytest.approx(first + 2.0)
+    [lost] = pair.events(MAIN, events.RemoteLost)
+    assert (lost.remote, lost.reason) == ("minion", "no answer to alive")
+    assert pair.main.remote("minion").alive is False
+    assert [at - first for at in asks] == pytest.approx([0.0, 0.25, 0.75, 1.75])  # the Aliver's
+    assert not [s for s in pair.sent(ALIVE, PacketKind.REQUEST, source=MAIN) if s.at < first]
+
+
+def test_a_fast_peer_given_its_own_alive_timeout_is_lost_that_much_after_the_ping() -> None:
+    pair = fast_pair()
+    pair.main.remote("minion").alive_timeout = 0.6
+    pair.net.run_for(2.5)
+    log = fast_log(pair)
+    pair.net.blocked.add(MINION)
+    pair.run_until(lambda: bool(pair.events(MAIN, events.RemoteLost)), timeout=5.0)
+    asks = pings_from(log, MAIN)
+    assert pair.net.now == pytest.approx(asks[0] + 0.6)
+    assert [at - asks[0] for at in asks] == pytest.approx([0.0, 0.25])
+
+
+def test_a_lost_fast_peer_that_answers_again_is_alive_and_pinged_again() -> None:
+    pair = fast_pair()
+    pair.net.blocked.add(MINION)
+    pair.run_until(lambda: bool(pair.events(MAIN, events.RemoteLost)), timeout=5.0)
+    pair.net.blocked.clear()
+    pair.run_until(lambda: len(pair.events(MAIN, events.Alive)) == 2, timeout=3.0)
+    assert pair.main.remote("minion").alive is True
+    # a lost remote is asked by a RAET alive (its refusals say what silence cannot), with a
+    # trial ping beside it; once that is answered the checks go fast again
+    back = pair.net.now
+    pair.net.run_for(3.0)
+    recent = pair.net.now - 1.5
+    assert not [s for s in pair.sent(ALIVE, PacketKind.REQUEST, source=MAIN) if s.at > recent]
+    assert pair.main.remote("minion").alive is True
+    assert back < recent
+
+
+def test_a_replayed_ack_answers_nothing_and_a_replayed_ping_is_not_acknowledged() -> None:
+    pair = fast_pair()
+    log = fast_log(pair)
+    pair.net.run_to(pair.net.now + 1.5)  # (run_for steps past its end to the next event)
+    ping = next(data for _, sender, data in log if sender == MAIN)
+    ack = next(data for _, sender, data in log if sender == MINION)
+    answered = len(log)
+    replayed = pair.minion.stats.dropped[Drop.REPLAYED]
+    pair.net.inject(ping, MAIN, MINION)
+    pair.net.run_to(pair.net.now + 0.01)
+    assert pair.minion.stats.dropped[Drop.REPLAYED] == replayed + 1
+    assert len(log) == answered  # no ack for it
+    pair.net.blocked.add(MINION)
+    lost_by = pair.net.now + 1.0 + 2.0 + 0.01  # the next ping, unanswered, plus its timeout
+    while pair.net.now < lost_by and not pair.events(MAIN, events.RemoteLost):
+        pair.net.inject(ack, MINION, MAIN)  # the old ack, again and again: stale
+        pair.net.run_for(0.1)
+    assert pair.events(MAIN, events.RemoteLost)
+    assert pair.main.stats.dropped[Drop.REPLAYED] > 0
+
+
+def test_a_forged_ping_changes_nothing() -> None:
+    pair = fast_pair()
+    log = fast_log(pair)
+    pair.net.run_to(pair.net.now + 1.5)  # (run_for steps past its end to the next event)
+    ping = bytearray(next(data for _, sender, data in log if sender == MAIN))
+    ping[-1] ^= 1  # the tag no longer verifies
+    ping[19] ^= 0x40  # and a fresh packet number
+    sent = len(log)
+    bad = pair.minion.stats.dropped[Drop.BAD_COAT]
+    pair.net.inject(bytes(ping), MAIN, MINION)
+    pair.net.run_to(pair.net.now + 0.01)
+    assert pair.minion.stats.dropped[Drop.BAD_COAT] == bad + 1
+    assert len(log) == sent
+
+
+def test_a_link_that_drops_fast_datagrams_one_way_is_checked_by_raet_alives_without_flapping(
+) -> None:
+    pair = fast_pair()
+    stacks: dict[Address, RoadStack] = {MAIN: pair.main, MINION: pair.minion}
+    original = pair.net._transmit
+
+    def drop_fast_from_minion(data: bytes, source: Address, destination: Address) -> None:
+        if is_fast(data) and source == MINION:
+            return
+        original(data, source, destination)
+
+    pair.net._transmit = drop_fast_from_minion  # type: ignore[method-assign]
+    pair.net.run_for(12.0)
+    # the first ping goes unanswered (one RemoteLost), then RAET alives with trial pings
+    kinds = [type(e) for e in pair.net.events[MAIN] if isinstance(
+        e, events.Alive | events.RemoteLost)]
+    assert kinds == [events.Alive, events.RemoteLost, events.Alive]  # once, not every check
+    late = pair.net.now - 3.0
+    assert [s for s in pair.sent(ALIVE, PacketKind.ACK, source=MINION) if s.at > late]
+    assert stacks[MAIN].remote("minion").alive is True
