@@ -7,14 +7,12 @@ semantics between two fast-mode raetlike peers (docs/road.md, "Presence in fast 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 
 import pytest
 
 from raetlike import crypto
 from raetlike.wire.kinds import PacketKind, TransactionKind
 from road import events
-from road._fast_receive import ReceiveStream
 from road._fast_wire import PING_FRAME, is_fast, pack_abandon, read_frames
 from road.stack import RoadConfig, RoadStack
 from road.stats import Drop
@@ -54,7 +52,7 @@ def pings_from(log: list[tuple[float, Address, bytes]], source: Address) -> list
 
 
 @pytest.fixture
-def signatures(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+def signatures(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts every Ed25519 signature made (the real signer, counted)."""
     count = [0]
     real = crypto.SigningKey.sign
@@ -64,7 +62,7 @@ def signatures(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         return real(self, message)
 
     monkeypatch.setattr(crypto.SigningKey, "sign", counted)
-    yield count
+    return count
 
 
 def test_the_ping_is_an_abandon_of_message_zero_which_every_fast_peer_acknowledges() -> None:
@@ -72,10 +70,14 @@ def test_the_ping_is_an_abandon_of_message_zero_which_every_fast_peer_acknowledg
     # for an ack: peers of every fast-mode version answer it without knowing "ping"
     assert pack_abandon(0) == PING_FRAME
     assert read_frames(PING_FRAME) == ([], None, [0])
-    stream = ReceiveStream.__new__(ReceiveStream)
-    stream.floor, stream.delivered, stream.partials = 1, set(), {}
+    pair = fast_pair()
+    pair.minion.transmit({"n": 1}, to="main")
+    pair.run_until(lambda: bool(pair.events(MAIN, events.MessageReceived)))
+    stream = pair.main._fast.links[pair.main.remote("minion").uid].receiving
+    before = (stream.floor, set(stream.delivered), dict(stream.partials))
     stream.abandoned(0)
-    assert (stream.floor, stream.delivered) == (1, set())
+    assert (stream.floor, set(stream.delivered), dict(stream.partials)) == before
+    assert stream.floor == 2  # (message 1 came and went: 0 was never one to abandon)
 
 
 def test_an_idle_fast_pair_checks_presence_over_fast_datagrams_and_signs_nothing(
