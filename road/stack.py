@@ -737,7 +737,9 @@ class RoadStack:
         back-off of :meth:`_retry_delay` until one completes.  Not main, a remote that left
         ``allow_tries_before_rejoin`` checks unanswered is allowed again, and after as many
         unanswered allows joined afresh (docs/road.md, "A main that lost us"), unless the
-        check was ``asked`` for (:meth:`RoadStack.alive`: "alive?" it is).
+        check was ``asked`` for (:meth:`RoadStack.alive`: "alive?" it is, a RAET alive
+        always).  Between fast-mode peers the periodic "alive?" is a ping over the fast
+        link (:meth:`FastRoad.ask_alive`, docs/road.md "Presence in fast mode").
         """
         busy = remote.in_process(TransactionKind.JOIN) or remote.in_process(TransactionKind.ALLOW)
         limit = 0 if self._main_to(remote) or asked else self.config.allow_tries_before_rejoin
@@ -770,8 +772,8 @@ class RoadStack:
             return
         if remote.in_process(TransactionKind.ALIVE):
             return
-        if self._fast.links and self._fast.ask_alive(remote):
-            return  # asked over the fast link: no signatures (docs/road.md)
+        if not asked and self._fast.links and self._fast.ask_alive(remote):
+            return  # the periodic check over the fast link: no signatures (docs/road.md)
         Aliver(self, remote).start()
 
     def _joined(self, remote: Remote, *, initiator: bool) -> None:

@@ -152,6 +152,7 @@ def test_after_the_rejoin_the_main_s_new_sessions_and_far_uid_are_taken(
         pair.minion.allow("main", now=pair.net.now)
         assert pair.allowed(timeout=30.0)
     pair.main.transmit({"n": -1}, to="minion", now=pair.net.now)  # main's session: known
+    pair.main.alive("minion", now=pair.net.now)  # (so in fast mode too: its checks are pings)
     pair.net.run_for(5.0)
     assert pair.minion.remote("main").remote_session_id > 2
     old_uid = pair.minion.remote("main").far_uid
