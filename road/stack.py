@@ -479,9 +479,14 @@ class RoadStack:
             remote = self._authenticated_remote(packet)
             if remote is None or not self._session_current(remote, packet, source):
                 return
-            if source != remote.host_address and head.transaction_kind != TransactionKind.ALLOW:
-                self._probe_path(remote, source)  # it may have moved: ask it there (an allow
-                # from there moves it by itself: Allowent)
+            if (source != remote.host_address and head.transaction_kind != TransactionKind.ALLOW
+                    and head.session_id == (remote.session_id if flags & _CORRESPONDENT
+                                            else remote.remote_session_id)):
+                # it may have moved: ask it there (an allow from there moves it by itself:
+                # Allowent).  Only a packet of the current session: an answer carries our
+                # session id, which the session rule above does not check, and one of an
+                # ended session (signed for good) must not start probes at will
+                self._probe_path(remote, source)
         if remote is not None:
             transaction = remote.transactions.get(rx_index(head, source))
             if transaction is not None:

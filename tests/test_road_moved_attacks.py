@@ -9,9 +9,12 @@ never proved itself stays within 3x what came from it, and the session goes on.
 
 from __future__ import annotations
 
+import pytest
+
 from raetlike.wire.kinds import Flag, PacketKind, TransactionKind
 from raetlike.wire.packet import parse_packet
 from road import events
+from road._alive import PathProbe
 from road.config import RoadConfig
 from tests.roadkit import MAIN, MINION, FilterNet, Pair, Sent, allowed_pair, numbered
 from tests.simlink import Address
@@ -187,3 +190,118 @@ def test_a_raced_copy_of_the_initiate_does_not_end_or_move_the_allow() -> None:
     assert pair.main.remote("minion").host_address == MINION
     assert pair.main.stats.remotes_moved == 0
     assert net.to_attacker <= 3 * net.raced
+
+
+# -- replays from elsewhere ---------------------------------------------------------
+
+
+def _reallowed(pair: Pair) -> None:
+    """A fresh allow, started by the minion: both sides in a new session."""
+    allows = len(pair.net.of_type(MINION, events.Allowed))
+    pair.minion.allow("main", now=pair.net.now)
+    pair.run_until(lambda: len(pair.net.of_type(MINION, events.Allowed)) > allows
+                   and not pair.main.remote("minion").transactions)
+
+
+def test_an_old_sessions_answers_replayed_from_elsewhere_start_no_probe() -> None:
+    """The minion's answers (acks, dones) of a session that ended are signed but stale:
+    replayed from elsewhere after a re-allow they must not start a path probe there
+    (nor move anything); only what belongs to the current session may."""
+    pair = _pair(fast=False)
+    net = pair.net
+    _settle(pair)
+    old = [s for s in pair.wire if s.source == MINION and s.head.session_id
+           and s.head.flags & Flag.CORRESPONDENT
+           and s.head.transaction_kind != TransactionKind.ALLOW]
+    assert old
+    _reallowed(pair)
+    for sent in old:
+        net.inject(sent.data, ATTACKER, MAIN)
+    net.run_for(5.0)
+    assert not _probes_to(pair, ATTACKER)
+    assert pair.main.remote("minion").host_address == MINION
+    assert pair.main.stats.remotes_moved == 0
+
+
+def test_an_old_sessions_requests_replayed_from_elsewhere_start_no_probe() -> None:
+    """The same for the minion's requests (messages, "alive?") of an ended session, once
+    the minion spoke in its new one (RAET's session rule: until then its old session id
+    is still its newest): the session rule drops them before any probe."""
+    pair = _pair(fast=False)
+    net = pair.net
+    _settle(pair)
+    old = [s for s in pair.wire if s.source == MINION and s.head.session_id
+           and not s.head.flags & Flag.CORRESPONDENT
+           and s.head.transaction_kind != TransactionKind.ALLOW]
+    assert old
+    _reallowed(pair)
+    pair.minion.transmit({"seq": 3}, to="main", now=net.now)
+    pair.run_until(lambda: _seqs(net, MAIN) == [0, 1, 2, 3])
+    for sent in old:
+        net.inject(sent.data, ATTACKER, MAIN)
+    net.run_for(5.0)
+    assert not _probes_to(pair, ATTACKER)
+    assert pair.main.stats.remotes_moved == 0
+
+
+def test_replays_from_a_thousand_addresses_start_one_probe_at_a_time() -> None:
+    """One captured packet of the current session, replayed from 1,000 addresses at
+    once: one probe (to the first), not 1,000; nothing more once it timed out than
+    another one for the next replay; nothing goes anywhere beyond 3x what came from
+    there."""
+    pair = _pair(fast=False)
+    net = pair.net
+    _settle(pair)
+    current = [s for s in pair.wire if s.source == MINION and s.head.session_id
+               and s.head.transaction_kind == TransactionKind.MESSAGE
+               and not s.head.flags & Flag.CORRESPONDENT][-1]
+    sources = [(f"10.9.{n // 250}.{n % 250 + 1}", 9000 + n) for n in range(1000)]
+    for source in sources:
+        net.inject(current.data, source, MAIN)
+    net.run_for(0.01)
+    remote = pair.main.remote("minion")
+    assert len([t for t in remote.transactions.values() if isinstance(t, PathProbe)]) == 1
+    net.run_for(5.0)
+    probed = {s.destination for s in pair.wire
+              if s.destination in set(sources) and s.head.transaction_kind
+              == TransactionKind.ALIVE}
+    assert probed == {sources[0]}
+    for source in sources:
+        sent = sum(len(s.data) for s in pair.wire if s.destination == source)
+        assert sent <= 3 * len(current.data)
+    assert remote.host_address == MINION
+
+
+# -- moves that are real ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_a_remote_that_moves_and_moves_back_is_followed_both_ways(fast: bool) -> None:
+    """The minion moves to a new address and later back to its old one (a laptop back
+    on its first network): main follows it there and back, each message once, with no
+    new allow; the old address had been forgotten as validated and is proven again."""
+    pair = _pair(fast=fast)
+    net = pair.net
+    _settle(pair)
+    allows = pair.main.stats.allows_completed
+    stack = net.stacks.pop(MINION)
+    net.stacks[NEW], net.events[NEW] = stack, net.events.pop(MINION)
+    pair.minion.transmit({"seq": 3}, to="main", now=net.now)
+    pair.main.transmit({"seq": 3}, to="minion", now=net.now)
+    assert net.run_until(lambda: _seqs(net, MAIN) == [0, 1, 2, 3]
+                         and _seqs(net, NEW) == [0, 1, 2, 3], timeout=5.0)
+    assert pair.main.remote("minion").host_address == NEW
+    assert MINION not in pair.main._budget.validated
+    net.stacks[MINION], net.events[MINION] = net.stacks.pop(NEW), net.events.pop(NEW)
+    pair.minion.transmit({"seq": 4}, to="main", now=net.now)
+    pair.main.transmit({"seq": 4}, to="minion", now=net.now)
+    assert net.run_until(lambda: _seqs(net, MAIN) == [0, 1, 2, 3, 4]
+                         and _seqs(net, MINION) == [0, 1, 2, 3, 4], timeout=5.0), fast
+    net.run_for(3.0)
+    assert _seqs(net, MAIN) == [0, 1, 2, 3, 4]
+    remote = pair.main.remote("minion")
+    assert remote.host_address == MINION
+    assert pair.main.stats.remotes_moved == 2
+    assert [(m.old, m.new) for m in net.of_type(MAIN, events.RemoteMoved)] == [
+        (MINION, NEW), (NEW, MINION)]
+    assert pair.main.stats.allows_completed == allows
