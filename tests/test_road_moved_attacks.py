@@ -305,3 +305,93 @@ def test_a_remote_that_moves_and_moves_back_is_followed_both_ways(fast: bool) ->
     assert [(m.old, m.new) for m in net.of_type(MAIN, events.RemoteMoved)] == [
         (MINION, NEW), (NEW, MINION)]
     assert pair.main.stats.allows_completed == allows
+
+
+# -- answers where a message came from ---------------------------------------------
+
+
+def test_raced_copies_of_message_packets_only_delay_their_answers() -> None:
+    """RAET mode answers a message where it came from.  An observer that gets a copy of
+    each message's first packet to main first, from its own address, steers those
+    answers there: they are held to 3x what it sent, the originals (5 ms later) are
+    answered where the minion is, and each message is delivered once, at once."""
+    pair = _pair(fast=False)
+    net = _observed(pair)
+    _settle(pair)
+
+    def first(data: bytes, source: Address, _destination: Address) -> bool:
+        kinds = _kinds(data)
+        return source == MINION and kinds is not None and kinds[:2] == (
+            TransactionKind.MESSAGE, PacketKind.MESSAGE) and not kinds[2] & Flag.CORRESPONDENT
+
+    net.race_when = first
+    done = len(net.of_type(MINION, events.MessageSent))
+    started = net.now
+    for message in numbered(10, 5000):
+        message["seq"] += 3
+        pair.minion.transmit(message, to="main", now=net.now)
+    assert net.run_until(lambda: len(net.of_type(MINION, events.MessageSent)) == done + 10,
+                         timeout=5.0)
+    assert net.now - started < 0.05  # the race's 5 ms, not a resend's 0.2 s or more
+    net.run_for(3.0)
+    assert _seqs(net, MAIN) == list(range(13))
+    assert net.copies and 0 < net.to_attacker <= 3 * net.raced
+    assert pair.main.remote("minion").host_address == MINION
+
+
+# -- a forwarding attacker -----------------------------------------------------------
+
+
+class _Forwarder(_Observer):
+    """QUIC's off-path forwarding attack (RFC 9000 9.3.3): the attacker copies the
+    minion's datagrams to main from its own address, and forwards to the minion (as if
+    from main) what main sends to that address.  Main's probe there is answered by the
+    real minion, so main moves it to the attacker's address: with the keys held by
+    nobody but the peers, a forwarder that sees and injects can do that much."""
+
+    def _transmit(self, data: bytes, source: Address, destination: Address) -> None:
+        if self.race_when is not None and destination == ATTACKER and MINION in self.stacks:
+            self.to_attacker += len(data)
+            self.counters.sent += 1
+            if self.tap is not None:
+                self.tap(data, source, destination)
+            self._schedule(data, MAIN, MINION, self.now + self.delay)  # forwarded
+            return
+        super()._transmit(data, source, destination)
+
+
+def test_a_forwarder_that_moved_the_remote_loses_it_at_the_remotes_next_datagram() -> None:
+    """After a forwarding attacker got the minion moved to its address, the minion's
+    next datagrams from its own address (fresh, newer than any copy) get it probed
+    and moved back; each message is delivered once and the stream goes on.  The
+    attacker ends up on the path it could already see, and no further."""
+    pair = _pair(fast=True)
+    net = _Forwarder(seed=0)
+    net.now = pair.net.now
+    net.tap = _observed(pair).tap
+    for address, stack in pair.net.stacks.items():
+        net.add(address, stack)
+    pair.net = net
+    _settle(pair)
+
+    def once(data: bytes, source: Address, _destination: Address) -> bool:
+        if source == MINION and data[:1] != b"{" and not net.copies:
+            return True
+        return False
+
+    net.race_when = once
+    for message in numbered(20):
+        message["seq"] += 3
+        pair.minion.transmit(message, to="main", now=net.now)
+        pair.main.transmit(message, to="minion", now=net.now)
+    assert net.run_until(lambda: pair.main.stats.remotes_moved >= 1, timeout=5.0)
+    assert pair.main.remote("minion").host_address == ATTACKER  # (the attack works)
+    net.race_when = None  # the attacker stops; the minion speaks on
+    assert net.run_until(lambda: pair.main.remote("minion").host_address == MINION
+                         and _seqs(net, MAIN) == list(range(23))
+                         and _seqs(net, MINION) == list(range(23)), timeout=5.0)
+    net.run_for(5.0)
+    assert _seqs(net, MAIN) == list(range(23))
+    assert _seqs(net, MINION) == list(range(23))
+    assert pair.main.remote("minion").host_address == MINION
+    assert pair.main.stats.remotes_moved == 2
