@@ -16,6 +16,7 @@ from raetlike.wire.packet import parse_packet
 from road import events
 from road._alive import PathProbe
 from road.config import RoadConfig
+from road.stack import LocalEstate, RoadStack
 from tests.roadkit import MAIN, MINION, FilterNet, Pair, Sent, allowed_pair, numbered
 from tests.simlink import Address
 
@@ -335,7 +336,8 @@ def test_raced_copies_of_message_packets_only_delay_their_answers() -> None:
     assert net.now - started < 0.05  # the race's 5 ms, not a resend's 0.2 s or more
     net.run_for(3.0)
     assert _seqs(net, MAIN) == list(range(13))
-    assert net.copies and 0 < net.to_attacker <= 3 * net.raced
+    assert net.copies
+    assert 0 < net.to_attacker <= 3 * net.raced
     assert pair.main.remote("minion").host_address == MINION
 
 
@@ -375,9 +377,7 @@ def test_a_forwarder_that_moved_the_remote_loses_it_at_the_remotes_next_datagram
     _settle(pair)
 
     def once(data: bytes, source: Address, _destination: Address) -> bool:
-        if source == MINION and data[:1] != b"{" and not net.copies:
-            return True
-        return False
+        return source == MINION and data[:1] != b"{" and not net.copies
 
     net.race_when = once
     for message in numbered(20):
@@ -395,3 +395,34 @@ def test_a_forwarder_that_moved_the_remote_loses_it_at_the_remotes_next_datagram
     assert _seqs(net, MINION) == list(range(23))
     assert pair.main.remote("minion").host_address == MINION
     assert pair.main.stats.remotes_moved == 2
+
+
+def test_another_estate_at_the_address_a_remote_left_is_a_remote_of_its_own() -> None:
+    """Two remotes, one address over time (a NAT that hands the minion's old mapping to
+    another host): the minion moved on and was followed; a new estate joining from the
+    old address becomes a remote of its own, and the minion keeps its uid, address and
+    session: messages of both reach main from the right remote, once."""
+    pair = _pair(fast=False)
+    net = pair.net
+    _settle(pair)
+    net.stacks[NEW], net.events[NEW] = net.stacks.pop(MINION), net.events.pop(MINION)
+    pair.minion.transmit({"seq": 3}, to="main", now=net.now)
+    assert net.run_until(lambda: pair.main.stats.remotes_moved == 1, timeout=5.0)
+    minion = pair.main.remote("minion")
+    uid, session = minion.uid, minion.session_id
+    other = RoadStack(LocalEstate("other"), RoadConfig(fast=False))
+    net.add(MINION, other)
+    other.join(MAIN, now=net.now)
+    assert net.run_until(lambda: bool(net.of_type(MINION, events.Allowed)), timeout=10.0)
+    other.transmit({"seq": 100}, to="main", now=net.now)
+    pair.minion.transmit({"seq": 4}, to="main", now=net.now)
+    pair.main.transmit({"seq": 5}, to="minion", now=net.now)
+    pair.main.transmit({"seq": 6}, to="other", now=net.now)
+    net.run_for(5.0)
+    received = [(e.remote, e.body["seq"]) for e in net.of_type(MAIN, events.MessageReceived)]
+    assert sorted(received) == sorted([("minion", n) for n in range(5)] + [("other", 100)])
+    assert [e.body["seq"] for e in net.of_type(NEW, events.MessageReceived)] == [0, 1, 2, 5]
+    assert [e.body["seq"] for e in net.of_type(MINION, events.MessageReceived)] == [6]
+    assert (minion.uid, minion.host_address, minion.session_id) == (uid, NEW, session)
+    assert pair.main.remote("other").host_address == MINION
+    assert pair.main.stats.remotes_moved == 1
