@@ -810,11 +810,10 @@ class RoadStack:
         address is validated (no 3x limit: it answered), and the keep records it.
         """
         old = remote.host_address
-        remote.host_address = address
+        self.register.readdress(remote, address)
         self.stats.remotes_moved += 1
         self._budget.validate(address)
-        if old in self._budget.validated and not any(
-                other.host_address == old for other in self.remotes.values()):
+        if old in self._budget.validated and not self.register.addressed(old):
             self._budget.forget(old)
         self._save_remote(remote)
         for transaction in remote.transactions.values():
@@ -903,8 +902,8 @@ class RoadStack:
         self._want_joined.pop(remote.uid, None)
         self.strangers.forget(remote.uid)
         self._retries.pop(remote.uid, None)
-        if remote.host_address in self._budget.validated and not any(
-                other.host_address == remote.host_address for other in self.remotes.values()):
+        if (remote.host_address in self._budget.validated
+                and not self.register.addressed(remote.host_address)):
             self._budget.forget(remote.host_address)
         self._fast.remove(remote, reason)
         while remote.outbox:
