@@ -633,6 +633,10 @@ class RoadStack:
         remote = self.remotes.get(packet.head.destination_uid)
         if remote is None:
             return
+        if source != remote.host_address and self.register.addressed(source):
+            # replayed from another remote's address: our nack of an answer is a request
+            # in this remote's session, which that estate would take as its own newest
+            return
         self._send_nack(self._nack_head(packet, PacketKind.NACK, remote.uid), source)
 
     def _reply_stale(self, packet: Packet, source: Address) -> None:
@@ -721,6 +725,12 @@ class RoadStack:
         the one we were given, and multi-main knows its mains by it) or a remote not
         allowed (no session to coat the probe with)."""
         if remote.main or not remote.allowed or remote.session_box is None:
+            return
+        if self.register.addressed(address):
+            # another remote's address (a datagram replayed from there): our request,
+            # signed and in this remote's session, would reach the wrong estate, which
+            # takes our signature and may take the session id as its own newest
+            self.stats.drop(Drop.STALE_PACKET)
             return
         if any(isinstance(t, PathProbe) for t in remote.in_process(TransactionKind.ALIVE)):
             return

@@ -20,6 +20,7 @@ from road._alive import PathProbe
 from road.config import RoadConfig
 from road.remote import Remote
 from road.stack import LocalEstate, RoadStack
+from road.stats import Drop
 from tests.roadkit import MAIN, MINION, FilterNet, Pair, Sent, allowed_pair, numbered
 from tests.simlink import Address
 
@@ -482,3 +483,54 @@ def test_an_address_two_remotes_had_stays_validated_until_neither_has_it() -> No
     assert NEW not in main._budget.validated
     assert main.register.addressed(MINION)
     assert not main.register.addressed(NEW)
+
+
+# -- one remote's packets replayed from another's address --------------------------------
+
+OTHER: Address = ("127.0.0.5", 7532)
+
+
+@pytest.mark.parametrize("answer", [False, True])
+def test_a_remotes_packet_replayed_from_another_remotes_address_leaves_that_one_alone(
+        answer: bool) -> None:
+    """Main signs with one key for all its remotes, and RAET's session id is not bound
+    to the pair: a request of main in the minion's session (a path probe, or the nack
+    of a stale answer), sent to another minion, verifies there and its newer session id
+    becomes that minion's idea of main's newest, so main's own requests to it are
+    refused as stale until a new allow (here: 41 refused, two allows failed, seconds).
+    A packet of the minion replayed from the other minion's address must make main
+    send nothing there that the other would take as main's."""
+    pair = _pair(fast=False)
+    net = pair.net
+    _settle(pair)
+    other = RoadStack(LocalEstate("other"), RoadConfig(fast=False))
+    net.add(OTHER, other)
+    other.join(MAIN, now=net.now)
+    assert net.run_until(lambda: bool(net.of_type(OTHER, events.Allowed)), timeout=10.0)
+    for _ in range(3):  # main's session with the minion is now newer than with the other
+        _reallowed(pair)
+    pair.minion.transmit({"seq": 3}, to="main", now=net.now)
+    pair.main.transmit({"seq": 3}, to="minion", now=net.now)
+    pair.run_until(lambda: _seqs(net, MAIN) == [0, 1, 2, 3]
+                   and _seqs(net, MINION) == [0, 1, 2, 3])
+    net.run_for(1.0)
+    replayed = [s for s in pair.wire if s.source == MINION
+                and s.head.transaction_kind == TransactionKind.MESSAGE
+                and bool(s.head.flags & Flag.CORRESPONDENT) == answer][-1]
+    assert replayed.head.session_id > pair.main.remote("other").session_id
+    newest = other.remote("main").remote_session_id
+    net.inject(replayed.data, OTHER, MAIN)
+    net.run_for(1.0)
+    assert other.remote("main").remote_session_id == newest
+    assert not [s for s in pair.wire if s.destination == OTHER and s.source == MAIN
+                and s.head.session_id == replayed.head.session_id
+                and not s.head.flags & Flag.CORRESPONDENT]  # (an answer there is harmless)
+    failed = pair.main.stats.handshakes_failed
+    started = net.now
+    for n in range(3):
+        pair.main.transmit({"seq": 50 + n, "pad": "x" * 3000}, to="other", now=net.now)
+    assert net.run_until(lambda: [e.body["seq"] for e in net.of_type(
+        OTHER, events.MessageReceived)] == [50, 51, 52], timeout=5.0)
+    assert net.now - started < 0.1
+    assert pair.main.stats.handshakes_failed == failed
+    assert not other.stats.dropped[Drop.STALE_SESSION]
