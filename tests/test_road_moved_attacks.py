@@ -534,3 +534,33 @@ def test_a_remotes_packet_replayed_from_another_remotes_address_leaves_that_one_
     assert net.now - started < 0.1
     assert pair.main.stats.handshakes_failed == failed
     assert not other.stats.dropped[Drop.STALE_SESSION]
+
+
+# -- races with a new allow ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_a_probe_racing_a_new_allow_from_the_new_address_moves_the_remote_once(
+        fast: bool) -> None:
+    """The minion moves and, at once, both sends (its datagram from the new address
+    starts a probe there) and allows again from there (the allow moves it too).  It is
+    moved once, to the new address; the probe of the old session ends with it; each
+    message once."""
+    pair = _pair(fast=fast)
+    net = pair.net
+    _settle(pair)
+    net.stacks[NEW], net.events[NEW] = net.stacks.pop(MINION), net.events.pop(MINION)
+    allows = len(net.of_type(NEW, events.Allowed))
+    pair.minion.transmit({"seq": 3}, to="main", now=net.now)
+    pair.minion.allow("main", now=net.now)
+    pair.main.transmit({"seq": 3}, to="minion", now=net.now)
+    assert net.run_until(lambda: len(net.of_type(NEW, events.Allowed)) > allows
+                         and _seqs(net, MAIN) == [0, 1, 2, 3]
+                         and _seqs(net, NEW) == [0, 1, 2, 3], timeout=5.0)
+    net.run_for(5.0)
+    assert _seqs(net, MAIN) == [0, 1, 2, 3]
+    assert _seqs(net, NEW) == [0, 1, 2, 3]
+    remote = pair.main.remote("minion")
+    assert remote.host_address == NEW
+    assert [(m.old, m.new) for m in net.of_type(MAIN, events.RemoteMoved)] == [(MINION, NEW)]
+    assert not [t for t in remote.transactions.values() if isinstance(t, PathProbe)]
