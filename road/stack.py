@@ -730,7 +730,6 @@ class RoadStack:
             # another remote's address (a datagram replayed from there): our request,
             # signed and in this remote's session, would reach the wrong estate, which
             # takes our signature and may take the session id as its own newest
-            self.stats.drop(Drop.STALE_PACKET)
             return
         if any(isinstance(t, PathProbe) for t in remote.in_process(TransactionKind.ALIVE)):
             return
