@@ -722,8 +722,8 @@ class RoadStack:
         """An authenticated datagram of ``remote`` came from ``address``, not its host
         address: ask "alive?" there (:class:`~road._alive.PathProbe`), one probe at a
         time; its answer moves the remote.  Never for a main we joined (its address is
-        the one we were given, and multi-main knows its mains by it) or a remote not
-        allowed (no session to coat the probe with)."""
+        the one we were given, and multi-main knows its mains by it), a remote not
+        allowed (no session to coat the probe with), or to another remote's address."""
         if remote.main or not remote.allowed or remote.session_box is None:
             return
         if self.register.addressed(address):
