@@ -8,8 +8,10 @@ precomputed box coats every alive and message packet of the session.
 from __future__ import annotations
 
 import enum
+import hashlib
 import hmac
 import logging
+import secrets
 import struct
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -32,6 +34,8 @@ log = logging.getLogger(__name__)
 
 HELLO = struct.Struct("!64s32s80s24s")  # plain, I short pub, box(plain), nonce
 COOKIE = struct.Struct("!80s24s")  # box(cookie stuff), nonce
+OREO_SIZE = 24
+"""Bytes of a cookie's oreo (RAET's: a nonce's length)."""
 COOKIE_STUFF = struct.Struct("!32sLL24s")  # C short pub, C's id for I, I's id, oreo
 INITIATE = struct.Struct("!32s24s248s24s")  # I short pub, oreo, box(initiate stuff), nonce
 INITIATE_STUFF = struct.Struct("!32s48s24s128s")  # I long pub, vouch, vouch nonce, fqdn
@@ -172,9 +176,13 @@ class Allowent(_Allow):
     """The remote started the handshake; we correspond.
 
     We answer where the hello came from (``source``): a remote that moved allows
-    from its new address.  Only a verified initiate (it holds the keys, and it got
-    our cookie there) moves the remote to that address.  A main we joined keeps the
-    address we were given: its hellos are answered there, as RAET does.
+    from its new address.  A copy of the hello from yet another address (an observer
+    that raced it there) gets its own cookie: each cookie's oreo is bound to the
+    address it went to (:meth:`_oreo`), so the verified initiate (it holds the keys)
+    shows which address its cookie reached, and only that address may move the
+    remote.  A racer thus neither keeps the cookie from the remote nor moves it; a
+    copy of the initiate from elsewhere is dropped, not refused.  A main we joined
+    keeps the address we were given: its hellos are answered there, as RAET does.
     """
 
     class States(enum.Enum):
@@ -189,7 +197,9 @@ class Allowent(_Allow):
             address=None if remote.main else source,
         )
         self.hello = packet
-        self.oreo = b""
+        self.hello_source = self.address  # where the first cookie went
+        self.source = self.address  # where the packet being handled came from
+        self._oreo_key = secrets.token_bytes(32)
 
     def initial_state(self) -> enum.Enum:
         return self.States.COOKIE
@@ -236,12 +246,30 @@ class Allowent(_Allow):
             self.nack(PacketKind.REJECT)
             return
         remote.set_short_peer(short_peer)
-        self.oreo = crypto.new_nonce()
+        self._cookie()
+
+    def _oreo(self, address: Address) -> bytes:
+        """The oreo of the cookie sent to ``address``: unpredictable (a keyed hash, the
+        key ours alone) and different for every address, so the initiate that echoes it
+        tells where its cookie was received.  As long as RAET's random oreo."""
+        return hashlib.blake2b(f"{address[0]}|{address[1]}".encode(), key=self._oreo_key,
+                               digest_size=OREO_SIZE).digest()
+
+    def _cookie(self) -> None:
+        """Our cookie, to where the hello being handled came from (``self.address``)."""
+        remote, stack = self.remote, self.stack
+        assert remote.short_peer is not None  # noqa: S101 - set by start()
         stuff = COOKIE_STUFF.pack(remote.short_private.public_key.raw, remote.uid,
-                                  remote.far_uid, self.oreo)
+                                  remote.far_uid, self._oreo(self.address))
         nonce = crypto.new_nonce()
-        sealed = crypto.box(stuff, nonce, stack.local.private_key, short_peer)
+        sealed = crypto.box(stuff, nonce, stack.local.private_key, remote.short_peer)
         self.send(PacketKind.COOKIE, COOKIE.pack(sealed, nonce), secure=False)
+
+    def receive(self, packet: Packet, source: Address) -> None:
+        """Note where ``packet`` came from (a hello's copy gets a cookie there; an
+        initiate's oreo is checked against it), then the usual door."""
+        self.source = source
+        super().receive(packet, source)
 
     def on_initiate(self, _packet: Packet, opened: Any) -> bool:
         body = self.raw(opened)
@@ -258,9 +286,13 @@ class Allowent(_Allow):
         if not hmac.compare_digest(short_raw, remote.short_peer.raw):
             self.nack(PacketKind.REJECT)
             return True  # (a nack ended it)
-        if not hmac.compare_digest(oreo, self.oreo):
-            self.nack(PacketKind.REJECT)
-            return True  # (a nack ended it)
+        proven = next((address for address in dict.fromkeys((self.source, self.hello_source))
+                       if hmac.compare_digest(oreo, self._oreo(address))), None)
+        if proven is None:
+            # signed by the remote, but its cookie went elsewhere: a copy raced from an
+            # address we sent no cookie (or another one); the allow goes on
+            self.stack.stats.drop(Drop.STALE_PACKET)
+            return False
         try:
             stuff = remote.session_box.open(sealed, nonce)
         except CryptoError:
@@ -282,14 +314,28 @@ class Allowent(_Allow):
             return True  # (a nack ended it)
         log.debug("%s: initiate from %s (fqdn %r)", self.stack.name, remote.name,
                   fqdn.rstrip(b" "))
+        if not remote.main:
+            self.address = proven  # (a main we joined keeps its address: hello_source)
         self.send(PacketKind.ACK, b"", secure=False)
         if self.address != remote.host_address:
             self.stack._moved(remote, self.address)  # keys and address both proven
         self.stack._session_started(remote)
         return True
 
-    def on_duplicate_hello(self, _packet: Packet, _body: Any) -> None:
-        self.stack.stats.drop(Drop.DUPLICATE)
+    def on_duplicate_hello(self, packet: Packet, _body: Any) -> None:
+        """The hello again.  From where the first came, or of a main we joined: dropped,
+        as RAET does.  A copy from another address may be where the remote really is
+        (the first was an observer's copy raced ahead of it): a cookie goes there too,
+        with that address's oreo, held to 3x what came from there (road._amplification)."""
+        hello = self.hello
+        source = self.source
+        if (source == self.hello_source or self.remote.main
+                or (packet.raw_head, packet.coat, packet.foot)
+                != (hello.raw_head, hello.coat, hello.foot)):
+            self.stack.stats.drop(Drop.DUPLICATE)
+            return
+        self.address = source
+        self._cookie()
 
     def on_duplicate_initiate(self, _packet: Packet, _body: Any) -> None:
         """Our ack was lost: say it again, without allowing twice."""

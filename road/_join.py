@@ -187,7 +187,7 @@ class _Join(Transaction):
             return False
         if cred.name != remote.name:
             stack.register.rename(remote, cred.name)
-        remote.host_address = self.address
+        stack.register.readdress(remote, self.address)
         remote.far_uid = far_uid
         adopt(remote, cred)
         return True

@@ -22,13 +22,19 @@ __all__ = ["Register", "Strangers"]
 
 class Register:
     """Remotes by uid (``by_uid``), by name (``by_name``) and vacuous joiners by the
-    address they joined from (``joinees``)."""
+    address they joined from (``joinees``); how many remotes have each host address.
+
+    A registered remote's host address changes only through :meth:`readdress`, so the
+    count stays true: whether an address is still some remote's is then one lookup,
+    not a scan of every remote (a main with 10,000 minions behind a NAT that maps them
+    all anew moves each once; a scan per move made that quadratic)."""
 
     def __init__(self, local_uid: int) -> None:
         self.local_uid = local_uid
         self.by_uid: dict[int, Remote] = {}
         self.by_name: dict[str, Remote] = {}
         self.joinees: dict[Address, Remote] = {}
+        self._addressed: dict[Address, int] = {}  # host address -> registered remotes there
         self._last_uid = local_uid
 
     def next_uid(self) -> int:
@@ -58,8 +64,28 @@ class Register:
         """File ``remote``; LocalProtocolError when another has its name."""
         if self.by_name.get(remote.name, remote) is not remote:
             raise LocalProtocolError(f"a remote named {remote.name!r} exists already")
+        if self.by_uid.get(remote.uid) is not remote:
+            self._count(remote.host_address, 1)
         self.by_uid[remote.uid] = remote
         self.by_name[remote.name] = remote
+
+    def readdress(self, remote: Remote, address: Address) -> None:
+        """``remote``'s host address is ``address`` from now on."""
+        if self.by_uid.get(remote.uid) is remote:
+            self._count(remote.host_address, -1)
+            self._count(address, 1)
+        remote.host_address = address
+
+    def addressed(self, address: Address) -> bool:
+        """Whether some registered remote has the host address ``address``."""
+        return address in self._addressed
+
+    def _count(self, address: Address, change: int) -> None:
+        count = self._addressed.get(address, 0) + change
+        if count > 0:
+            self._addressed[address] = count
+        else:
+            self._addressed.pop(address, None)
 
     def rename(self, remote: Remote, name: str) -> None:
         """Call ``remote`` ``name`` from now on."""
@@ -71,7 +97,9 @@ class Register:
 
     def drop(self, remote: Remote) -> None:
         """Forget ``remote`` in every index."""
-        self.by_uid.pop(remote.uid, None)
+        if self.by_uid.get(remote.uid) is remote:
+            del self.by_uid[remote.uid]
+            self._count(remote.host_address, -1)
         if self.by_name.get(remote.name) is remote:
             del self.by_name[remote.name]
         for address, joinee in list(self.joinees.items()):

@@ -480,9 +480,14 @@ class RoadStack:
             remote = self._authenticated_remote(packet)
             if remote is None or not self._session_current(remote, packet, source):
                 return
-            if source != remote.host_address and head.transaction_kind != TransactionKind.ALLOW:
-                self._probe_path(remote, source)  # it may have moved: ask it there (an allow
-                # from there moves it by itself: Allowent)
+            if (source != remote.host_address and head.transaction_kind != TransactionKind.ALLOW
+                    and head.session_id == (remote.session_id if flags & _CORRESPONDENT
+                                            else remote.remote_session_id)):
+                # it may have moved: ask it there (an allow from there moves it by itself:
+                # Allowent).  Only a packet of the current session: an answer carries our
+                # session id, which the session rule above does not check, and one of an
+                # ended session (signed for good) must not start probes at will
+                self._probe_path(remote, source)
         if remote is not None:
             transaction = remote.transactions.get(rx_index(head, source))
             if transaction is not None:
@@ -629,6 +634,10 @@ class RoadStack:
         remote = self.remotes.get(packet.head.destination_uid)
         if remote is None:
             return
+        if source != remote.host_address and self.register.addressed(source):
+            # replayed from another remote's address: our nack of an answer is a request
+            # in this remote's session, which that estate would take as its own newest
+            return
         self._send_nack(self._nack_head(packet, PacketKind.NACK, remote.uid), source)
 
     def _reply_stale(self, packet: Packet, source: Address) -> None:
@@ -720,9 +729,14 @@ class RoadStack:
         """An authenticated datagram of ``remote`` came from ``address``, not its host
         address: ask "alive?" there (:class:`~road._alive.PathProbe`), one probe at a
         time; its answer moves the remote.  Never for a main we joined (its address is
-        the one we were given, and multi-main knows its mains by it) or a remote not
-        allowed (no session to coat the probe with)."""
+        the one we were given, and multi-main knows its mains by it), a remote not
+        allowed (no session to coat the probe with), or to another remote's address."""
         if remote.main or not remote.allowed or remote.session_box is None:
+            return
+        if self.register.addressed(address):
+            # another remote's address (a datagram replayed from there): our request,
+            # signed and in this remote's session, would reach the wrong estate, which
+            # takes our signature and may take the session id as its own newest
             return
         if any(isinstance(t, PathProbe) for t in remote.in_process(TransactionKind.ALIVE)):
             return
@@ -816,11 +830,10 @@ class RoadStack:
         address is validated (no 3x limit: it answered), and the keep records it.
         """
         old = remote.host_address
-        remote.host_address = address
+        self.register.readdress(remote, address)
         self.stats.remotes_moved += 1
         self._budget.validate(address)
-        if old in self._budget.validated and not any(
-                other.host_address == old for other in self.remotes.values()):
+        if old in self._budget.validated and not self.register.addressed(old):
             self._budget.forget(old)
         self._save_remote(remote)
         for transaction in remote.transactions.values():
@@ -909,8 +922,8 @@ class RoadStack:
         self._want_joined.pop(remote.uid, None)
         self.strangers.forget(remote.uid)
         self._retries.pop(remote.uid, None)
-        if remote.host_address in self._budget.validated and not any(
-                other.host_address == remote.host_address for other in self.remotes.values()):
+        if (remote.host_address in self._budget.validated
+                and not self.register.addressed(remote.host_address)):
             self._budget.forget(remote.host_address)
         self._fast.remove(remote, reason)
         while remote.outbox:
