@@ -13,6 +13,7 @@ them all.  docs/road.md, "Fast mode", has the whole story.
 
 from __future__ import annotations
 
+import heapq
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,27 @@ class FastRoad:
         self.links: dict[int, FastLink] = {}
         self._turn = 0
         self.fallen_back: dict[int, str] = {}  # uid -> why, until the next allow
+        # Only links touched since (a datagram in, a message queued, a check asked, a
+        # timer fired) are visited: a main of thousands of idle links must not walk them
+        # all every loop round.  Touched links may have something to send (_to_send) and
+        # a new deadline (_to_time); deadlines wait on a heap, current ones in _due (an
+        # entry that differs from _due is stale and skipped).
+        self._to_send: dict[int, FastLink] = {}
+        self._to_time: dict[int, FastLink] = {}
+        self._due: dict[int, float] = {}
+        self._heap: list[tuple[float, int]] = []
+
+    def touch(self, link: FastLink) -> None:
+        """``link`` may have something to send or a new deadline: visit it next round."""
+        uid = link.remote.uid
+        self._to_send[uid] = link
+        self._to_time[uid] = link
+
+    def _forget(self, uid: int) -> None:
+        """A link is gone: none of its visits or deadlines stay."""
+        self._to_send.pop(uid, None)
+        self._to_time.pop(uid, None)
+        self._due.pop(uid, None)
 
     def join_extras(self) -> dict[str, Any]:
         """What our join bodies advertise."""
@@ -62,6 +84,7 @@ class FastRoad:
         if not self.negotiated(remote):
             link = self.links.pop(remote.uid, None)
             if link is not None:
+                self._forget(remote.uid)
                 link.give_back("the remote no longer speaks fast mode")
                 self._release(remote)
             return
@@ -69,6 +92,7 @@ class FastRoad:
         if link is None:
             link = self.links[remote.uid] = FastLink(self.stack, remote)
         link.rekey()
+        self.touch(link)
 
     def allowed(self, remote: Remote) -> None:
         """The allow finished on our side: the link may send, and a trial ping proves it
@@ -78,6 +102,7 @@ class FastRoad:
         if link is not None and link.keyed:
             link.sending_ok = True
             self.ask_alive(remote)
+            self.touch(link)
 
     def takes(self, remote: Remote) -> bool:
         """Whether messages to ``remote`` go by fast mode (the link pulls from the outbox)."""
@@ -86,6 +111,7 @@ class FastRoad:
             return False
         if remote.alive is not False:
             link.resume()
+        self.touch(link)
         return True
 
     def queued(self, remote: Remote, expires: float) -> bool:
@@ -102,6 +128,7 @@ class FastRoad:
         if link.paused:
             link.resume()
         link.sending.watch(expires)
+        self.touch(link)
         return True
 
     def ask_alive(self, remote: Remote) -> bool:
@@ -114,6 +141,7 @@ class FastRoad:
         if link is None:
             return False
         timeout = Aliver.timeout if remote.alive_timeout is None else remote.alive_timeout
+        self.touch(link)
         return link.ask_alive(self.stack.now, timeout, Aliver.redo_min, Aliver.redo_max)
 
     def _release(self, remote: Remote) -> None:
@@ -145,14 +173,23 @@ class FastRoad:
             stack.stats.drop(Drop.STALE_KEY)
             return
         remote = link.remote
+        self.touch(link)
         if link.receive(data, stream, number, now) and source != remote.host_address:
             stack._probe_path(remote, source)
 
     def datagrams(self, now: float) -> list[tuple[bytes, Address]]:
-        """Datagrams from every link, one per link per round (fair sharing)."""
+        """Datagrams from the links touched since the last round, one per link per pass
+        (fair sharing); a link with more to say than its window lets go now has a
+        deadline (its pacing or probe time) that touches it again."""
         out: list[tuple[bytes, Address]] = []
-        active = list(self.links.values())
-        if len(active) > 1:  # (one link, the common case, has no turns to take)
+        if not self._to_send:
+            return out
+        active = list(self._to_send.values())
+        self._to_send.clear()
+        to_time = self._to_time
+        for link in active:
+            to_time[link.remote.uid] = link
+        if len(active) > 1:
             self._turn = (self._turn + 1) % len(active)
             active = active[self._turn:] + active[:self._turn]
         while active:
@@ -168,18 +205,52 @@ class FastRoad:
             active = still
         return out
 
+    def _file(self, now: float) -> None:
+        """Put the touched links' deadlines on the heap (stale entries stay, skipped)."""
+        links, due, heap = self.links, self._due, self._heap
+        for uid, link in self._to_time.items():
+            if links.get(uid) is not link:
+                continue
+            soonest = link.deadline(now)
+            if soonest is None:
+                due.pop(uid, None)
+            elif due.get(uid) != soonest:
+                due[uid] = soonest
+                heapq.heappush(heap, (soonest, uid))
+        self._to_time.clear()
+        if len(heap) > 4 * len(due) + 64:  # stale entries: at most a few per live one
+            self._heap = heap = [(at, uid) for uid, at in due.items()]
+            heapq.heapify(heap)
+
     def deadline(self, now: float) -> float | None:
         """The earliest deadline of any link."""
-        earliest: float | None = None
-        for link in self.links.values():
-            soonest = link.deadline(now)
-            if soonest is not None and (earliest is None or soonest < earliest):
-                earliest = soonest
-        return earliest
+        if self._to_time:
+            self._file(now)
+        heap, due = self._heap, self._due
+        while heap:
+            at, uid = heap[0]
+            if due.get(uid) == at:
+                return at
+            heapq.heappop(heap)
+        return None
 
     def handle_timer(self, now: float) -> None:
-        """Let every link's timers fire (and fall back from those that ask to)."""
-        for link in list(self.links.values()):
+        """Let the timers of the links whose deadline came fire (and fall back from those
+        that ask to)."""
+        if self._to_time:
+            self._file(now)
+        heap, due, links = self._heap, self._due, self.links
+        fired: list[FastLink] = []
+        while heap and heap[0][0] <= now:
+            at, uid = heapq.heappop(heap)
+            if due.get(uid) != at:
+                continue
+            del due[uid]
+            link = links.get(uid)
+            if link is not None:
+                fired.append(link)
+        for link in fired:
+            self.touch(link)
             reason = link.handle_timer(now)
             if reason is not None:
                 self.fall_back(link, reason)
@@ -196,6 +267,7 @@ class FastRoad:
         if self.links.get(remote.uid) is not link:
             return
         del self.links[remote.uid]
+        self._forget(remote.uid)
         self.fallen_back[remote.uid] = reason
         waiting = []
         for outgoing in link.take_back():  # all older than anything still in the outbox
@@ -219,11 +291,13 @@ class FastRoad:
         if link is not None and link.keyed and not link.paused:
             link.pause()
             link.resume()
+            self.touch(link)
 
     def remove(self, remote: Remote, reason: str) -> None:
         """The remote is gone: its stream's messages come back."""
         link = self.links.pop(remote.uid, None)
         if link is not None:
+            self._forget(remote.uid)
             link.give_back(f"remote removed: {reason}")
 
     def close(self) -> None:
