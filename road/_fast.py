@@ -6,9 +6,12 @@ keys from the allow's short-term session box, and messages to that remote go
 through a :class:`~road._fast_link.FastLink` instead of RAET message
 transactions: several messages (and acks) per datagram, packet numbers as
 nonces, a sliding replay window, cumulative and selective acks, loss
-detection and a paced NewReno window.  Join, allow and alive stay RAET
-transactions.  Here: the links, one per remote, and what the stack asks of
-them all.  docs/road.md, "Fast mode", has the whole story.
+detection and a paced NewReno window.  Join and allow stay RAET
+transactions; the periodic presence check becomes a ping over the link
+(:class:`~road._fast_link.Ping`).  Here: the links, one per remote, what the
+stack asks of them all, and which of them to visit (only those touched since,
+and those whose deadline came: a main's idle links cost nothing a round).
+docs/road.md, "Fast mode", has the whole story.
 """
 
 from __future__ import annotations
