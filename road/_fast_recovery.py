@@ -110,9 +110,10 @@ class LossRecovery:
                 control.on_acked(size, sent_at)
                 acked.append(chunks)
         self.largest_acked = max(self.largest_acked, largest)
-        if newest is not None:
+        if newest is not None:  # (a round trip only from the largest, when it was tracked)
             control.sample(now - newest[0])
-            self.probe_count = 0
+        if acked:  # anything newly acked ends the back-off, also when the largest was a
+            self.probe_count = 0  # ping (untracked: FastLink's Ping) sent after the data
             self.probes = 0
         return acked
 

@@ -230,3 +230,37 @@ def test_a_link_that_drops_fast_datagrams_one_way_is_checked_by_raet_alives_with
     late = pair.net.now - 3.0
     assert [s for s in pair.sent(ALIVE, PacketKind.ACK, source=MINION) if s.at > late]
     assert stacks[MAIN].remote("minion").alive is True
+
+
+def test_an_ack_whose_largest_is_a_ping_still_ends_the_probe_backoff() -> None:
+    # Attack: a ping goes after data whose acks were lost; the peer's next ack covers the
+    # data and the ping, its largest number the ping (which loss recovery does not track).
+    # The probe back-off must still reset, or the next loss is probed 2**k times late.
+    pair = fast_pair()
+    remote = pair.main.remote("minion")
+    link = pair.main._fast.links[remote.uid]
+    original = pair.net._transmit
+    drop = [False]
+
+    def acks_lost(data: bytes, source: Address, destination: Address) -> None:
+        if drop[0] and is_fast(data) and source == MINION:
+            return
+        original(data, source, destination)
+
+    pair.net._transmit = acks_lost  # type: ignore[method-assign]
+
+    def first_probe_after_send() -> float:
+        drop[0] = True
+        sent_at = pair.net.now
+        pair.main.transmit({"n": 1}, to="minion")
+        count = link.recovery.probe_count
+        pair.run_until(lambda: link.recovery.probe_count > count, timeout=30.0)
+        return pair.net.now - sent_at
+
+    first = first_probe_after_send()
+    pair.run_until(lambda: link.recovery.probe_count >= 2, timeout=30.0)
+    drop[0] = False
+    assert pair.main._fast.ask_alive(remote)  # a ping, after everything in flight
+    pair.run_until(lambda: len(pair.events(MAIN, events.MessageSent)) == 1, timeout=1.0)
+    assert link.recovery.probe_count == 0
+    assert first_probe_after_send() == pytest.approx(first, rel=0.25)
