@@ -264,3 +264,35 @@ def test_an_ack_whose_largest_is_a_ping_still_ends_the_probe_backoff() -> None:
     pair.run_until(lambda: len(pair.events(MAIN, events.MessageSent)) == 1, timeout=1.0)
     assert link.recovery.probe_count == 0
     assert first_probe_after_send() == pytest.approx(first, rel=0.25)
+
+
+def test_a_ping_open_across_a_new_allow_neither_loses_the_peer_nor_stops_the_checks() -> None:
+    # Attack: main's ping is out (its ack held back) when the minion allows again: new
+    # keys.  The old check is dropped (its ack, under the old keys, can never answer it),
+    # the allow itself proved the minion, and the checks go on over the new keys.
+    pair = fast_pair()
+    remote = pair.main.remote("minion")
+    original = pair.net._transmit
+    hold = [False]
+
+    def fast_acks_lost(data: bytes, source: Address, destination: Address) -> None:
+        if hold[0] and is_fast(data) and source == MINION:
+            return
+        original(data, source, destination)
+
+    pair.net._transmit = fast_acks_lost  # type: ignore[method-assign]
+    pair.net.run_for(0.5)
+    hold[0] = True
+    link = pair.main._fast.links[remote.uid]
+    pair.run_until(lambda: link.ping.first >= 0, timeout=3.0)  # a verdict ping out
+    assert link.ping.verdict
+    pair.minion.allow("main", now=pair.net.now)
+    pair.run_until(lambda: not link.ping.open(), timeout=1.0)  # the rekey closed it
+    hold[0] = False
+    log = fast_log(pair)
+    pair.net.run_for(6.0)
+    assert not pair.events(MAIN, events.RemoteLost)
+    assert remote.alive is True
+    recent = pair.net.now - 2.0
+    assert [at for at in pings_from(log, MAIN) if at > recent]  # pinging again, answered
+    assert not [s for s in pair.sent(ALIVE, PacketKind.REQUEST, source=MAIN) if s.at > recent]
