@@ -14,7 +14,7 @@ from raetlike import crypto
 from raetlike.wire.kinds import PacketKind, TransactionKind
 from road import events
 from road._fast_wire import PING_FRAME, is_fast, pack_abandon, read_frames
-from road.stack import RoadConfig, RoadStack
+from road.stack import LocalEstate, RoadConfig, RoadStack
 from road.stats import Drop
 from tests.roadkit import MAIN, MINION, Pair, allowed_pair
 from tests.simlink import Address
@@ -296,3 +296,39 @@ def test_a_ping_open_across_a_new_allow_neither_loses_the_peer_nor_stops_the_che
     recent = pair.net.now - 2.0
     assert [at for at in pings_from(log, MAIN) if at > recent]  # pinging again, answered
     assert not [s for s in pair.sent(ALIVE, PacketKind.REQUEST, source=MAIN) if s.at > recent]
+
+
+def test_a_main_of_many_links_one_busy_acks_and_pings_the_idle_ones_on_time() -> None:
+    # Attack on FastRoad's visits (touched links and a deadline heap): one minion floods
+    # main while three others are idle or send one message.  Every idle link's ack (its
+    # ack-delay deadline) and every check (the ping's deadline) must still come on time.
+    pair = fast_pair()
+    others: dict[Address, RoadStack] = {}
+    for port in (7601, 7602, 7603):
+        address = ("127.0.0.1", port)
+        stack = RoadStack(LocalEstate(f"m{port}"), RoadConfig(fast=True))
+        pair.net.add(address, stack)
+        stack.join(MAIN, now=pair.net.now)
+        others[address] = stack
+    pair.run_until(lambda: all(pair.events(a, events.Allowed) for a in others), timeout=10.0)
+    pair.net.run_for(2.0)
+    for n in range(3000):
+        pair.minion.transmit({"n": n, "pad": "x" * 900}, to="main")
+    busy = pair.main._fast.links[pair.main.remote("minion").uid].receiving
+    pair.net.run_to(pair.net.now + 0.002)
+    assert busy.floor < 3000  # the flood is still coming in
+    quiet = ("127.0.0.1", 7602)
+    sent_at = pair.net.now
+    others[quiet].transmit({"hello": 1}, to="main")
+    pair.run_until(lambda: bool(pair.events(quiet, events.MessageSent)), timeout=1.0)
+    # one way 0.5 ms, main's ack delayed at most fast_ack_delay: no wait on the flood
+    assert pair.net.now - sent_at <= 0.001 + RoadConfig().fast_ack_delay + 1e-9
+    start = pair.net.now
+    pair.net.run_for(5.0)
+    for address in others:
+        remote = pair.main.remote(f"m{address[1]}")
+        assert remote.alive is True
+        assert remote.presence_due > pair.net.now - 0.01  # checked, not overdue
+    assert not pair.events(MAIN, events.RemoteLost)
+    assert len(pair.events(MAIN, events.MessageReceived)) > 0
+    assert pair.net.now >= start + 5.0
