@@ -332,3 +332,26 @@ def test_a_main_of_many_links_one_busy_acks_and_pings_the_idle_ones_on_time() ->
     assert not pair.events(MAIN, events.RemoteLost)
     assert len(pair.events(MAIN, events.MessageReceived)) > 0
     assert pair.net.now >= start + 5.0
+
+
+def test_an_ack_from_before_a_new_allow_answers_no_ping_under_the_new_keys() -> None:
+    # Attack: an observer keeps the minion's ack of a ping under the old keys and, once
+    # new keys are in use and the minion has gone silent, plays it back to answer main's
+    # new pings (its packet number is fresh for the new replay window).
+    pair = fast_pair()
+    log = fast_log(pair)
+    pair.net.run_to(pair.net.now + 1.5)
+    old_ack = next(data for _, sender, data in log if sender == MINION)
+    pair.minion.allow("main", now=pair.net.now)
+    pair.run_until(lambda: len(pair.events(MAIN, events.Allowed)) == 2, timeout=3.0)
+    pair.net.run_for(2.0)  # pings proven under the new keys
+    assert not pair.events(MAIN, events.RemoteLost)
+    pair.net.blocked.add(MINION)
+    stale = pair.main.stats.dropped[Drop.STALE_KEY] + pair.main.stats.dropped[Drop.BAD_COAT]
+    lost_by = pair.net.now + 1.0 + 2.0 + 0.01
+    while pair.net.now < lost_by and not pair.events(MAIN, events.RemoteLost):
+        pair.net.inject(old_ack, MINION, MAIN)  # (inject passes the block)
+        pair.net.run_for(0.1)
+    assert pair.events(MAIN, events.RemoteLost)
+    assert (pair.main.stats.dropped[Drop.STALE_KEY]
+            + pair.main.stats.dropped[Drop.BAD_COAT]) > stale
