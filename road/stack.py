@@ -820,6 +820,11 @@ class RoadStack:
         self._save_remote(remote)
         self._presence(remote, alive=True)
 
+    def _release_address(self, address: Address) -> None:
+        """Forget that ``address`` was validated once no remote of ours is there any more."""
+        if address in self._budget.validated and not self.register.addressed(address):
+            self._budget.forget(address)
+
     def _moved(self, remote: Remote, address: Address) -> None:
         """``remote`` proved it holds the session's keys at ``address``, not its host
         address: it moved (docs/road.md, "A remote that moves").
@@ -833,8 +838,7 @@ class RoadStack:
         self.register.readdress(remote, address)
         self.stats.remotes_moved += 1
         self._budget.validate(address)
-        if old in self._budget.validated and not self.register.addressed(old):
-            self._budget.forget(old)
+        self._release_address(old)
         self._save_remote(remote)
         for transaction in remote.transactions.values():
             transaction.follow(old, address)  # (resends of open messages go there too)
@@ -922,9 +926,7 @@ class RoadStack:
         self._want_joined.pop(remote.uid, None)
         self.strangers.forget(remote.uid)
         self._retries.pop(remote.uid, None)
-        if (remote.host_address in self._budget.validated
-                and not self.register.addressed(remote.host_address)):
-            self._budget.forget(remote.host_address)
+        self._release_address(remote.host_address)
         self._fast.remove(remote, reason)
         while remote.outbox:
             self._expire(remote, remote.outbox.popleft(), f"remote removed: {reason}")

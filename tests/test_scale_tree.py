@@ -21,7 +21,7 @@ def _tool() -> ModuleType:
 
 
 def test_a_tree_of_three_relays_and_three_hundred_leaves_joins_idles_and_answers() -> None:
-    figures = _tool().run(3, 100, idle=3.0, requests=5)
+    figures = _tool().run(3, 100, idle=3.0, requests=5, use_tracemalloc=True)
     assert figures["estates"] == 304
     assert figures["all_allowed"]
     assert figures["allowed"] == 303
@@ -36,5 +36,7 @@ def test_a_tree_of_three_relays_and_three_hundred_leaves_joins_idles_and_answers
     # second each (presence checks and bus keepalives, coalesced in fast mode)
     assert 1 <= figures["top_datagrams_in_per_s"] <= 30
     assert 50 <= figures["relay_datagrams_in_per_s"] <= 1000
-    assert 0 < figures["memory_per_estate_kb"] < 1000
+    # (RSS growth can read 0 in a process whose heap already had room: the suite's; what
+    # the estates allocated is traced instead)
+    assert 5 < figures["traced_per_estate_kb"] < 1000
     assert figures["allowed_cpu_s"] > 0
