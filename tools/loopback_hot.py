@@ -118,6 +118,10 @@ class _Child:
     def __init__(self, label: str, args: list[str], logs: Path) -> None:
         self.label = label
         self.log = (logs / f"{label}.log").open("wb")
+        profiles = os.environ.get("LOOPBACK_HOT_PROFILE")  # a directory: cProfile each child
+        if profiles:
+            args = [args[0], "-m", "cProfile", "-o", str(Path(profiles) / f"{label}.prof"),
+                    *args[1:]]
         self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log,
                                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert self.process.stdout is not None  # noqa: S101 - asked for above
