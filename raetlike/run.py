@@ -55,6 +55,7 @@ from typing import Any, Protocol
 
 from raetlike._run_select import EpollSelector, Selector
 from raetlike._run_tasks import Signal, Task, TaskBody, Until
+from raetlike._run_visits import Visits
 
 __all__ = [
     "Driver", "Selector", "EpollSelector", "Loop",
@@ -93,15 +94,19 @@ class Driver(Protocol):
 class _Entry:
     """What the loop keeps per driver, so a round looks nothing up."""
 
-    __slots__ = ("driver", "fd", "handler", "stack", "timer", "writing")
+    __slots__ = ("alone", "driver", "fd", "filed", "handler", "stack", "timer", "writing")
 
-    def __init__(self, driver: Driver, handler: EventHandler | None) -> None:
+    def __init__(self, driver: Driver, handler: EventHandler | None, *, alone: bool) -> None:
         self.driver = driver
         self.stack: Any = driver.stack
         self.fd = driver.fileno()
         self.handler = handler
+        self.alone = alone
+        """Visited only when touched (raetlike._run_visits), not every round."""
         self.timer: float | None = None
-        """The stack's ``get_timer`` as asked this round."""
+        """The stack's ``get_timer`` as asked this round (an alone one's: when last asked)."""
+        self.filed: float | None = None
+        """An alone entry's deadline as it waits on the heap (None: not waiting)."""
         self.writing = False
         """Registered for EVENT_WRITE too."""
 
@@ -135,7 +140,11 @@ class Loop:
         self._selector: Selector = selector
         self._epoll = selector if isinstance(selector, EpollSelector) else None
         self._entries: list[_Entry] = []
-        self._handled: list[_Entry] = []  # the entries with an event handler
+        self._swept: list[_Entry] = []  # visited every round (not added alone)
+        self._handled: list[_Entry] = []  # the swept entries with an event handler
+        self._alone: dict[int, _Entry] = {}  # id(driver) -> entry, for touch()
+        self._visits = Visits()
+        self._flushed: list[_Entry] = []  # alone entries flushed since the last _watch
         self._wakeup: tuple[socket.socket, socket.socket] | None = None
         self._previous: dict[int, Any] = {}
         self._previous_wakeup_fd = -1
@@ -147,23 +156,52 @@ class Loop:
 
     # == drivers and tasks =================================================
 
-    def add(self, driver: Driver, on_event: EventHandler | None = None) -> Driver:
+    def add(self, driver: Driver, on_event: EventHandler | None = None, *,
+            alone: bool = False) -> Driver:
         """Service ``driver``; with ``on_event`` the loop takes its stack's events and hands them
-        over after every round (without it, the caller takes them with ``next_event``)."""
-        entry = _Entry(driver, on_event)
+        over after every round (without it, the caller takes them with ``next_event``).
+
+        Every round visits every driver (flushes it, asks its timer), since any code may have
+        given its stack a command.  ``alone=True`` says that only the driver's own socket,
+        timers and ``on_event`` handler command its stack, and any other code that does calls
+        :meth:`touch` after: the loop then visits it only in rounds when one of those
+        happened, and keeps its deadline on a heap (raetlike._run_visits; docs/drivers.md,
+        "Many stacks on one loop").
+        """
+        entry = _Entry(driver, on_event, alone=alone)
         self._selector.register(entry.fd, selectors.EVENT_READ, self._data(entry))
         self.drivers.append(driver)
         self._entries.append(entry)
         if on_event is not None:
             self.handlers[id(driver)] = on_event
-            self._handled.append(entry)
+        if alone:
+            self._alone[id(driver)] = entry
+            self._visits.live += 1
+            self._visits.touch(entry)  # (commands given before it was added)
+        else:
+            self._swept.append(entry)
+            if on_event is not None:
+                self._handled.append(entry)
         return driver
+
+    def touch(self, driver: Driver) -> None:
+        """``driver``'s stack was given a command outside the loop's own calls: visit it in
+        the next round (flush, timer, events).  Nothing for a driver not added ``alone``."""
+        entry = self._alone.get(id(driver))
+        if entry is not None:
+            self._visits.touch(entry)
 
     def remove(self, driver: Driver) -> None:
         """Stop servicing ``driver`` (it is not closed)."""
         self.drivers.remove(driver)
         entry = next(entry for entry in self._entries if entry.driver is driver)
         self._entries.remove(entry)
+        if entry.alone:
+            del self._alone[id(driver)]
+            self._visits.live -= 1
+            self._visits.forget(entry)
+        else:
+            self._swept.remove(entry)
         if entry in self._handled:
             self._handled.remove(entry)
         self._selector.unregister(entry.fd)
@@ -185,8 +223,14 @@ class Loop:
         """Ask every stack for its timer (kept for the round); the earliest deadline of
         stacks and tasks, or None."""
         earliest: float | None = None
-        for entry in self._entries:
+        for entry in self._swept:
             timer = entry.timer = entry.stack.get_timer()
+            if timer is not None and (earliest is None or timer < earliest):
+                earliest = timer
+        if self._alone:
+            visits = self._visits
+            visits.file()
+            timer = visits.earliest()
             if timer is not None and (earliest is None or timer < earliest):
                 earliest = timer
         for task in self.tasks:
@@ -201,13 +245,22 @@ class Loop:
         return entry if self._epoll is not None else entry.driver
 
     def _flush(self, now: float) -> None:
-        for entry in self._entries:
+        for entry in self._swept:
             entry.driver.send(now)
+        if self._alone:
+            flushed = self._visits.take_to_send()
+            for entry in flushed:
+                entry.driver.send(now)
+            self._flushed.extend(flushed)
 
     def _watch(self) -> None:
         """Ask the selector for writability only for drivers with datagrams the kernel
-        refused, and only when that changed."""
-        for entry in self._entries:
+        refused, and only when that changed (alone drivers: those flushed since)."""
+        watched: Iterable[_Entry] = self._swept
+        if self._flushed:
+            watched = [*self._swept, *self._flushed]
+            self._flushed = []
+        for entry in watched:
             if entry.driver.wants_write is not entry.writing:
                 entry.writing = not entry.writing
                 events = selectors.EVENT_READ | (selectors.EVENT_WRITE if entry.writing else 0)
@@ -234,12 +287,16 @@ class Loop:
         else:
             ready = [self._entry_of(key.data) for key, _ in self._selector.select(wait)]
         now = clock()
+        visits = self._visits
         for entry in ready:
             if entry is None:
                 self._drain_wakeup()
             else:
                 entry.driver.receive(now)
-                entry.timer = entry.stack.get_timer()  # what it read may have set a timer
+                if entry.alone:
+                    visits.touch(entry)  # (re-timed in _service)
+                else:
+                    entry.timer = entry.stack.get_timer()  # what it read may have set a timer
         self._service(now)
 
     def _entry_of(self, driver: Driver | None) -> _Entry | None:
@@ -250,9 +307,14 @@ class Loop:
 
     def _service(self, now: float) -> None:
         """The selector-free part of a round: stack timers, events, tasks, flush."""
-        for entry in self._entries:
+        for entry in self._swept:
             timer = entry.timer
             if timer is not None and timer <= now:
+                entry.stack.handle_timer(now)
+        if self._alone:
+            visits = self._visits
+            visits.file()  # (those read this round)
+            for entry in visits.due(now):
                 entry.stack.handle_timer(now)
         handled = self._dispatch()
         if self.tasks:
@@ -273,6 +335,17 @@ class Loop:
             while (event := next_event()) is not None:
                 any_event = True
                 handler(event)
+        visits = self._visits
+        while visits.to_dispatch:  # only a touched stack has events; a handler may touch more
+            touched = list(visits.to_dispatch.values())
+            visits.to_dispatch.clear()
+            for entry in touched:
+                handler = entry.handler
+                if handler is not None:
+                    next_event = entry.stack.next_event
+                    while (event := next_event()) is not None:
+                        any_event = True
+                        handler(event)
         return any_event
 
     def _run_tasks(self, now: float) -> None:

@@ -72,9 +72,12 @@ class Swarm:
             stack = RoadStack(LocalEstate(f"{prefix}{index}"), config,
                               MemoryKeep(AutoMode.ALWAYS), now=clock())
             member = _Member(stack)
-            self.loop.add(UdpDriver(Hosted(stack, [member.link]), host, 0),
-                          on_event=member.on_event)
+            # alone: only its socket, timers and handler (which answers on its own stack)
+            # command it, so a round visits the busy members only (docs/drivers.md)
+            driver = self.loop.add(UdpDriver(Hosted(stack, [member.link]), host, 0),
+                                   on_event=member.on_event, alone=True)
             stack.join(join, now=clock())
+            self.loop.touch(driver)
             self.members.append(member)
 
     def answered(self) -> int:
