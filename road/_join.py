@@ -196,6 +196,7 @@ class _Join(Transaction):
         """Our keep holds the decision: save the remote, enter ``pending`` and say so."""
         stack, remote = self.stack, self.remote
         stack._save_remote(remote)
+        stack._handshake_waits(self)
         self.state = pending
         self.send(PacketKind.PEND, None, secure=False, remember=False)
         self.arm_redo(stack.now + self.pend_redo)

@@ -119,6 +119,13 @@ class RoadConfig:
     max_pending_joins: int = 1000
     """Main: estates added by vacuous joins not completed yet ("strangers") kept at once; past
     it the oldest is removed (``stats.joins_evicted``), so a join flood stays bounded."""
+    max_open_handshakes: int = 256
+    """Joins this stack answers at once (as joinent), and as many allows (as allowent; an
+    operator's pending decision holds no place).  Past it a packet that would open one more
+    of that kind is dropped before any signature is checked
+    (``Drop.HANDSHAKES_BUSY``) and its initiator's redo comes back later: a main flooded by
+    joins (10,000 estates starting at once) finishes the handshakes it took instead of
+    starting more than it can answer in time (docs/road.md, "A main under a join storm")."""
     max_pending_keys: int = 1000
     """Main: keys waiting for an operator (roles pending in the keep) held at once; past it a
     new key's join is dropped unanswered (``Drop.PENDING_KEYS_FULL``) and its joiner retries."""

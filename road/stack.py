@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 _BROADCAST = int(Flag.BROADCAST)
 _CORRESPONDENT = int(Flag.CORRESPONDENT)
+_OPENING = frozenset({(TransactionKind.JOIN, PacketKind.REQUEST),
+                      (TransactionKind.ALLOW, PacketKind.HELLO)})  # a handshake's first packet
 _NACK_KINDS = frozenset({
     PacketKind.NACK, PacketKind.UNJOINED, PacketKind.UNALLOWED, PacketKind.RENEW,
     PacketKind.REFUSE, PacketKind.REJECT,
@@ -86,6 +88,10 @@ class RoadStack:
         self._out: deque[tuple[bytes, Address]] = deque()
         self._events: deque[events.Event] = deque()
         self._transactions: dict[Transaction, None] = {}
+        # open Joinents and open Allowents, apart: a flood of unsigned joins never holds an
+        # allow (whose hello is signed by a joined remote) off
+        self._handshakes: dict[TransactionKind, dict[Transaction, None]] = {
+            TransactionKind.JOIN: {}, TransactionKind.ALLOW: {}}
         live = self._transactions  # get_timer's tests of a heap entry, made once
         self._live_transaction: Callable[[Transaction], bool] = (
             lambda transaction: not transaction.ended and transaction in live)
@@ -434,11 +440,44 @@ class RoadStack:
         self._transactions[transaction] = None
         if isinstance(transaction, Messenger):
             self.messages.track(transaction)
+        elif isinstance(transaction, Joinent):
+            self._handshakes[TransactionKind.JOIN][transaction] = None
+        elif isinstance(transaction, Allowent):
+            self._handshakes[TransactionKind.ALLOW][transaction] = None
 
     def _untrack(self, transaction: Transaction) -> None:
         self._transactions.pop(transaction, None)
         if isinstance(transaction, Messenger):
             self.messages.untrack(transaction)
+        elif isinstance(transaction, Joinent):
+            self._handshakes[TransactionKind.JOIN].pop(transaction, None)
+        elif isinstance(transaction, Allowent):
+            self._handshakes[TransactionKind.ALLOW].pop(transaction, None)
+
+    def _ask_raet_alive(self, remote: Remote) -> None:
+        """Fast mode wonders whether to fall back: a RAET alive asks whether the peer answers
+        signed packets (road._fast_link, ``_fallback_due``)."""
+        if not remote.in_process(TransactionKind.ALIVE):
+            Aliver(self, remote).start()
+
+    def _handshake_waits(self, transaction: Transaction) -> None:
+        """``transaction`` waits for an operator's decision (minutes): it holds no place among
+        ``max_open_handshakes`` (``max_pending_keys`` bounds those)."""
+        self._handshakes[TransactionKind.JOIN].pop(transaction, None)
+
+    def _shed(self, head: Head, source: Address) -> bool:
+        """Whether to drop a handshake's first packet unverified: ``max_open_handshakes``
+        joins (or allows) are open here, and it is not a redo of one of them."""
+        kind = head.transaction_kind
+        if ((kind, head.packet_kind) not in _OPENING
+                or len(self._handshakes[kind]) < self.config.max_open_handshakes):
+            return False
+        remote = (self.joinees.get(source) if head.destination_uid == 0
+                  else self.remotes.get(head.destination_uid))
+        if remote is not None and rx_index(head, source) in remote.transactions:
+            return False
+        self.stats.drop(Drop.HANDSHAKES_BUSY)
+        return True
 
     def _messenger(self, remote: Remote, outgoing: Outgoing) -> Messenger:
         return Messenger(self, remote, outgoing)
@@ -470,6 +509,8 @@ class RoadStack:
         flags = int(head.flags)  # int operations: enum flag operations cost microseconds
         if flags & _BROADCAST:
             self.stats.drop(Drop.BROADCAST)
+            return
+        if not flags & _CORRESPONDENT and self._shed(head, source):
             return
         remote: Remote | None
         if head.transaction_kind == TransactionKind.JOIN:
@@ -563,6 +604,8 @@ class RoadStack:
             return None
         self._authentic = (packet, remote)  # handlers' verify() finds it checked already
         self._heard_from(remote, len(packet.raw_head) + len(packet.coat) + len(packet.foot))
+        if self._fast.links:
+            self._fast.heard_signed(remote)
         return remote
 
     def _session_current(self, remote: Remote, packet: Packet, source: Address) -> bool:
