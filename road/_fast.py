@@ -63,6 +63,14 @@ class FastRoad:
         self._to_send[uid] = link
         self._to_time[uid] = link
 
+    def heard_signed(self, remote: Remote) -> None:
+        """A signed RAET packet came from ``remote``: a link waiting to know whether to fall
+        back (:meth:`FastLink.fallback_deadline`) may now have a deadline."""
+        link = self.links.get(remote.uid)
+        if link is not None and not link.answered:
+            link.heard_signed(self.stack.now)
+            self._to_time[remote.uid] = link
+
     def _forget(self, uid: int) -> None:
         """A link is gone: none of its visits or deadlines stay."""
         self._to_send.pop(uid, None)

@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 _CONTEXT = b"raetlike fast v1 "
 _ACK_ROOM = 2 + 16 * 4  # an ack frame of up to 4 ranges rides along with data
+_RAET_GRACE = 0.25  # a peer that just answered RAET has this long to ack a fast datagram
+# before its silence on the fast link counts (its acks of our probes come with its answer)
 _REKEY_AT = 1 << 62  # packet numbers: ask for a new allow long before 2**64
 
 
@@ -144,6 +146,8 @@ class FastLink:
         # fallback: has the peer acknowledged any fast datagram under the current keys?
         self.answered = False
         self.unanswered_since: float | None = None
+        self.raet_heard_at: float | None = None
+        """When the peer first sent a signed RAET packet since ``unanswered_since``."""
         self.sending = SendStream(remote, chunk_size, config, partial(stack._expire, remote))
         self.recovery = LossRecovery(size, config.fast_max_window, config.fast_ack_delay,
                                      config.fast_initial_window)
@@ -167,6 +171,7 @@ class FastLink:
         self.sending_ok = False
         self.answered = False
         self.unanswered_since = None
+        self.raet_heard_at = None
         self._again(self.recovery.new_keys())
         self.next_packet = 0
         self.acks.reset()
@@ -390,11 +395,49 @@ class FastLink:
         return earliest
 
     def fallback_deadline(self) -> float | None:
-        """When to give fast mode up if the peer still has not acknowledged anything."""
+        """When to give fast mode up if the peer still has not acknowledged anything (and
+        answers RAET: :meth:`_raet_answers`)."""
         after = self.stack.config.fast_fallback_after
         if self.answered or self.unanswered_since is None or after <= 0:
             return None
-        return self.unanswered_since + after
+        heard = self.raet_heard_at
+        if heard is None:  # (a probe timeout asks RAET: _fallback_due)
+            return None
+        return max(self.unanswered_since + after, heard + _RAET_GRACE)
+
+    def heard_signed(self, now: float) -> None:
+        """The peer sent a signed RAET packet (the stack authenticated it)."""
+        if not self.answered and self.unanswered_since is not None \
+                and self.raet_heard_at is None:
+            self.raet_heard_at = now
+
+    def _raet_answers(self, now: float) -> bool:
+        """Whether the peer sent a signed RAET packet since our first unacknowledged fast
+        datagram, ``_RAET_GRACE`` ago or more: only then does its silence on the fast link
+        say the path drops fast datagrams.  A peer silent both ways is slow or gone, and
+        RAET mode, dearer per message, would only add to the load of a busy one
+        (docs/road.md, "Falling back")."""
+        heard = self.raet_heard_at
+        return heard is not None and heard + _RAET_GRACE <= now
+
+    def _fallback_due(self, count: int, now: float) -> bool:
+        """Whether to fall back now, at a probe timeout (``count`` in a row): past
+        ``fast_fallback_probes`` or ``fast_fallback_after`` with nothing acknowledged, and
+        the peer answers RAET.  When it has not since, a RAET alive asks it (once per
+        probe timeout at most), and the next probe timeout, or its answer, decides."""
+        config = self.stack.config
+        if self.answered or self.unanswered_since is None:
+            return False
+        by_count = 0 < config.fast_fallback_probes <= count
+        after = config.fast_fallback_after
+        by_time = after > 0 and self.unanswered_since + after <= now
+        if not (by_count or by_time):
+            return False
+        if self._raet_answers(now):
+            return by_count
+        if self.raet_heard_at is None:
+            self.stack._ask_raet_alive(self.remote)
+        return False
 
     def handle_timer(self, now: float) -> str | None:
         """Losses by time, probe timeouts and expiries; why to fall back to RAET mode, if so."""
@@ -440,7 +483,7 @@ class FastLink:
         """
         recovery, config = self.recovery, self.stack.config
         count = recovery.timed_out()
-        if not self.answered and 0 < config.fast_fallback_probes <= count:
+        if self._fallback_due(count, now):
             return f"{count} fast-mode probes unanswered"
         if count > config.max_redos:
             self.pause()

@@ -22,9 +22,14 @@ class FastDroppingNet(FilterNet):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.drop_fast: set[tuple[Address, Address]] = set()
+        self.drop_all: set[Address] = set()  # senders silenced both ways (a stalled process)
         self.fast_sent: list[tuple[float, Address, Address]] = []
 
     def _transmit(self, data: bytes, source: Address, destination: Address) -> None:
+        if source in self.drop_all:
+            self.counters.sent += 1
+            self.counters.dropped += 1
+            return
         if is_fast(data):
             self.fast_sent.append((self.now, source, destination))
             if (source, destination) in self.drop_fast:
@@ -101,9 +106,13 @@ def test_the_fallback_comes_at_the_fourth_unanswered_probe_timeout_by_default() 
     pair.minion.transmit({"n": 1}, to="main")
     at = fallback_time(pair, pair.minion)
     sent = first_fast_from(net, MINION)
-    assert at == pytest.approx(sent + PROBE_TIMEOUT + 3 * PROBE_CAP)
+    # the fourth probe timeout finds the main silent both ways (no presence checks here):
+    # it asks a RAET alive, answered at once, and the fifth falls back
+    assert at == pytest.approx(sent + PROBE_TIMEOUT + 4 * PROBE_CAP)
+    assert "5 fast-mode probes unanswered" in pair.events(
+        MINION, events.FastModeFallback)[0].reason
     probes = [t for t, source, _ in net.fast_sent if source == MINION]
-    assert len({round(t, 9) for t in probes}) == 4  # the first send and three probes
+    assert len({round(t, 9) for t in probes}) == 5  # the first send and four probes
     pair.run_until(lambda: bool(pair.events(MAIN, events.MessageReceived)), timeout=10)
     assert [e.body for e in pair.events(MAIN, events.MessageReceived)] == [{"n": 1}]
 
@@ -114,7 +123,10 @@ def test_the_fallback_deadline_fires_at_its_exact_time_when_probes_do_not_count(
     net.drop_fast = {(MINION, MAIN)}
     pair.minion.transmit({"n": 1}, to="main")
     at = fallback_time(pair, pair.minion)
-    assert at == pytest.approx(first_fast_from(net, MINION) + 1.25)
+    # at 1.25 s the main had sent nothing signed since: a RAET alive asks, and the deadline
+    # fires 0.25 s (road._fast_link._RAET_GRACE) after its answer (one round trip later)
+    asked = first_fast_from(net, MINION) + 1.25
+    assert asked + 0.25 < at < asked + 0.35
     reason = pair.events(MINION, events.FastModeFallback)[0].reason
     assert "no fast datagram acknowledged in 1.25 s" in reason
     pair.run_until(lambda: bool(pair.events(MAIN, events.MessageReceived)), timeout=10)
@@ -187,3 +199,26 @@ def test_both_triggers_at_zero_keep_the_old_behaviour_of_never_falling_back() ->
     assert pair.minion.stats.fast_fallbacks == 0
     assert pair.events(MAIN, events.MessageReceived) == []
     assert pair.events(MINION, events.RemoteLost)
+
+
+def test_a_peer_silent_both_ways_is_asked_by_raet_and_not_fallen_back_from() -> None:
+    # A main too busy to answer anything for 2.5 s (a saturated machine): fast mode's probes
+    # time out, but RAET mode would only cost it more; a RAET alive asks, goes unanswered
+    # too, and the link stays fast.  (Before: the fourth probe timeout fell back.)
+    quiet = RoadConfig(fast=True, keepalive=False)
+    pair, net = fast_pair(main_config=quiet, minion_config=RoadConfig(fast=True,
+                                                                      keepalive=False))
+    net.drop_all = {MAIN}
+    pair.minion.transmit({"n": 1}, to="main")
+    net.run_until(lambda: False, timeout=2.5)  # past the fourth probe timeout (1.805 s)
+    assert len({round(t, 9) for t, source, _ in net.fast_sent if source == MINION}) >= 4
+    assert pair.minion.stats.fast_fallbacks == 0
+    assert pair.sent(TransactionKind.ALIVE, PacketKind.REQUEST, source=MINION)  # asked
+    net.drop_all = set()
+    pair.run_until(lambda: bool(pair.events(MAIN, events.MessageReceived)), timeout=10)
+    pair.run_until(lambda: bool(pair.events(MINION, events.MessageSent)), timeout=10)
+    assert [e.body for e in pair.events(MAIN, events.MessageReceived)] == [{"n": 1}]
+    assert pair.minion.stats.fast_fallbacks == 0
+    assert pair.main.stats.fast_fallbacks == 0
+    assert pair.minion._fast.links
+    assert pair.main._fast.links
