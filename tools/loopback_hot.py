@@ -56,30 +56,31 @@ class _Hot:
     """One estate of a worker: stack, MultiMain (hot), bus."""
 
     def __init__(self, name: str, host: str, mains: list[tuple[str, int]], loop: Loop,
-                 now: float) -> None:
-        config = RoadConfig(auto=AutoMode.ALWAYS)
+                 now: float, *, period: float) -> None:
+        config = RoadConfig(auto=AutoMode.ALWAYS, period=period)
         self.stack = RoadStack(LocalEstate(name), config, MemoryKeep(AutoMode.ALWAYS), now=now)
         self.road = MultiMain(self.stack, mains, MultiConfig(mode=MultiMode.HOT),
                               movable=follows_failover)
         self.bus = EstateBus(BusNode(name, now=now), self.road)
         self.bus.node.serve(ECHO_PREFIX, echo)
-        loop.add(UdpDriver(Hosted(self.road, [self.bus]), host, 0))
+        # alone: only its socket, its timers (the bus node's too, through Hosted) and the
+        # worker's start (touched) command it; the loop visits it only then
+        self.driver = loop.add(UdpDriver(Hosted(self.road, [self.bus]), host, 0), alone=True)
         self.started = False
 
     def ready(self) -> bool:
         return len(self.bus.node.upstreams) == 2
 
 
-def worker(first: int, count: int, mains: list[tuple[str, int]], in_flight: int) -> int:
+def worker(first: int, count: int, mains: list[tuple[str, int]], in_flight: int,
+           period: float) -> int:
     """Run ``count`` hot estates until SIGTERM; print ``ready N`` as they come up."""
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
     clock = time.monotonic
     loop = Loop(clock)
-    estates = [_Hot(f"e{first + i}", _host(first + i), mains, loop, clock())
+    estates = [_Hot(f"e{first + i}", _host(first + i), mains, loop, clock(), period=period)
                for i in range(count)]
-    # one task runs every node's timers (cheaper than 2,500 tasks)
-    loop.spawn(_timers([e.bus.node for e in estates], clock), name="bus timers")
     started = ready = told = 0
     last_told = 0.0
     print(f"worker {first} up", flush=True)
@@ -89,27 +90,13 @@ def worker(first: int, count: int, mains: list[tuple[str, int]], in_flight: int)
         while started < count and started - ready < in_flight:
             estates[started].road.start(clock())
             estates[started].started = True
+            loop.touch(estates[started].driver)
             started += 1
         if ready != told and (ready == count or clock() - last_told > 0.5):
             print(f"ready {ready}", flush=True)
             told, last_told = ready, clock()
     loop.close()
     return 0
-
-
-def _timers(nodes: list[BusNode], clock: Any) -> Any:
-    """Fire every node's due timers; sleep until the earliest."""
-    while True:
-        now = clock()
-        soonest = now + 1.0
-        for node in nodes:
-            timer = node.get_timer()
-            if timer is not None and timer <= now:
-                node.handle_timer(now)
-                timer = node.get_timer()
-            if timer is not None:
-                soonest = min(soonest, timer)
-        yield max(0.0, soonest - clock())
 
 
 # == the coordinator ============================================================
@@ -175,7 +162,7 @@ def _first_line(child: _Child, prefix: str, timeout: float) -> str:
 
 
 def coordinate(estates: int, workers: int, in_flight: int, idle: float,
-               timeout: float) -> dict[str, Any]:
+               timeout: float, *, period: float) -> dict[str, Any]:
     base = Path(tempfile.mkdtemp(prefix="hot", dir="/tmp"))
     children: list[_Child] = []
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the children on the way out
@@ -186,7 +173,8 @@ def coordinate(estates: int, workers: int, in_flight: int, idle: float,
             extra = ["--lane", "hotlane", "--dir", str(base / "lane")] if index == 0 else []
             child = _Child(name, [*python, "estate", name, "--main", "--host", "127.0.0.1",
                                   "--port", "0", "--keep", str(base / "keep"),
-                                  "--auto", "always", "--bus", *extra], base)
+                                  "--auto", "always", "--bus", "--presence-period",
+                                  str(period), *extra], base)
             children.append(child)
             mains.append(_first_line(child, f"estate {name} listening on ", 20.0))
         main_children = list(children)
@@ -199,6 +187,7 @@ def coordinate(estates: int, workers: int, in_flight: int, idle: float,
                 break
             child = _Child(f"worker{w}", [sys.executable, __file__, "--worker", str(first),
                                           str(count), "--in-flight", str(in_flight),
+                                          "--presence-period", str(period),
                                           "--join", mains[0], "--join", mains[1]], base)
             children.append(child)
             pool.append(child)
@@ -227,6 +216,7 @@ def coordinate(estates: int, workers: int, in_flight: int, idle: float,
         rss = [child.rss_mb() for child in main_children]
         fan = _fan_out(base, estates, timeout)
         return {"estates": estates, "workers": len(pool), "in_flight_per_worker": in_flight,
+                "presence_period_s": period,
                 "all_ready": all_ready == estates, "ready": all_ready,
                 "join_s": round(joined_s, 1),
                 "idle_s": idle, "main_idle_cpu_percent": [round(c * 100, 1) for c in idle_cpu],
@@ -234,7 +224,16 @@ def coordinate(estates: int, workers: int, in_flight: int, idle: float,
     finally:
         for child in reversed(children):
             child.stop()
+        _keep_logs(base)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _keep_logs(base: Path) -> None:
+    """LOOPBACK_HOT_LOGS=DIR: copy the children's logs there before they go."""
+    kept = os.environ.get("LOOPBACK_HOT_LOGS")
+    if kept:
+        for log in base.glob("*.log"):
+            shutil.copy(log, kept)
 
 
 def _fan_out(base: Path, estates: int, timeout: float) -> dict[str, Any]:
@@ -266,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="joins a worker keeps open at once")
     parser.add_argument("--idle", type=float, default=10.0)
     parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--presence-period", type=float, default=1.0,
+                        help="RoadConfig.period of mains and estates (seconds)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--worker", nargs=2, type=int, metavar=("FIRST", "COUNT"),
                         help=argparse.SUPPRESS)
@@ -273,8 +274,12 @@ def main(argv: list[str] | None = None) -> int:
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
-        return worker(args.worker[0], args.worker[1], args.join, args.in_flight)
-    figures = coordinate(args.estates, args.workers, args.in_flight, args.idle, args.timeout)
+        return worker(args.worker[0], args.worker[1], args.join, args.in_flight,
+                      args.presence_period)
+    if args.presence_period < 0.05:
+        parser.error(f"--presence-period {args.presence_period:g}: at least 0.05 s")
+    figures = coordinate(args.estates, args.workers, args.in_flight, args.idle, args.timeout,
+                         period=args.presence_period)
     print(json.dumps(figures) if args.json else "\n".join(f"{k}: {v}" for k, v in
                                                             figures.items()))
     return 0

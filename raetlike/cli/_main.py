@@ -458,6 +458,10 @@ def _add_multi(estate: argparse.ArgumentParser) -> None:
     estate.add_argument("--failback", type=_positive(float, 0.0), default=None, metavar="S",
                         help="--multi failover: go back to the first --join main once it "
                              "has been up S seconds (default: stay where it failed over)")
+    estate.add_argument("--presence-period", type=_positive(float, 0.05), default=None,
+                        metavar="S", help="check each remote's presence every S seconds "
+                        "(RoadConfig.period, default 1; a main of thousands of estates "
+                        "wants more: docs/relay.md)")
 
 
 def _check_estate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -489,7 +493,7 @@ def _estate(args: argparse.Namespace) -> int:
         name=args.name, host=args.host, port=args.port, main=args.main, join=join,
         mains=joins if multi is not None else (), multi=multi,
         auto=None if args.auto is None else _AUTO[args.auto], keep_dir=args.keep,
-        echo=args.echo, raet_mode=args.raet_mode,
+        echo=args.echo, raet_mode=args.raet_mode, presence_period=args.presence_period,
         lane=args.lane, lane_dir=args.lane_dir, journal_dir=args.journal, bus=args.bus,
         metrics=args.metrics, stats_every=args.stats_every,
         durable=durable, durable_config=args.durable_sync, relays=tuple(args.relays),

@@ -87,6 +87,8 @@ class EstateOptions:
     """Send every message received back to its sender."""
     raet_mode: bool = False
     """Never negotiate the fast mode: speak RAET 0.6.8's protocol with every remote."""
+    presence_period: float | None = None
+    """Seconds between presence checks of a remote (``RoadConfig.period``); None: its default."""
     lane: str | None = None
     """Also run the main yard of this lane: the estate becomes a manor (docs/manor.md)."""
     lane_dir: Path | None = None
@@ -150,6 +152,8 @@ class _Estate:
                                        host_address=(options.host, options.port),
                                        auto=auto)
         config = RoadConfig(auto=auto, fast=not options.raet_mode)
+        if options.presence_period is not None:
+            config.period = options.presence_period
         self.stack = RoadStack(local, config, keep=self.keep, now=clock())
         self.keep.restore_remotes(self.stack)
         self.durable = None if options.durable is None else DurableRoad(
