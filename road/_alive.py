@@ -36,6 +36,7 @@ class Aliver(Transaction):
         )
         if remote.alive_timeout is not None:  # (the class's deadline, armed above, goes stale)
             self.arm_timeout(stack.now + remote.alive_timeout)
+        self.asked_at = stack.now
 
     def initial_state(self) -> enum.Enum:
         return self.States.ASKED
@@ -54,6 +55,7 @@ class Aliver(Transaction):
     def on_ack(self, _packet: Packet, _body: Any) -> None:
         self.end()
         self.stack._presence(self.remote, alive=True)
+        self.stack._alive_answered(self.remote, self.asked_at)
 
     def on_refuse(self, _packet: Packet, _body: Any) -> None:
         self.fail("refused")

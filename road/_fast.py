@@ -39,6 +39,12 @@ CAPABILITY = "rlk"  # the join body key that advertises fast mode
 FAST_VERSION = 1
 
 
+_RTTS_TO_ANSWER = 4.0  # a ping waits at least this many smoothed round trips for its ack, as
+# RFC 6298's retransmission timeout waits SRTT + 4 RTTVAR: on a machine so loaded that acks
+# come a second late, "no answer" after the Aliver's 2 s lost and re-found hundreds of
+# estates a minute (tools/loopback_hot.py, docs/relay.md), each loss costing signed work
+
+
 class FastRoad:
     """The stack's fast-mode links, one per remote that negotiated it."""
 
@@ -63,12 +69,12 @@ class FastRoad:
         self._to_send[uid] = link
         self._to_time[uid] = link
 
-    def heard_signed(self, remote: Remote) -> None:
-        """A signed RAET packet came from ``remote``: a link waiting to know whether to fall
-        back (:meth:`FastLink.fallback_deadline`) may now have a deadline."""
+    def alive_answered(self, remote: Remote, asked_at: float) -> None:
+        """``remote`` answered a RAET alive asked at ``asked_at``: a link waiting to know
+        whether to fall back (:meth:`FastLink.fallback_deadline`) may now have a deadline."""
         link = self.links.get(remote.uid)
         if link is not None and not link.answered:
-            link.heard_signed(self.stack.now)
+            link.alive_answered(asked_at, self.stack.now)
             self._to_time[remote.uid] = link
 
     def _forget(self, uid: int) -> None:
@@ -145,13 +151,16 @@ class FastRoad:
     def ask_alive(self, remote: Remote) -> bool:
         """The periodic presence check over the remote's link (:meth:`FastLink.ask_alive`):
         True when asked there, False to leave the verdict to a RAET alive.  The check keeps
-        the :class:`~road._alive.Aliver`'s timeout (``remote.alive_timeout`` if set) and
-        redo spacing.
+        the :class:`~road._alive.Aliver`'s timeout (``remote.alive_timeout`` if set; else
+        at least 4 smoothed round trips of the link) and redo spacing.
         """
         link = self.links.get(remote.uid)
         if link is None:
             return False
-        timeout = Aliver.timeout if remote.alive_timeout is None else remote.alive_timeout
+        timeout = remote.alive_timeout
+        if timeout is None:
+            # (a slow path or a busy peer: wait longer)
+            timeout = max(Aliver.timeout, _RTTS_TO_ANSWER * link.answer_time())
         self.touch(link)
         return link.ask_alive(self.stack.now, timeout, Aliver.redo_min, Aliver.redo_max)
 

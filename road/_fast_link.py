@@ -71,8 +71,8 @@ class Ping:
     RemoteLost per check.
     """
 
-    __slots__ = ("first", "interval", "proven", "redo_at", "redo_max", "timeout_at", "verdict",
-                 "wanted")
+    __slots__ = ("first", "interval", "proven", "redo_at", "redo_max", "rtt", "sent_at",
+                 "timeout_at", "verdict", "wanted")
 
     def __init__(self) -> None:
         self.first = -1  # the first ping's packet number; -1: no check open
@@ -83,6 +83,8 @@ class Ping:
         self.redo_at = 0.0
         self.interval = 0.0
         self.redo_max = 0.0
+        self.sent_at = 0.0  # when the first ping of the open check went
+        self.rtt = 0.0  # smoothed time from a check's first ping to its answer (0: none yet)
 
     def open(self) -> bool:
         """Whether a check is under way (asked and not yet answered or timed out)."""
@@ -99,18 +101,22 @@ class Ping:
         self.redo_at = now + redo_min
         self.redo_max = redo_max
 
-    def sent(self, number: int) -> None:
+    def sent(self, number: int, now: float) -> None:
         """A ping went as packet ``number``."""
         self.wanted = False
         if self.first < 0:
             self.first = number
+            self.sent_at = now
 
-    def answered(self, largest: int) -> bool:
-        """An authenticated ack up to packet ``largest`` came: whether it answers the check."""
+    def answered(self, largest: int, now: float) -> bool:
+        """An authenticated ack up to packet ``largest`` came: whether it answers the check
+        (and the time it took joins ``rtt``, weighted 1/8 as RFC 6298's SRTT)."""
         if 0 <= self.first <= largest:
             self.first = -1
             self.wanted = False
             self.proven = True
+            sample = now - self.sent_at
+            self.rtt = sample if self.rtt == 0.0 else 0.875 * self.rtt + 0.125 * sample
             return True
         return False
 
@@ -146,8 +152,10 @@ class FastLink:
         # fallback: has the peer acknowledged any fast datagram under the current keys?
         self.answered = False
         self.unanswered_since: float | None = None
+        self.raet_asked_at: float | None = None
+        """When we asked the peer a RAET alive to know whether to fall back."""
         self.raet_heard_at: float | None = None
-        """When the peer first sent a signed RAET packet since ``unanswered_since``."""
+        """When that alive (or a later one) was answered."""
         self.sending = SendStream(remote, chunk_size, config, partial(stack._expire, remote))
         self.recovery = LossRecovery(size, config.fast_max_window, config.fast_ack_delay,
                                      config.fast_initial_window)
@@ -171,6 +179,7 @@ class FastLink:
         self.sending_ok = False
         self.answered = False
         self.unanswered_since = None
+        self.raet_asked_at = None
         self.raet_heard_at = None
         self._again(self.recovery.new_keys())
         self.next_packet = 0
@@ -212,6 +221,13 @@ class FastLink:
         control = self.recovery.control
         return control.smoothed_rtt if control.min_rtt > 0 else None
 
+    def answer_time(self) -> float:
+        """How long an answer takes here: the larger of the data's smoothed round trip and
+        the presence checks' (pings are not tracked for loss: an idle link has only
+        these); 0 before either was measured."""
+        data = self.smoothed_rtt()
+        return self.ping.rtt if data is None or data < self.ping.rtt else data
+
     # -- out -------------------------------------------------------------------------
     def can_send_data(self, now: float) -> bool:
         """Whether a data datagram may go now (keys, window, pacing, presence)."""
@@ -252,7 +268,7 @@ class FastLink:
                 return None  # the outbox held only messages that expired or could not be packed
         number = self.next_packet
         if ping:
-            self.ping.sent(number)
+            self.ping.sent(number, now)
         self.next_packet += 1
         header = pack_header(self.key_id, self.remote.far_uid, sending.stream_id, number)
         datagram = header + self.send_key.seal(b"".join(parts), counter_nonce(0, number), header)
@@ -321,7 +337,7 @@ class FastLink:
         if ranges[0][1] >= self.next_packet:  # an ack of what we never sent
             self.stack.stats.drop(Drop.INVALID_BODY)
             return
-        self.ping.answered(ranges[0][1])  # (the verdict "alive": _heard, after the frames)
+        self.ping.answered(ranges[0][1], now)  # (the verdict "alive": _heard, after the frames)
         acked = self.recovery.on_ack(ranges, now)
         if acked:  # (an ack of pings alone says nothing of data: the fallback still watches)
             self.answered = True
@@ -405,18 +421,19 @@ class FastLink:
             return None
         return max(self.unanswered_since + after, heard + _RAET_GRACE)
 
-    def heard_signed(self, now: float) -> None:
-        """The peer sent a signed RAET packet (the stack authenticated it)."""
-        if not self.answered and self.unanswered_since is not None \
-                and self.raet_heard_at is None:
+    def alive_answered(self, asked_at: float, now: float) -> None:
+        """A RAET alive asked at ``asked_at`` was answered."""
+        if (not self.answered and self.raet_asked_at is not None
+                and asked_at >= self.raet_asked_at and self.raet_heard_at is None):
             self.raet_heard_at = now
 
     def _raet_answers(self, now: float) -> bool:
-        """Whether the peer sent a signed RAET packet since our first unacknowledged fast
-        datagram, ``_RAET_GRACE`` ago or more: only then does its silence on the fast link
-        say the path drops fast datagrams.  A peer silent both ways is slow or gone, and
-        RAET mode, dearer per message, would only add to the load of a busy one
-        (docs/road.md, "Falling back")."""
+        """Whether the peer answered the RAET alive we asked after our fast datagrams went
+        unacknowledged, ``_RAET_GRACE`` ago or more: only then does its silence on the
+        fast link say the path drops fast datagrams (a signed packet it sent before ours
+        reached it, late in a busy queue, says nothing).  A peer silent both ways is slow
+        or gone, and RAET mode, dearer per message, would only add to the load of a busy
+        one (docs/road.md, "Falling back")."""
         heard = self.raet_heard_at
         return heard is not None and heard + _RAET_GRACE <= now
 
@@ -435,8 +452,9 @@ class FastLink:
             return False
         if self._raet_answers(now):
             return by_count
-        if self.raet_heard_at is None:
-            self.stack._ask_raet_alive(self.remote)
+        if (self.raet_heard_at is None and self.stack._ask_raet_alive(self.remote)
+                and self.raet_asked_at is None):
+            self.raet_asked_at = now
         return False
 
     def handle_timer(self, now: float) -> str | None:

@@ -454,11 +454,19 @@ class RoadStack:
         elif isinstance(transaction, Allowent):
             self._handshakes[TransactionKind.ALLOW].pop(transaction, None)
 
-    def _ask_raet_alive(self, remote: Remote) -> None:
+    def _ask_raet_alive(self, remote: Remote) -> bool:
         """Fast mode wonders whether to fall back: a RAET alive asks whether the peer answers
-        signed packets (road._fast_link, ``_fallback_due``)."""
-        if not remote.in_process(TransactionKind.ALIVE):
-            Aliver(self, remote).start()
+        signed packets (road._fast_link, ``_fallback_due``).  False when one is open already
+        (asked earlier: its answer says nothing of what we sent since)."""
+        if remote.in_process(TransactionKind.ALIVE):
+            return False
+        Aliver(self, remote).start()
+        return True
+
+    def _alive_answered(self, remote: Remote, asked_at: float) -> None:
+        """A RAET alive asked at ``asked_at`` was answered (fast mode may be waiting on it)."""
+        if self._fast.links:
+            self._fast.alive_answered(remote, asked_at)
 
     def _handshake_waits(self, transaction: Transaction) -> None:
         """``transaction`` waits for an operator's decision (minutes): it holds no place among
@@ -604,8 +612,6 @@ class RoadStack:
             return None
         self._authentic = (packet, remote)  # handlers' verify() finds it checked already
         self._heard_from(remote, len(packet.raw_head) + len(packet.coat) + len(packet.foot))
-        if self._fast.links:
-            self._fast.heard_signed(remote)
         return remote
 
     def _session_current(self, remote: Remote, packet: Packet, source: Address) -> bool:

@@ -17,7 +17,7 @@ from road._fast_wire import PING_FRAME, is_fast, pack_abandon, read_frames
 from road.stack import LocalEstate, RoadConfig, RoadStack
 from road.stats import Drop
 from tests.roadkit import MAIN, MINION, Pair, allowed_pair
-from tests.simlink import Address
+from tests.simlink import Address, Impairment
 
 ALIVE = TransactionKind.ALIVE
 PING_SIZE = 20 + len(PING_FRAME) + 16  # header, the frame, the AEAD tag
@@ -355,3 +355,19 @@ def test_an_ack_from_before_a_new_allow_answers_no_ping_under_the_new_keys() -> 
     assert pair.events(MAIN, events.RemoteLost)
     assert (pair.main.stats.dropped[Drop.STALE_KEY]
             + pair.main.stats.dropped[Drop.BAD_COAT]) > stale
+
+
+def test_a_ping_over_a_slow_path_waits_four_round_trips_before_the_peer_is_lost() -> None:
+    # 0.4 s each way: the smoothed round trip is about 0.8 s, and the Aliver's 2 s would call
+    # a peer that answers every ping lost whenever an ack came a little late
+    pair = allowed_pair(impairment=Impairment(delay=0.4),
+                        main_config=RoadConfig(fast=True), minion_config=RoadConfig(fast=True))
+    pair.net.run_for(10.0)
+    assert pair.events(MAIN, events.RemoteLost) == []
+    rtt = pair.main._fast.links[pair.main.remote("minion").uid].answer_time()
+    assert rtt > 0.79
+    log = fast_log(pair)
+    pair.net.blocked.add(MINION)
+    pair.run_until(lambda: bool(pair.events(MAIN, events.RemoteLost)), timeout=10.0)
+    first = pings_from(log, MAIN)[0]  # (the check may have opened a redo earlier, 0.25 s)
+    assert 4 * rtt - 0.26 <= pair.net.now - first <= 4 * rtt  # was 2 s, the Aliver's
