@@ -84,6 +84,13 @@ class _Allow(Transaction):
 class Allower(_Allow):
     """We start the handshake (the initiator)."""
 
+    round_trips_to_finish: ClassVar[float] = 4.0
+    """After the cookie, the initiate and its ack (one round trip) get this many times as long
+    as the hello took to be answered, if that is past ``timeout`` (at most ``wait_cap``): a
+    main so busy that its cookie came 3 s late finished the allow on its side while ours
+    gave up at 4 s, and the two sides held different session keys (docs/relay.md)."""
+    wait_cap: ClassVar[float] = 30.0
+
     class States(enum.Enum):
         HELLO = "hello"
         INITIATE = "initiate"
@@ -94,6 +101,7 @@ class Allower(_Allow):
             transaction_id=remote.next_transaction_id(),
         )
         self.oreo = b""
+        self.started_at = stack.now
 
     def initial_state(self) -> enum.Enum:
         return self.States.HELLO
@@ -108,6 +116,7 @@ class Allower(_Allow):
         body = HELLO.pack(HELLO_PLAIN, remote.short_private.public_key.raw, sealed, nonce)
         self.register((False, remote.uid, remote.far_uid, self.session_id,
                        self.transaction_id, False))
+        self.started_at = self.stack.now
         self.send(PacketKind.HELLO, body, secure=False)
 
     def on_cookie(self, _packet: Packet, opened: Any) -> bool:
@@ -144,6 +153,11 @@ class Allower(_Allow):
         sealed = remote.session_box.seal(stuff, nonce)
         initiate = INITIATE.pack(remote.short_private.public_key.raw, oreo, sealed, nonce)
         self.send(PacketKind.INITIATE, initiate, secure=False)
+        now = self.stack.now
+        took = now - self.started_at
+        wait = min(self.round_trips_to_finish * took, self.wait_cap)
+        if self.timeout_at is not None and now + wait > self.timeout_at:
+            self.arm_timeout(now + wait)
         return True
 
     def on_duplicate(self, _packet: Packet, _body: Any) -> None:

@@ -9,6 +9,7 @@ from road import events
 from road.stack import RoadConfig
 from road.stats import Drop
 from tests.roadkit import MAIN, MINION, make_pair
+from tests.simlink import Impairment
 from tests.test_road_amplification import forged_join
 from tests.test_road_join_spam import fake_address
 
@@ -41,3 +42,14 @@ def test_joins_filling_the_bound_never_hold_an_allow_off() -> None:
     allowed = len(pair.events(MINION, events.Allowed))
     pair.minion.allow("main", now=pair.net.now)
     pair.run_until(lambda: len(pair.events(MINION, events.Allowed)) > allowed, timeout=5.0)
+
+
+def test_an_allow_whose_cookie_came_late_waits_as_long_again_for_the_ack() -> None:
+    # 1.5 s each way: the cookie comes 3 s after the hello and the ack 6 s after it.  The
+    # allow's 4 s timeout used to give up first while the main finished on its side: two
+    # sides, two session keys (fast datagrams undecryptable, presence flapping)
+    pair = make_pair(impairment=Impairment(delay=1.5))
+    pair.minion.join(MAIN, now=pair.net.now)
+    pair.run_until(lambda: bool(pair.events(MINION, events.Allowed)), timeout=30.0)
+    assert pair.events(MINION, events.AllowFailed) == []
+    assert pair.main.remote("minion").session_id is not None
