@@ -95,6 +95,12 @@ def worker(first: int, count: int, mains: list[tuple[str, int]], in_flight: int,
         if ready != told and (ready == count or clock() - last_told > 0.5):
             print(f"ready {ready}", flush=True)
             told, last_told = ready, clock()
+    totals: dict[str, int] = {}
+    for estate in estates:  # what the estates dropped, for the log (stderr)
+        for drop, count in estate.stack.stats.dropped.items():
+            totals[drop.value] = totals.get(drop.value, 0) + count
+    print(f"worker {first} drops {json.dumps(totals)} fallbacks "
+          f"{sum(e.stack.stats.fast_fallbacks for e in estates)}", file=sys.stderr)
     loop.close()
     return 0
 
@@ -174,7 +180,9 @@ def coordinate(estates: int, workers: int, in_flight: int, idle: float,
             child = _Child(name, [*python, "estate", name, "--main", "--host", "127.0.0.1",
                                   "--port", "0", "--keep", str(base / "keep"),
                                   "--auto", "always", "--bus", "--presence-period",
-                                  str(period), *extra], base)
+                                  str(period), *extra,
+                                  *os.environ.get("LOOPBACK_HOT_MAIN_ARGS", "").split()],
+                           base)
             children.append(child)
             mains.append(_first_line(child, f"estate {name} listening on ", 20.0))
         main_children = list(children)
