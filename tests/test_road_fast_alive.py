@@ -371,3 +371,53 @@ def test_a_ping_over_a_slow_path_waits_four_round_trips_before_the_peer_is_lost(
     pair.run_until(lambda: bool(pair.events(MAIN, events.RemoteLost)), timeout=10.0)
     first = pings_from(log, MAIN)[0]  # (the check may have opened a redo earlier, 0.25 s)
     assert 4 * rtt - 0.26 <= pair.net.now - first <= 4 * rtt  # was 2 s, the Aliver's
+
+
+def test_a_ping_reflected_back_to_its_sender_is_dropped_and_answers_nothing() -> None:
+    # A ping of main's sent back to main (an attacker's reflection, as from the minion) is
+    # dropped and never acknowledged: here by the replay window of the minion's numbers;
+    # one with a fresh number would fail its tag, the two directions having their own keys
+    # (FastLink.rekey).
+    pair = fast_pair()
+    log = fast_log(pair)
+    pair.net.run_to(pair.net.now + 1.5)
+    ping = next(data for _, sender, data in log if sender == MAIN)
+    sent = len(log)
+    dropped = sum(pair.main.stats.dropped.values())
+    pair.net.inject(ping, MINION, MAIN)
+    pair.net.run_to(pair.net.now + 0.01)
+    assert sum(pair.main.stats.dropped.values()) == dropped + 1  # (replay window or tag)
+    assert len(log) == sent  # no ack went anywhere
+
+
+def test_a_fresh_ping_raced_from_another_address_is_acked_to_the_proven_one_only() -> None:
+    # An observer copies the main's next ping and delivers it first from elsewhere: the
+    # minion acks to main's proven address and only asks the new one "alive?" (a RAET
+    # probe, within 3x what came from there), never moving the main on its word.
+    pair = fast_pair()
+    elsewhere = ("127.0.0.9", 7600)
+    copies: list[bytes] = []
+    previous = pair.net.tap
+
+    def copy(data: bytes, source: Address, destination: Address) -> None:
+        if is_fast(data) and source == MAIN and not copies:
+            copies.append(data)
+        if previous is not None:
+            previous(data, source, destination)
+
+    pair.net.tap = copy
+    sent_to: list[Address] = []
+
+    def watch(data: bytes, source: Address, destination: Address) -> None:
+        if source == MINION:
+            sent_to.append(destination)
+        copy(data, source, destination)
+
+    pair.net.tap = watch
+    pair.net.run_to(pair.net.now + 1.5)
+    assert copies
+    pair.net.inject(copies[0], elsewhere, MINION)
+    pair.net.run_to(pair.net.now + 0.01)
+    assert pair.minion.remote("main").host_address == MAIN
+    assert all(destination in (MAIN, elsewhere) for destination in sent_to)
+    assert pair.events(MINION, events.RemoteLost) == []
