@@ -97,8 +97,8 @@ def worker(first: int, count: int, mains: list[tuple[str, int]], in_flight: int,
             told, last_told = ready, clock()
     totals: dict[str, int] = {}
     for estate in estates:  # what the estates dropped, for the log (stderr)
-        for drop, count in estate.stack.stats.dropped.items():
-            totals[drop.value] = totals.get(drop.value, 0) + count
+        for drop, dropped in estate.stack.stats.dropped.items():
+            totals[drop.value] = totals.get(drop.value, 0) + dropped
     print(f"worker {first} drops {json.dumps(totals)} fallbacks "
           f"{sum(e.stack.stats.fast_fallbacks for e in estates)}", file=sys.stderr)
     loop.close()
