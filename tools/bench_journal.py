@@ -13,6 +13,7 @@ Usage::
 
     .venv/bin/python tools/bench_journal.py [--records 200000] [--dir DIR]
     .venv/bin/python tools/bench_journal.py --records 1000000 --sources 10 --pipeline
+    .venv/bin/python tools/bench_journal.py --estate 5 [--pairs 9]
 
 ``--pipeline`` keeps the default-policy journal (spread over ``--sources``
 sources and ``--hours`` hours, with ~0.1 % of sequence numbers skipped) and
@@ -21,6 +22,13 @@ second run finds nothing new), beside one Spark pass over the same files (read
 and count, the first after the session's start, as the issue measured it, and
 a second one warm) and, when DuckDB is installed (``pip install -e '.[bench]'``),
 DuckDB doing the same audit, quantiles, rate and pair tables into Parquet.
+
+``--estate N`` measures instead what the journal costs an estate: the part of
+``raetlike bench`` that sends fast one-way runs of 60,000 messages to a main
+that journals every message and to one that does not, in pairs alternated ABBA
+on the peer's CPU (``raetlike.bench.journaled_one_way``), N times over with
+fresh peers.  It prints each time's medians (msgs/s, the pairs' ratio, each
+main's CPU per message) and the median of the N.
 """
 
 from __future__ import annotations
@@ -122,6 +130,31 @@ def duckdb_run(journal: Path, out: Path) -> float | None:
     return time.perf_counter() - started
 
 
+def estate(times: int, pairs: int) -> None:
+    """The bench's journaling pair of rows, ``times`` times, each with ``pairs`` pairs."""
+    import statistics  # noqa: PLC0415
+
+    from raetlike._native import build  # noqa: PLC0415
+    from raetlike.bench._common import BenchOptions, pinned  # noqa: PLC0415
+    from raetlike.bench._raetlike import journaled_one_way  # noqa: PLC0415
+
+    print(f"build: {build()}; journal encoder: "
+          f"{'compiled' if COMPILED else 'pure Python'} raw-bytes path")
+    ratios = []
+    with pinned(True) as cpus:
+        for time_ in range(times):
+            # the bench's 20,000 (times 3) messages a run
+            figures = journaled_one_way(BenchOptions(), 20_000, cpus=cpus, pairs=pairs)
+            ratios.append(figures["ratio"])
+            cpu = (f"; main CPU {figures.get('journal_cpu_us', float('nan')):.2f} / "
+                   f"{figures.get('alongside_cpu_us', float('nan')):.2f} us a message")
+            print(f"time {time_ + 1}/{times}: journaling {figures['journal']:,.0f} msgs/s, "
+                  f"not {figures['alongside']:,.0f}, ratio (median of {pairs} pairs) "
+                  f"{figures['ratio']:.3f}{cpu}", flush=True)
+    print(f"median of {times}: {statistics.median(ratios):.3f} "
+          f"(range {min(ratios):.3f}-{max(ratios):.3f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=200_000)
@@ -132,7 +165,16 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, help="where to write (default: a temporary dir)")
     parser.add_argument("--pipeline", action="store_true",
                         help="then run the pipeline over the default-policy journal")
+    parser.add_argument("--estate", type=int, metavar="N",
+                        help="measure an estate journaling against one not, N times (only that)")
+    parser.add_argument("--pairs", type=int, default=9,
+                        help="with --estate: alternated pairs of runs each time (default 9)")
     args = parser.parse_args()
+    if args.estate is not None:
+        if args.estate < 1 or args.pairs < 1:
+            parser.error("--estate and --pairs take a count of at least 1")
+        estate(args.estate, args.pairs)
+        return
     base = args.dir or Path(tempfile.mkdtemp(prefix="bench-journal-"))
     try:
         print(f"journal encoder: {'compiled' if COMPILED else 'pure Python'} raw-bytes path")
