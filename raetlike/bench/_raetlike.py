@@ -39,7 +39,8 @@ from road import events
 from road.keeping import MemoryKeep
 from road.stack import LocalEstate, RoadConfig, RoadStack
 
-__all__ = ["Client", "joins", "journaled_one_way", "measure_bursts", "measure_raetlike", "serve_estate"]
+__all__ = ["Client", "joins", "journaled_one_way", "measure_bursts", "measure_raetlike",
+           "serve_estate"]
 
 _LOOPBACK_DATAGRAM = 60_000
 
