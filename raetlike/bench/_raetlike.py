@@ -75,7 +75,8 @@ def serve_estate(fast: bool, journal: str | None = None, durable: str | None = N
     """raetlike main estate: echoes messages whose bytes start with ``E``.
 
     With ``journal`` (a directory) it journals every delivery as ``raetlike
-    estate --journal`` does: a record per message, the writer ticked each round.
+    estate --journal`` does: a record per message, stamped with the round's wall time,
+    the writer ticked each round.
     With ``durable`` (a directory) it receives through a durable road (dedup marks on
     disk, fdatasynced per ``fsync``) as ``raetlike estate --durable`` does.
     """
@@ -91,10 +92,11 @@ def serve_estate(fast: bool, journal: str | None = None, durable: str | None = N
     sys.stdout.flush()
 
     def echo() -> None:
+        wall = time.time()  # the round's deliveries are journaled with one time, as the estate's
         while (event := stack.next_event()) is not None:
             if isinstance(event, events.MessageReceived):
                 if writer is not None:
-                    writer.record_delivery(raw.name, event, time.time())
+                    writer.record_delivery(raw.name, event, wall)
                 if isinstance(event.body, bytes) and event.body[:1] == b"E":
                     stack.transmit(event.body, to=event.remote, now=time.monotonic())
         if writer is not None:
