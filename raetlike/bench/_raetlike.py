@@ -91,12 +91,14 @@ def serve_estate(fast: bool, journal: str | None = None, durable: str | None = N
     sys.stdout.write(f"{driver.address[1]}\n")
     sys.stdout.flush()
 
+    name = raw.name  # an attribute, as the estate's (raw.name is a property)
+
     def echo() -> None:
         wall = time.time()  # the round's deliveries are journaled with one time, as the estate's
         while (event := stack.next_event()) is not None:
             if isinstance(event, events.MessageReceived):
                 if writer is not None:
-                    writer.record_delivery(raw.name, event, wall)
+                    writer.record_delivery(name, event, wall)
                 if isinstance(event.body, bytes) and event.body[:1] == b"E":
                     stack.transmit(event.body, to=event.remote, now=time.monotonic())
         if writer is not None:

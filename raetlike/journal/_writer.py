@@ -26,6 +26,7 @@ import functools
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -240,6 +241,46 @@ class _Segment:
         return sealed
 
 
+class _Syncer:
+    """The interval fdatasync, in a thread of its own: the loop round that starts it goes
+    on delivering while the disk works (a sync of a second's journal took 15-35 ms here,
+    which on the delivery path stalled every sender).  One at a time; the writer waits for
+    it before closing the segment's file, and raises there any error it met."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._error: OSError | None = None
+
+    def idle(self) -> bool:
+        """No sync under way (one that ended has its error raised here)."""
+        if self._thread is not None and self._thread.is_alive():
+            return False
+        self.wait()
+        return True
+
+    def start(self, fd: int) -> None:
+        self._thread = threading.Thread(target=self._sync, args=(fd,), daemon=True,
+                                        name="journal-fdatasync")
+        self._thread.start()
+
+    def _sync(self, fd: int) -> None:
+        try:
+            _sync(fd)
+        except OSError as exc:
+            self._error = exc
+
+    def wait(self, *, raise_error: bool = True) -> OSError | None:
+        """Until the sync under way (if any) is done; then its error, if it met one, is
+        raised (or returned)."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        error, self._error = self._error, None
+        if error is not None and raise_error:
+            raise error
+        return error
+
+
 class JournalWriter:
     """Appends records for one node to a journal directory.
 
@@ -271,6 +312,7 @@ class JournalWriter:
         self._serial = 0
         self._synced = clock()
         self._dirty = False
+        self._syncer = _Syncer()
         self._plain = PlainLines()
         self._batch: _Batch
         if _CBATCH is not None and _delivery_module._APPEND_PLAIN is not None:
@@ -401,6 +443,7 @@ class JournalWriter:
         """Let go of the open segment as a killed process would: what waits unwritten is
         lost, nothing is sealed (a test's crash; the next writer seals the segment)."""
         segment, self._segment = self._segment, None
+        self._syncer.wait(raise_error=False)  # (a killed process's sync ends with it)
         if segment is not None:
             segment.batch.clear()
             segment.close_window()
@@ -471,18 +514,23 @@ class JournalWriter:
         segment = self._segment
         assert segment is not None  # noqa: S101 - callers check
         self._segment = None
+        failed = self._syncer.wait(raise_error=False)  # before the fd closes
         sealed = segment.seal(sync=self.fsync is not FsyncPolicy.NEVER)
         self._dirty = False
         self._synced = self.clock()
         self.segments_sealed.append(sealed)
         self._sealed_records += segment.written_records
         log.debug("journal %s: sealed %s (%d records)", self.node, sealed, segment.records)
+        if failed is not None:
+            raise failed  # the interval sync's error: sealed all the same, then told
 
     def _maybe_sync(self, now: float) -> None:
         if (self.fsync is FsyncPolicy.INTERVAL and self._dirty and self._segment is not None
                 and now - self._synced >= self.fsync_interval):
+            if not self._syncer.idle():
+                return  # the last one still waits for the disk: the next tick tries again
             self._segment.flush()
-            _sync(self._segment.fd)
+            self._syncer.start(self._segment.fd)
             self._dirty = False
             self._synced = now
 
