@@ -417,7 +417,7 @@ static int batch_plain(Batch *self, PyObject *node, PyObject *delivery,
     return 1;
 }
 
-/* batch(node, delivery, received, resends=0): JournalWriter.record_delivery. */
+/* batch(node, delivery, received, *, resends=0): JournalWriter.record_delivery. */
 static PyObject *batch_call(PyObject *object, PyObject *const *args, size_t nargsf,
                             PyObject *kwnames)
 {
@@ -425,14 +425,15 @@ static PyObject *batch_call(PyObject *object, PyObject *const *args, size_t narg
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *resends = zero, *result;
     int done = 0;
-    if (kwnames == NULL && nargs == 4) {
+    if (nargs != 3) {
+        goto slow;  /* the method's own signature says what is wrong */
+    }
+    if (kwnames != NULL) {  /* resends, keyword only, as the method has it */
+        if (PyTuple_GET_SIZE(kwnames) != 1
+                || PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0), s_resends) != 0) {
+            goto slow;
+        }
         resends = args[3];
-    } else if (kwnames != NULL && nargs == 3 && PyTuple_GET_SIZE(kwnames) == 1
-               && PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0), s_resends) == 0) {
-        resends = args[3];
-    } else if (kwnames != NULL || nargs != 3) {
-        done = 0;  /* the slow path's own signature says what is wrong */
-        goto slow;
     }
     done = batch_plain(self, args[0], args[1], args[2], resends);
     if (done < 0) {
@@ -615,7 +616,7 @@ static PyTypeObject BatchType = {
     .tp_name = "raetlike.journal._cjournal.Batch",
     .tp_doc = "Batch(prefixes, slow, full): a journal writer's lines waiting for write(), "
               "and its record_delivery.\n\n"
-              "Called as batch(node, delivery, received, resends=0) it appends a raw-bytes "
+              "Called as batch(node, delivery, received, *, resends=0) it appends a raw-bytes "
               "delivery's line when received is in [start, end), fewer than limit bytes wait "
               "and prefixes[node][delivery.remote] is kept, then calls full() once limit "
               "bytes wait; any other call goes to slow(node, delivery, received, ...) as it "
