@@ -14,6 +14,7 @@ import os
 import random
 import struct
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -303,3 +304,34 @@ def test_a_failed_write_keeps_what_did_not_go_out(
     assert (batch.records, batch.written, batch.written_records) == (3, 0, 0)
     writer.close()
     assert len(read_journal([tmp_path]).records) == 3
+
+
+def test_the_compiled_batch_reads_each_delivery_type_s_own_slots(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C batch learns where a slotted type keeps the fields and reads them there: for
+    types taking turns, and for a type changed after it was learnt (its version tag
+    tells), the lines are delivery_line's."""
+
+    @dataclass(slots=True)
+    class _Reordered:  # a slotted delivery type, its fields in another order than road's
+        segments: int
+        session_id: int
+        body: Any
+        transaction_id: int
+        remote: str
+
+    writer = _writer(tmp_path, True, monkeypatch)
+    expected = []
+    for n in range(40):
+        if n == 20:  # now a property over the slot: read by name, as the general path does
+            _Reordered.transaction_id = property(  # type: ignore[assignment]
+                lambda _self: 7, lambda _self, _value: None)
+        event: Any = (
+            MessageReceived(remote="a", body=b"x" * n, session_id=n, transaction_id=n,
+                            segments=1) if n % 2 else
+            _Reordered(segments=2, session_id=-n, body=b"y", transaction_id=n, remote="b"))
+        writer.record_delivery("main", event, 1.7e9)
+        expected.append(delivery_line("main", event, 1.7e9))
+    writer.close()
+    assert b"".join(path.read_bytes() for path in tmp_path.rglob("*.jsonl")) == b"".join(expected)
+    assert b'"transaction_id":7,' in expected[20]

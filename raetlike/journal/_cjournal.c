@@ -164,45 +164,49 @@ static char *put_received(char *p, double received)
 
 #define TAIL_ROOM 512  /* the numbers and fixed keys after a prefix, at most */
 
-/* The line's part after the prefix for ``delivery`` at ``tail`` (TAIL_ROOM bytes), its
- * time written as ``time``'s ``time_size`` bytes (the digits of received, made by the
- * caller).  Returns the end; NULL (no exception) when the delivery is not one this path
- * writes: a body that is not bytes, a field that is not an exact int in 64 bits. */
-static char *put_tail(char *tail, PyObject *delivery, long long resends, const char *time,
-                      Py_ssize_t time_size)
-{
-    PyObject *body;
-    long long transaction_id, segments, session_id;
+/* What a line takes from its delivery besides the remote. */
+typedef struct {
     Py_ssize_t body_bytes;
-    char *p;
-    body = PyObject_GetAttr(delivery, s_body);
+    long long transaction_id, segments, session_id;
+} Numbers;
+
+/* ``delivery``'s numbers by attribute name; 0 (no exception) when it is not one this path
+ * writes: a body that is not bytes, a field that is not an exact int in 64 bits. */
+static int numbers_by_name(PyObject *delivery, Numbers *numbers)
+{
+    PyObject *body = PyObject_GetAttr(delivery, s_body);
     if (body == NULL) {
         PyErr_Clear();
-        return NULL;
+        return 0;
     }
     if (!PyBytes_CheckExact(body)) {
         Py_DECREF(body);
-        return NULL;
+        return 0;
     }
-    body_bytes = PyBytes_GET_SIZE(body);
+    numbers->body_bytes = PyBytes_GET_SIZE(body);
     Py_DECREF(body);
-    if (!attribute_int(delivery, s_transaction_id, &transaction_id)
-            || !attribute_int(delivery, s_segments, &segments)
-            || !attribute_int(delivery, s_session_id, &session_id)) {
-        return NULL;
-    }
-    p = tail;
-    p = put_int(p, transaction_id);
+    return attribute_int(delivery, s_transaction_id, &numbers->transaction_id)
+        && attribute_int(delivery, s_segments, &numbers->segments)
+        && attribute_int(delivery, s_session_id, &numbers->session_id);
+}
+
+/* The line's part after the prefix at ``tail`` (TAIL_ROOM bytes), its time written as
+ * ``time``'s ``time_size`` bytes (the digits of received, made by the caller); the end. */
+static char *put_tail(char *tail, const Numbers *numbers, long long resends,
+                      const char *time, Py_ssize_t time_size)
+{
+    char *p = tail;
+    p = put_int(p, numbers->transaction_id);
     p = PUT(p, ",\"request_id\":null,\"sequence\":null,\"body_bytes\":");
-    p = put_int(p, (long long)body_bytes);
+    p = put_int(p, (long long)numbers->body_bytes);
     p = PUT(p, ",\"segments\":");
-    p = put_int(p, segments);
+    p = put_int(p, numbers->segments);
     p = PUT(p, ",\"resends\":");
     p = put_int(p, resends);
     p = PUT(p, ",\"sent\":null,\"received\":");
     p = put(p, time, (size_t)time_size);
     p = PUT(p, ",\"session_id\":");
-    p = put_int(p, session_id);
+    p = put_int(p, numbers->session_id);
     return PUT(p, "}\n");
 }
 
@@ -224,6 +228,7 @@ static PyObject *append_line(PyObject *buffer, PyObject *prefix, PyObject *deliv
     long long resends;
     Py_ssize_t start, prefix_size, size;
     double received;
+    Numbers numbers;
     char tail[TAIL_ROOM], time[40], *p;
     if (!PyByteArray_CheckExact(buffer) || !PyBytes_CheckExact(prefix)) {
         PyErr_SetString(PyExc_TypeError, "append_kept: a bytearray and bytes prefixes");
@@ -232,14 +237,14 @@ static PyObject *append_line(PyObject *buffer, PyObject *prefix, PyObject *deliv
     if (!plain_time(received_object, &received) || !exact_int(resends_object, &resends)) {
         return PyLong_FromLong(0);
     }
+    if (!numbers_by_name(delivery, &numbers)) {
+        return PyLong_FromLong(0);
+    }
     p = put_received(time, received);
     if (p == NULL) {
         return NULL;
     }
-    p = put_tail(tail, delivery, resends, time, p - time);
-    if (p == NULL) {
-        return PyLong_FromLong(0);
-    }
+    p = put_tail(tail, &numbers, resends, time, p - time);
     prefix_size = PyBytes_GET_SIZE(prefix);
     size = prefix_size + (p - tail);
     start = PyByteArray_GET_SIZE(buffer);
@@ -305,6 +310,9 @@ typedef struct {
     PyObject *slow;             /* slow(node, delivery, received, resends=...): the rest */
     PyObject *full;             /* full(): once a raw-bytes line brings size to limit */
     PyObject *last_node, *last_remote, *last_prefix;  /* the last pair's prefix */
+    PyTypeObject *slot_type;    /* a delivery type whose fields are slots (borrowed: */
+    unsigned int slot_version;  /* only compared, with its version tag), */
+    Py_ssize_t slot_offsets[5]; /* their offsets: remote, body, and the three ints */
     double last_time;           /* the last received time, */
     char time_text[40];         /* its digits, */
     Py_ssize_t time_size;       /* and their length (0: none yet) */
@@ -370,27 +378,97 @@ static PyObject *kept_prefix(Batch *self, PyObject *node, PyObject *remote)
     return prefix;
 }
 
+/* Learn where ``type`` keeps the five fields, when each is a plain slot (a member
+ * descriptor, as a slotted dataclass such as road's MessageReceived has) read by the
+ * generic getattr; 0 when they are not (then they are read by name). */
+static int learn_slots(Batch *self, PyTypeObject *type)
+{
+    PyObject *names[5] = {s_remote, s_body, s_transaction_id, s_segments, s_session_id};
+    Py_ssize_t offsets[5];
+    int n;
+    self->slot_type = NULL;
+    if (type->tp_getattro != PyObject_GenericGetAttr) {
+        return 0;
+    }
+    for (n = 0; n < 5; n++) {
+        PyObject *found = _PyType_Lookup(type, names[n]);  /* borrowed */
+        PyMemberDef *member;
+        if (found == NULL || Py_TYPE(found) != &PyMemberDescr_Type) {
+            return 0;
+        }
+        member = ((PyMemberDescrObject *)found)->d_member;
+        if (member->type != T_OBJECT_EX) {
+            return 0;
+        }
+        offsets[n] = member->offset;
+    }
+    if (!PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) {
+        return 0;  /* no tag to tell a later change to the type by */
+    }
+    memcpy(self->slot_offsets, offsets, sizeof(offsets));
+    self->slot_version = type->tp_version_tag;
+    self->slot_type = type;
+    return 1;
+}
+
+#define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
+
+/* ``delivery``'s remote (borrowed, or a new reference in ``*owned``) and numbers; 0 (no
+ * exception) when it is not one this path writes. */
+static int read_delivery(Batch *self, PyObject *delivery, PyObject **remote, PyObject **owned,
+                         Numbers *numbers)
+{
+    PyTypeObject *type = Py_TYPE(delivery);
+    PyObject *body;
+    *owned = NULL;
+    if (type != self->slot_type || type->tp_version_tag != self->slot_version
+            || !PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) {
+        if (!learn_slots(self, type)) {
+            *remote = *owned = PyObject_GetAttr(delivery, s_remote);
+            if (*remote == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            if (!numbers_by_name(delivery, numbers)) {
+                Py_CLEAR(*owned);
+                return 0;
+            }
+            return 1;
+        }
+    }
+    /* slots, as the generic getattr reads them (an empty one: not this path's) */
+    *remote = SLOT(delivery, self->slot_offsets[0]);
+    body = SLOT(delivery, self->slot_offsets[1]);
+    if (*remote == NULL || !PyUnicode_CheckExact(*remote) || body == NULL
+            || !PyBytes_CheckExact(body)) {
+        return 0;  /* (a remote of a str subclass: hashed by the general path) */
+    }
+    numbers->body_bytes = PyBytes_GET_SIZE(body);
+    return exact_int(SLOT(delivery, self->slot_offsets[2]), &numbers->transaction_id)
+        && exact_int(SLOT(delivery, self->slot_offsets[3]), &numbers->segments)
+        && exact_int(SLOT(delivery, self->slot_offsets[4]), &numbers->session_id);
+}
+
 /* Append a raw-bytes delivery's line; 1 done, 0 not this path's (no exception), -1 error. */
 static int batch_plain(Batch *self, PyObject *node, PyObject *delivery,
                        PyObject *received_object, PyObject *resends_object)
 {
-    PyObject *remote, *prefix;
+    PyObject *remote, *owned, *prefix;
     double received;
     long long resends;
     Py_ssize_t prefix_size;
+    Numbers numbers;
     char tail[TAIL_ROOM], *end;
     if (!plain_time(received_object, &received)
             || !(received >= self->start && received < self->end)
             || self->size >= self->limit || !exact_int(resends_object, &resends)) {
         return 0;
     }
-    remote = PyObject_GetAttr(delivery, s_remote);
-    if (remote == NULL) {
-        PyErr_Clear();
+    if (!read_delivery(self, delivery, &remote, &owned, &numbers)) {
         return 0;
     }
     prefix = kept_prefix(self, node, remote);
-    Py_DECREF(remote);
+    Py_XDECREF(owned);
     if (prefix == NULL) {
         return 0;
     }
@@ -402,10 +480,7 @@ static int batch_plain(Batch *self, PyObject *node, PyObject *delivery,
         self->time_size = end - self->time_text;
         self->last_time = received;
     }
-    end = put_tail(tail, delivery, resends, self->time_text, self->time_size);
-    if (end == NULL) {
-        return 0;
-    }
+    end = put_tail(tail, &numbers, resends, self->time_text, self->time_size);
     prefix_size = PyBytes_GET_SIZE(prefix);
     if (reserve(self, prefix_size + (end - tail)) < 0) {
         return -1;
