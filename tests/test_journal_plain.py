@@ -335,3 +335,21 @@ def test_the_compiled_batch_reads_each_delivery_type_s_own_slots(
     writer.close()
     assert b"".join(path.read_bytes() for path in tmp_path.rglob("*.jsonl")) == b"".join(expected)
     assert b'"transaction_id":7,' in expected[20]
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+def test_names_whose_escapes_make_a_long_line_do_not_pass_max_bytes(
+        tmp_path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Control characters take six bytes each in JSON: names within the kept bound can make
+    a line longer than PLAIN_ROOM, which the plain paths must leave to the general one (it
+    rotates by the line's size), so a segment passes max_bytes only when one line does."""
+    writer = _writer(tmp_path, compiled, monkeypatch, flush_bytes=4096, max_bytes=16 * 1024)
+    for n in range(100):
+        event = MessageReceived(remote="\x02" * 3000 if n % 10 == 9 else "m", body=b"x",
+                                session_id=1, transaction_id=n, segments=1)
+        writer.record_delivery("main", event, 1.7e9)
+    writer.close()
+    assert len(read_journal([tmp_path]).records) == 100
+    for path in writer.segments_sealed:
+        data = path.read_bytes()
+        assert len(data) <= 16 * 1024 or data.count(b"\n") == 1

@@ -225,6 +225,7 @@ PLAIN_ROOM = 4096
 """The longest line :class:`PlainLines` appends (the compiled path's: names of at most
 :data:`_PLAIN_NAMES` bytes, numbers of at most 20 digits)."""
 _PLAIN_NAMES = 3072
+_TAIL_ROOM = 512  # a raw-bytes line's numbers and keys after its prefix, at most (as in C)
 _TRANSACTION_KEY = b'"transaction_id":'
 
 
@@ -323,12 +324,14 @@ _RAW_LINE = (b'%s%d,"request_id":null,"sequence":null,"body_bytes":%d,"segments"
 
 
 def _plain(node: str, remote: str) -> tuple[dict[str, Any], bytes]:
-    """A (node, remote)'s kept fields and line prefix (empty: names too long to keep)."""
+    """A (node, remote)'s kept fields and line prefix (empty: names too long to keep, or
+    whose escapes make the prefix too long for a line within PLAIN_ROOM)."""
     fields = _plain_fields(node, remote).copy()
     if len(node.encode(errors="replace")) + len(remote.encode(errors="replace")) > _PLAIN_NAMES:
         return fields, b""
     line = encode_fields(fields)
-    return fields, line[:line.index(_TRANSACTION_KEY) + len(_TRANSACTION_KEY)]
+    prefix = line[:line.index(_TRANSACTION_KEY) + len(_TRANSACTION_KEY)]
+    return fields, prefix if len(prefix) <= PLAIN_ROOM - _TAIL_ROOM else b""
 
 
 def delivery_line(node: str, delivery: Delivery, received: float, *, resends: int = 0) -> bytes:

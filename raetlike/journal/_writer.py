@@ -35,7 +35,14 @@ from typing import Any
 
 from raetlike._native import compiled
 from raetlike.journal import _delivery as _delivery_module
-from raetlike.journal._delivery import PLAIN_ROOM, Delivery, PlainLines, delivery_line
+from raetlike.journal._delivery import (
+    _NO_PREFIXES,
+    _RAW_LINE,
+    PLAIN_ROOM,
+    Delivery,
+    PlainLines,
+    delivery_line,
+)
 from raetlike.journal._record import JournalRecord, encode_fields, encode_record
 
 __all__ = ["DEFAULT_FLUSH_BYTES", "DEFAULT_FSYNC", "DEFAULT_FSYNC_INTERVAL", "DEFAULT_MAX_AGE",
@@ -314,6 +321,8 @@ class JournalWriter:
         self._dirty = False
         self._syncer = _Syncer()
         self._plain = PlainLines()
+        self._raw_prefixes = self._plain.prefixes
+        self._time, self._time_text = -1.0, b""  # the pure path's last time and its digits
         self._batch: _Batch
         if _CBATCH is not None and _delivery_module._APPEND_PLAIN is not None:
             # record_delivery is the C batch itself (no Python frame for a raw-bytes
@@ -348,6 +357,26 @@ class JournalWriter:
             batch = self._batch
             if type(batch) is _PyBatch:
                 data, limit = batch.data, batch.limit
+                if len(data) < limit and (
+                        type(body := delivery.body) is bytes and type(now_wall) is float
+                        and 1e-4 <= now_wall < 1e16  # where repr writes orjson's digits
+                        and (prefix := self._raw_prefixes.get(node, _NO_PREFIXES).get(
+                            delivery.remote))):
+                    # the pure path's raw-bytes line, inline (no frame more): the C batch's
+                    # numbers, formatted here when they are ints in [0, 2**63)
+                    number, segments, session = (
+                        delivery.transaction_id, delivery.segments, delivery.session_id)
+                    if (type(number) is int and type(segments) is int
+                            and type(session) is int and type(resends) is int
+                            and not (number | segments | session | resends) >> 63):
+                        if now_wall != self._time:  # one time a round: formatted once
+                            self._time, self._time_text = now_wall, repr(now_wall).encode()
+                        data += _RAW_LINE % (prefix, number, len(body), segments, resends,
+                                             self._time_text, session)
+                        batch.records += 1
+                        if len(data) >= limit:
+                            self._write(segment)
+                        return
                 if len(data) < limit and self._plain.append(data, node, delivery, now_wall,
                                                             resends):
                     batch.records += 1
