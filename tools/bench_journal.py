@@ -13,7 +13,7 @@ Usage::
 
     .venv/bin/python tools/bench_journal.py [--records 200000] [--dir DIR]
     .venv/bin/python tools/bench_journal.py --records 1000000 --sources 10 --pipeline
-    .venv/bin/python tools/bench_journal.py --estate 5 [--pairs 9]
+    .venv/bin/python tools/bench_journal.py --estate 5 [--pairs 9] [--baseline TREE]
 
 ``--pipeline`` keeps the default-policy journal (spread over ``--sources``
 sources and ``--hours`` hours, with ~0.1 % of sequence numbers skipped) and
@@ -28,7 +28,11 @@ DuckDB doing the same audit, quantiles, rate and pair tables into Parquet.
 that journals every message and to one that does not, in pairs alternated ABBA
 on the peer's CPU (``raetlike.bench.journaled_one_way``), N times over with
 fresh peers.  It prints each time's medians (msgs/s, the pairs' ratio, each
-main's CPU per message) and the median of the N.
+main's CPU per message) and the median of the N.  With ``--baseline TREE``
+(an older raetlike's sources, e.g. ``git archive main raetlike road lane | tar
+-x -C TREE``) it runs instead that tree's journaling and plain mains beside
+ours, N x pairs rounds alternated, and prints each tree's ratio and the
+journal's CPU per message, measured in the same minutes.
 """
 
 from __future__ import annotations
@@ -155,6 +159,85 @@ def estate(times: int, pairs: int) -> None:
           f"(range {min(ratios):.3f}-{max(ratios):.3f})")
 
 
+def baseline(tree: Path, runs: int) -> None:
+    """Journaling and plain mains of ``tree`` and of this tree, four peers on the peer's
+    CPU, one-way runs of 60,000 messages to each in turn (the order reversed every other
+    round): medians of msgs/s and of each main's CPU per message, and each tree's
+    journaling/plain ratio (median of the rounds') and extra CPU per message.
+
+    ``tree`` runs as its sources (no compiled road: its plain main is the comparison
+    for its journaling one); its journal's C is used when built in place there.
+    """
+    import os  # noqa: PLC0415
+    import statistics  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from raetlike.bench._common import cpu_seconds, pin, pinned  # noqa: PLC0415
+    from raetlike.bench._raetlike import Client  # noqa: PLC0415
+
+    def peer(source: Path | None, journal: str | None,
+             cpu: int | None) -> tuple[subprocess.Popen[str], int]:
+        env = dict(os.environ)
+        prelude = ""
+        if source is not None:
+            env["PYTHONPATH"] = str(source)
+            prelude = f"import sys; sys.path.insert(0, {str(source)!r}); "
+        process = subprocess.Popen(
+            [sys.executable, "-c", prelude + "from raetlike.bench import serve_estate; "
+             f"serve_estate(True, {journal!r})"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+            cwd=tempfile.gettempdir())
+        pin(process.pid, cpu)
+        assert process.stdout is not None  # noqa: S101 - a pipe was asked for
+        return process, int(process.stdout.readline())
+
+    count = 60_000
+    with tempfile.TemporaryDirectory(prefix="bench-journal-baseline-") as root, \
+            pinned(True) as cpus:
+        kinds = {"baseline journaling": (tree, f"{root}/old"), "baseline plain": (tree, None),
+                 "this journaling": (None, f"{root}/new"), "this plain": (None, None)}
+        peers = {}
+        try:
+            for kind, (source, journal) in kinds.items():
+                peers[kind] = peer(source, journal, cpus.peer)
+            clients = {kind: Client(port, True) for kind, (_, port) in peers.items()}
+            figures: dict[str, list[tuple[float, float]]] = {kind: [] for kind in kinds}
+            for run in range(runs):
+                for kind in list(kinds) if run % 2 == 0 else list(reversed(kinds)):
+                    pid = peers[kind][0].pid
+                    before = cpu_seconds(pid) or 0.0
+                    rate = count / clients[kind].one_way(count)
+                    figures[kind].append((rate, ((cpu_seconds(pid) or 0.0) - before) / count))
+            for client in clients.values():
+                client.close()
+        finally:
+            for process, _ in peers.values():
+                process.kill()
+                process.wait()
+    cpu = {kind: statistics.median(run[1] for run in runs_) * 1e6
+           for kind, runs_ in figures.items()}
+    for kind, runs_ in figures.items():
+        print(f"{kind:20} {statistics.median(run[0] for run in runs_):>9,.0f} msgs/s, "
+              f"main CPU {cpu[kind]:.2f} us a message")
+    for which in ("baseline", "this"):
+        ratio = statistics.median(j[0] / p[0] for j, p in zip(
+            figures[f"{which} journaling"], figures[f"{which} plain"], strict=True))
+        print(f"{which}: journaling / plain {ratio:.3f} (median of {runs}), the journal's "
+              f"CPU {cpu[f'{which} journaling'] - cpu[f'{which} plain']:+.2f} us a message")
+
+
+def _estate_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.estate < 1 or args.pairs < 1:
+        parser.error("--estate and --pairs take a count of at least 1")
+    if args.baseline is None:
+        estate(args.estate, args.pairs)
+        return
+    if not (args.baseline / "raetlike" / "bench" / "__init__.py").is_file():
+        parser.error(f"--baseline {args.baseline}: not a raetlike source tree")
+    baseline(args.baseline.resolve(), args.estate * args.pairs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=200_000)
@@ -169,11 +252,12 @@ def main() -> None:
                         help="measure an estate journaling against one not, N times (only that)")
     parser.add_argument("--pairs", type=int, default=9,
                         help="with --estate: alternated pairs of runs each time (default 9)")
+    parser.add_argument("--baseline", type=Path, metavar="TREE",
+                        help="with --estate: instead, a journaling and a plain main from this "
+                             "source tree (an older raetlike) beside ours, alternated")
     args = parser.parse_args()
     if args.estate is not None:
-        if args.estate < 1 or args.pairs < 1:
-            parser.error("--estate and --pairs take a count of at least 1")
-        estate(args.estate, args.pairs)
+        _estate_mode(parser, args)
         return
     base = args.dir or Path(tempfile.mkdtemp(prefix="bench-journal-"))
     try:
