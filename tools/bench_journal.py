@@ -4,7 +4,8 @@ Each record is what ``JournalWriter.record_delivery`` makes of a road
 ``MessageReceived`` with a body carrying ``_seq``, ``_sent`` and 60 bytes of
 padding, so the figure includes mapping and JSON encoding, not only the
 ``write``; the default policy is measured again with raw 100-byte bodies (what
-``raetlike bench`` sends, written by the compiled path when it is built).  The
+``raetlike bench`` sends, written by the compiled path when it is built), and
+once more with one time for each chunk's deliveries, as an estate gives them.  The
 deliveries are made ahead, a chunk at a time, outside the timing (a stack
 hands them over already made), and the writer ticks after each chunk as an
 estate does after each loop round.
@@ -73,13 +74,17 @@ def _deliveries(first: int, last: int, count: int, sources: int,
 
 
 def append(directory: Path, policy: FsyncPolicy, count: int, sources: int,
-           hours: float, *, raw: bool = False) -> float:
-    """Journal ``count`` deliveries; returns records/s (journal time only)."""
+           hours: float, *, raw: bool = False, one_time: bool = False) -> float:
+    """Journal ``count`` deliveries; returns records/s (journal time only).  With
+    ``one_time`` a chunk's deliveries share its first one's time, as an estate's loop
+    round's do."""
     spent = 0.0
     written = 0
     writer = JournalWriter(directory, "main", fsync=policy)
     for first in range(0, count, CHUNK):
         chunk = _deliveries(first, min(first + CHUNK, count), count, sources, hours, raw=raw)
+        if one_time:
+            chunk = [(event, chunk[0][1]) for event, _ in chunk]
         started = time.perf_counter()
         for event, received in chunk:
             writer.record_delivery("main", event, received)
@@ -262,15 +267,19 @@ def main() -> None:
     base = args.dir or Path(tempfile.mkdtemp(prefix="bench-journal-"))
     try:
         print(f"journal encoder: {'compiled' if COMPILED else 'pure Python'} raw-bytes path")
-        runs = [(DEFAULT_FSYNC, False), (DEFAULT_FSYNC, True), (FsyncPolicy.NEVER, False),
-                (FsyncPolicy.ALWAYS, False)]
-        for policy, raw in runs:
+        runs = [(DEFAULT_FSYNC, False, False), (DEFAULT_FSYNC, True, False),
+                (DEFAULT_FSYNC, True, True), (FsyncPolicy.NEVER, False, False),
+                (FsyncPolicy.ALWAYS, False, False)]
+        for policy, raw, one_time in runs:
             count = args.always_records if policy is FsyncPolicy.ALWAYS else args.records
-            directory = base / (policy.value + ("-raw" if raw else ""))
+            directory = base / (policy.value + ("-raw" if raw else "")
+                                + ("-round" if one_time else ""))
             shutil.rmtree(directory, ignore_errors=True)
-            rate = append(directory, policy, count, args.sources, args.hours, raw=raw)
+            rate = append(directory, policy, count, args.sources, args.hours, raw=raw,
+                          one_time=one_time)
             default = " (default)" if policy is DEFAULT_FSYNC else ""
-            bodies = "raw 100 B bodies" if raw else "_seq/_sent bodies"
+            bodies = ("raw, a time a round" if one_time else "raw 100 B bodies" if raw
+                      else "_seq/_sent bodies")
             print(f"fsync {policy.value:8}{default:10} {bodies:18} {count:>9} records  "
                   f"{rate:>10,.0f} records/s")
         if args.pipeline:
