@@ -14,6 +14,7 @@ import os
 import random
 import struct
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raetlike.journal import JournalWriter, read_journal
+from raetlike.journal import JournalWriter, partition_of, read_journal
 from raetlike.journal import _delivery as delivery_module
 from raetlike.journal._delivery import COMPILED, PlainLines, delivery_line
 from road.events import MessageReceived
@@ -191,3 +192,164 @@ def test_a_writer_on_either_path_writes_what_reads_back(
     assert len(writer.segments_sealed) > 1  # 64 KiB segments: rotated by size
     for path in writer.segments_sealed:
         assert path.stat().st_size <= 64 * 1024
+
+
+def _writer(tmp_path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch,
+            **options: Any) -> JournalWriter:
+    if not compiled:
+        monkeypatch.setattr(delivery_module, "_APPEND_PLAIN", None)
+    elif not COMPILED:
+        pytest.skip("the compiled path is not built (RAETLIKE_PURE_PYTHON)")
+    writer = JournalWriter(tmp_path, "main", **options)
+    assert (type(writer._batch).__name__ == "Batch") is compiled  # the path under test
+    return writer
+
+
+_ROUND_TIMES = st.one_of(  # what a writer takes: times whose hour has a date (years 1-9999)
+    st.floats(min_value=1.5e9, max_value=2.5e9),  # wall clocks, the usual case
+    st.floats(min_value=-6e10, max_value=2.5e11),
+    st.floats(min_value=0.0, max_value=1.0),  # below 1: the digits left to repr's code
+    st.integers(min_value=0, max_value=37).map(lambda n: 2.0**n),  # lopsided intervals
+    st.integers(min_value=1, max_value=10**9).map(lambda n: n + 0.5),  # ties
+)
+
+
+@settings(max_examples=150, deadline=None)
+@pytest.mark.parametrize("compiled", PATHS)
+@given(rounds=st.lists(st.tuples(
+    _ROUND_TIMES,
+    st.lists(st.tuples(st.sampled_from(["minion0", "minion1", "\u00e9t\u00e9", 'q"\\']),
+                       st.one_of(st.binary(max_size=30), _BODIES), _COUNTS, _COUNTS),
+             min_size=1, max_size=8)), min_size=1, max_size=6))
+def test_a_writer_s_file_is_byte_for_byte_the_general_lines(
+        tmp_path_factory: pytest.TempPathFactory, compiled: bool,
+        rounds: list[tuple[float, list[tuple[str, object, int, int]]]]) -> None:
+    """The batch a writer journals into (compiled: the C batch that is record_delivery
+    itself, keeping the last pair's prefix and the last time's digits; pure: the Python
+    one) writes exactly delivery_line's bytes, round after round of one time each."""
+    directory = tmp_path_factory.mktemp("journal")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _write_rounds(_writer(directory, compiled, monkeypatch), directory, rounds)
+
+
+def _write_rounds(writer: JournalWriter, directory: Path,
+                  rounds: list[tuple[float, list[tuple[str, object, int, int]]]]) -> None:
+    expected = []
+    for received, deliveries in rounds:
+        for n, (remote, body, number, resends) in enumerate(deliveries):
+            event = MessageReceived(remote=remote, body=body, session_id=number,
+                                    transaction_id=n, segments=1 + n % 3)
+            try:
+                line = delivery_line("main", event, received, resends=resends)
+            except UnicodeEncodeError:
+                continue
+            if resends:
+                writer.record_delivery("main", event, received, resends=resends)
+            else:
+                writer.record_delivery("main", event, received)
+            expected.append((received, line))
+        writer.tick()  # the round's write (its age on the writer's clock: no seal)
+    writer.close()
+    segments: list[tuple[str, bytes]] = []  # a segment for each run of one hour partition
+    for received, line in expected:
+        partition = partition_of(received)
+        if segments and segments[-1][0] == partition:
+            segments[-1] = (partition, segments[-1][1] + line)
+        else:
+            segments.append((partition, line))
+    files = sorted(directory.rglob("*.jsonl"), key=lambda path: int(path.name.split(".")[-2]))
+    assert [(str(path.parent.relative_to(directory)), path.read_bytes())
+            for path in files] == segments
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+def test_record_delivery_takes_the_method_s_arguments_on_either_path(
+        tmp_path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    writer = _writer(tmp_path, compiled, monkeypatch)
+    event = MessageReceived(remote="minion", body=b"x", session_id=1, transaction_id=2,
+                            segments=1)
+    writer.record_delivery("main", event, 1.7e9)
+    writer.record_delivery("main", event, 1.7e9, resends=3)
+    writer.record_delivery(node="main", delivery=event, now_wall=1.7e9)  # by name: the method
+    with pytest.raises(TypeError):
+        writer.record_delivery("main", event)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        writer.record_delivery("main", event, 1.7e9, resend=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        writer.record_delivery("main", event, 1.7e9, 3)  # type: ignore[misc]
+    writer.close()
+    assert [r.resends for r in read_journal([tmp_path]).records] == [0, 3, 0]
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+def test_a_failed_write_keeps_what_did_not_go_out(
+        tmp_path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write() that fails (here: a closed file) raises, and the lines stay in the batch;
+    none is lost or counted as written."""
+    writer = _writer(tmp_path, compiled, monkeypatch)
+    event = MessageReceived(remote="minion", body=b"x", session_id=1, transaction_id=2,
+                            segments=1)
+    for _ in range(3):
+        writer.record_delivery("main", event, 1.7e9)
+    batch = writer._batch
+    waiting = batch.getvalue()
+    read, write = os.pipe()
+    os.close(read)  # EPIPE on write (SIGPIPE is ignored by Python)
+    try:
+        with pytest.raises(BrokenPipeError):
+            batch.write(write)
+    finally:
+        os.close(write)
+    assert batch.getvalue() == waiting
+    assert (batch.records, batch.written, batch.written_records) == (3, 0, 0)
+    writer.close()
+    assert len(read_journal([tmp_path]).records) == 3
+
+
+def test_the_compiled_batch_reads_each_delivery_type_s_own_slots(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C batch learns where a slotted type keeps the fields and reads them there: for
+    types taking turns, and for a type changed after it was learnt (its version tag
+    tells), the lines are delivery_line's."""
+
+    @dataclass(slots=True)
+    class _Reordered:  # a slotted delivery type, its fields in another order than road's
+        segments: int
+        session_id: int
+        body: Any
+        transaction_id: int
+        remote: str
+
+    writer = _writer(tmp_path, True, monkeypatch)
+    expected = []
+    for n in range(40):
+        if n == 20:  # now a property over the slot: read by name, as the general path does
+            _Reordered.transaction_id = property(  # type: ignore[assignment]
+                lambda _self: 7, lambda _self, _value: None)
+        event: Any = (
+            MessageReceived(remote="a", body=b"x" * n, session_id=n, transaction_id=n,
+                            segments=1) if n % 2 else
+            _Reordered(segments=2, session_id=-n, body=b"y", transaction_id=n, remote="b"))
+        writer.record_delivery("main", event, 1.7e9)
+        expected.append(delivery_line("main", event, 1.7e9))
+    writer.close()
+    assert b"".join(path.read_bytes() for path in tmp_path.rglob("*.jsonl")) == b"".join(expected)
+    assert b'"transaction_id":7,' in expected[20]
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+def test_names_whose_escapes_make_a_long_line_do_not_pass_max_bytes(
+        tmp_path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Control characters take six bytes each in JSON: names within the kept bound can make
+    a line longer than PLAIN_ROOM, which the plain paths must leave to the general one (it
+    rotates by the line's size), so a segment passes max_bytes only when one line does."""
+    writer = _writer(tmp_path, compiled, monkeypatch, flush_bytes=4096, max_bytes=16 * 1024)
+    for n in range(100):
+        event = MessageReceived(remote="\x02" * 3000 if n % 10 == 9 else "m", body=b"x",
+                                session_id=1, transaction_id=n, segments=1)
+        writer.record_delivery("main", event, 1.7e9)
+    writer.close()
+    assert len(read_journal([tmp_path]).records) == 100
+    for path in writer.segments_sealed:
+        data = path.read_bytes()
+        assert len(data) <= 16 * 1024 or data.count(b"\n") == 1

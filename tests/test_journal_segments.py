@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -102,14 +104,77 @@ def test_fsync_interval_syncs_once_the_interval_has_passed(
     assert syncs == []
     clock.now += 1.0
     writer.tick()
+    writer._syncer.wait()  # the sync runs in a thread of its own (below)
     assert len(syncs) == 1
     clock.now += 5.0
     writer.tick()  # nothing new since: no sync
+    writer._syncer.wait()
     assert len(syncs) == 1
     writer.append(record(101))
     assert len(syncs) == 1  # gathered: written and synced at the tick that ends the round
     writer.tick()
+    writer._syncer.wait()
     assert len(syncs) == 2
+
+
+def test_the_interval_fsync_does_not_hold_up_the_loop_and_sealing_waits_for_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slow disk: the tick that starts the interval sync returns at once, records go on
+    being written meanwhile, no second sync starts while one waits, and sealing waits for
+    it (and syncs once more) before the file is closed and renamed."""
+    started, release = threading.Event(), threading.Event()
+    order: list[str] = []
+    real = writer_module._sync
+
+    def slow(fd: int) -> None:
+        order.append("sync")
+        started.set()
+        release.wait(10.0)  # the old, inline sync would hold tick() here for 10 s
+        real(fd)
+
+    monkeypatch.setattr(writer_module, "_sync", slow)
+    clock = Clock()
+    writer = JournalWriter(tmp_path, "main", fsync=FsyncPolicy.INTERVAL, fsync_interval=1.0,
+                           clock=clock)
+    writer.append(record(0))
+    clock.now += 1.0
+    began = time.monotonic()
+    writer.tick()
+    assert time.monotonic() - began < 5.0
+    assert started.wait(5.0)
+    for n in range(1, 50):
+        writer.append(record(n))
+    clock.now += 1.0
+    writer.tick()  # written; one sync already waits: none more
+    assert order == ["sync"]
+    release.set()
+    writer.close()
+    assert order == ["sync", "sync"]  # the seal's own, after the first ended
+    assert len(read_journal([tmp_path]).records) == 50
+
+
+def test_an_error_of_the_interval_fsync_is_raised_by_the_writer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real, calls = writer_module._sync, []
+
+    def failing(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 1:
+            raise OSError(errno.EIO, "disk gone")
+        real(fd)  # the seal's own sync works
+
+    monkeypatch.setattr(writer_module, "_sync", failing)
+    clock = Clock()
+    writer = JournalWriter(tmp_path, "main", fsync=FsyncPolicy.INTERVAL, fsync_interval=1.0,
+                           clock=clock)
+    writer.append(record(0))
+    clock.now += 1.0
+    writer.tick()  # started; it fails in its thread
+    with pytest.raises(OSError, match="disk gone"):
+        writer.close()
+    assert writer.open_segment is None  # sealed all the same
+    assert len(journal_files(tmp_path, include_open=False)) == 1
+    assert len(read_journal([tmp_path]).records) == 1
 
 
 def test_fsync_never_leaves_it_to_the_os(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

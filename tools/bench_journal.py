@@ -4,7 +4,8 @@ Each record is what ``JournalWriter.record_delivery`` makes of a road
 ``MessageReceived`` with a body carrying ``_seq``, ``_sent`` and 60 bytes of
 padding, so the figure includes mapping and JSON encoding, not only the
 ``write``; the default policy is measured again with raw 100-byte bodies (what
-``raetlike bench`` sends, written by the compiled path when it is built).  The
+``raetlike bench`` sends, written by the compiled path when it is built), and
+once more with one time for each chunk's deliveries, as an estate gives them.  The
 deliveries are made ahead, a chunk at a time, outside the timing (a stack
 hands them over already made), and the writer ticks after each chunk as an
 estate does after each loop round.
@@ -13,6 +14,7 @@ Usage::
 
     .venv/bin/python tools/bench_journal.py [--records 200000] [--dir DIR]
     .venv/bin/python tools/bench_journal.py --records 1000000 --sources 10 --pipeline
+    .venv/bin/python tools/bench_journal.py --estate 5 [--pairs 9] [--baseline TREE]
 
 ``--pipeline`` keeps the default-policy journal (spread over ``--sources``
 sources and ``--hours`` hours, with ~0.1 % of sequence numbers skipped) and
@@ -21,6 +23,17 @@ second run finds nothing new), beside one Spark pass over the same files (read
 and count, the first after the session's start, as the issue measured it, and
 a second one warm) and, when DuckDB is installed (``pip install -e '.[bench]'``),
 DuckDB doing the same audit, quantiles, rate and pair tables into Parquet.
+
+``--estate N`` measures instead what the journal costs an estate: the part of
+``raetlike bench`` that sends fast one-way runs of 60,000 messages to a main
+that journals every message and to one that does not, in pairs alternated ABBA
+on the peer's CPU (``raetlike.bench.journaled_one_way``), N times over with
+fresh peers.  It prints each time's medians (msgs/s, the pairs' ratio, each
+main's CPU per message) and the median of the N.  With ``--baseline TREE``
+(an older raetlike's sources, e.g. ``git archive main raetlike road lane | tar
+-x -C TREE``) it runs instead that tree's journaling and plain mains beside
+ours, N x pairs rounds alternated, and prints each tree's ratio and the
+journal's CPU per message, measured in the same minutes.
 """
 
 from __future__ import annotations
@@ -61,13 +74,17 @@ def _deliveries(first: int, last: int, count: int, sources: int,
 
 
 def append(directory: Path, policy: FsyncPolicy, count: int, sources: int,
-           hours: float, *, raw: bool = False) -> float:
-    """Journal ``count`` deliveries; returns records/s (journal time only)."""
+           hours: float, *, raw: bool = False, one_time: bool = False) -> float:
+    """Journal ``count`` deliveries; returns records/s (journal time only).  With
+    ``one_time`` a chunk's deliveries share its first one's time, as an estate's loop
+    round's do."""
     spent = 0.0
     written = 0
     writer = JournalWriter(directory, "main", fsync=policy)
     for first in range(0, count, CHUNK):
         chunk = _deliveries(first, min(first + CHUNK, count), count, sources, hours, raw=raw)
+        if one_time:
+            chunk = [(event, chunk[0][1]) for event, _ in chunk]
         started = time.perf_counter()
         for event, received in chunk:
             writer.record_delivery("main", event, received)
@@ -122,6 +139,110 @@ def duckdb_run(journal: Path, out: Path) -> float | None:
     return time.perf_counter() - started
 
 
+def estate(times: int, pairs: int) -> None:
+    """The bench's journaling pair of rows, ``times`` times, each with ``pairs`` pairs."""
+    import statistics  # noqa: PLC0415
+
+    from raetlike._native import build  # noqa: PLC0415
+    from raetlike.bench._common import BenchOptions, pinned  # noqa: PLC0415
+    from raetlike.bench._raetlike import journaled_one_way  # noqa: PLC0415
+
+    print(f"build: {build()}; journal encoder: "
+          f"{'compiled' if COMPILED else 'pure Python'} raw-bytes path")
+    ratios = []
+    with pinned(True) as cpus:
+        for time_ in range(times):
+            # the bench's 20,000 (times 3) messages a run
+            figures = journaled_one_way(BenchOptions(), 20_000, cpus=cpus, pairs=pairs)
+            ratios.append(figures["ratio"])
+            cpu = (f"; main CPU {figures.get('journal_cpu_us', float('nan')):.2f} / "
+                   f"{figures.get('alongside_cpu_us', float('nan')):.2f} us a message")
+            print(f"time {time_ + 1}/{times}: journaling {figures['journal']:,.0f} msgs/s, "
+                  f"not {figures['alongside']:,.0f}, ratio (median of {pairs} pairs) "
+                  f"{figures['ratio']:.3f}{cpu}", flush=True)
+    print(f"median of {times}: {statistics.median(ratios):.3f} "
+          f"(range {min(ratios):.3f}-{max(ratios):.3f})")
+
+
+def baseline(tree: Path, runs: int) -> None:
+    """Journaling and plain mains of ``tree`` and of this tree, four peers on the peer's
+    CPU, one-way runs of 60,000 messages to each in turn (the order reversed every other
+    round): medians of msgs/s and of each main's CPU per message, and each tree's
+    journaling/plain ratio (median of the rounds') and extra CPU per message.
+
+    ``tree`` runs as its sources (no compiled road: its plain main is the comparison
+    for its journaling one); its journal's C is used when built in place there.
+    """
+    import os  # noqa: PLC0415
+    import statistics  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from raetlike.bench._common import cpu_seconds, pin, pinned  # noqa: PLC0415
+    from raetlike.bench._raetlike import Client  # noqa: PLC0415
+
+    def peer(source: Path | None, journal: str | None,
+             cpu: int | None) -> tuple[subprocess.Popen[str], int]:
+        env = dict(os.environ)
+        prelude = ""
+        if source is not None:
+            env["PYTHONPATH"] = str(source)
+            prelude = f"import sys; sys.path.insert(0, {str(source)!r}); "
+        process = subprocess.Popen(
+            [sys.executable, "-c", prelude + "from raetlike.bench import serve_estate; "
+             f"serve_estate(True, {journal!r})"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+            cwd=tempfile.gettempdir())
+        pin(process.pid, cpu)
+        assert process.stdout is not None  # noqa: S101 - a pipe was asked for
+        return process, int(process.stdout.readline())
+
+    count = 60_000
+    with tempfile.TemporaryDirectory(prefix="bench-journal-baseline-") as root, \
+            pinned(True) as cpus:
+        kinds = {"baseline journaling": (tree, f"{root}/old"), "baseline plain": (tree, None),
+                 "this journaling": (None, f"{root}/new"), "this plain": (None, None)}
+        peers = {}
+        try:
+            for kind, (source, journal) in kinds.items():
+                peers[kind] = peer(source, journal, cpus.peer)
+            clients = {kind: Client(port, True) for kind, (_, port) in peers.items()}
+            figures: dict[str, list[tuple[float, float]]] = {kind: [] for kind in kinds}
+            for run in range(runs):
+                for kind in list(kinds) if run % 2 == 0 else list(reversed(kinds)):
+                    pid = peers[kind][0].pid
+                    before = cpu_seconds(pid) or 0.0
+                    rate = count / clients[kind].one_way(count)
+                    figures[kind].append((rate, ((cpu_seconds(pid) or 0.0) - before) / count))
+            for client in clients.values():
+                client.close()
+        finally:
+            for process, _ in peers.values():
+                process.kill()
+                process.wait()
+    cpu = {kind: statistics.median(run[1] for run in runs_) * 1e6
+           for kind, runs_ in figures.items()}
+    for kind, runs_ in figures.items():
+        print(f"{kind:20} {statistics.median(run[0] for run in runs_):>9,.0f} msgs/s, "
+              f"main CPU {cpu[kind]:.2f} us a message")
+    for which in ("baseline", "this"):
+        ratio = statistics.median(j[0] / p[0] for j, p in zip(
+            figures[f"{which} journaling"], figures[f"{which} plain"], strict=True))
+        print(f"{which}: journaling / plain {ratio:.3f} (median of {runs}), the journal's "
+              f"CPU {cpu[f'{which} journaling'] - cpu[f'{which} plain']:+.2f} us a message")
+
+
+def _estate_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.estate < 1 or args.pairs < 1:
+        parser.error("--estate and --pairs take a count of at least 1")
+    if args.baseline is None:
+        estate(args.estate, args.pairs)
+        return
+    if not (args.baseline / "raetlike" / "bench" / "__init__.py").is_file():
+        parser.error(f"--baseline {args.baseline}: not a raetlike source tree")
+    baseline(args.baseline.resolve(), args.estate * args.pairs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=200_000)
@@ -132,19 +253,33 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, help="where to write (default: a temporary dir)")
     parser.add_argument("--pipeline", action="store_true",
                         help="then run the pipeline over the default-policy journal")
+    parser.add_argument("--estate", type=int, metavar="N",
+                        help="measure an estate journaling against one not, N times (only that)")
+    parser.add_argument("--pairs", type=int, default=9,
+                        help="with --estate: alternated pairs of runs each time (default 9)")
+    parser.add_argument("--baseline", type=Path, metavar="TREE",
+                        help="with --estate: instead, a journaling and a plain main from this "
+                             "source tree (an older raetlike) beside ours, alternated")
     args = parser.parse_args()
+    if args.estate is not None:
+        _estate_mode(parser, args)
+        return
     base = args.dir or Path(tempfile.mkdtemp(prefix="bench-journal-"))
     try:
         print(f"journal encoder: {'compiled' if COMPILED else 'pure Python'} raw-bytes path")
-        runs = [(DEFAULT_FSYNC, False), (DEFAULT_FSYNC, True), (FsyncPolicy.NEVER, False),
-                (FsyncPolicy.ALWAYS, False)]
-        for policy, raw in runs:
+        runs = [(DEFAULT_FSYNC, False, False), (DEFAULT_FSYNC, True, False),
+                (DEFAULT_FSYNC, True, True), (FsyncPolicy.NEVER, False, False),
+                (FsyncPolicy.ALWAYS, False, False)]
+        for policy, raw, one_time in runs:
             count = args.always_records if policy is FsyncPolicy.ALWAYS else args.records
-            directory = base / (policy.value + ("-raw" if raw else ""))
+            directory = base / (policy.value + ("-raw" if raw else "")
+                                + ("-round" if one_time else ""))
             shutil.rmtree(directory, ignore_errors=True)
-            rate = append(directory, policy, count, args.sources, args.hours, raw=raw)
+            rate = append(directory, policy, count, args.sources, args.hours, raw=raw,
+                          one_time=one_time)
             default = " (default)" if policy is DEFAULT_FSYNC else ""
-            bodies = "raw 100 B bodies" if raw else "_seq/_sent bodies"
+            bodies = ("raw, a time a round" if one_time else "raw 100 B bodies" if raw
+                      else "_seq/_sent bodies")
             print(f"fsync {policy.value:8}{default:10} {bodies:18} {count:>9} records  "
                   f"{rate:>10,.0f} records/s")
         if args.pipeline:

@@ -39,7 +39,8 @@ from road import events
 from road.keeping import MemoryKeep
 from road.stack import LocalEstate, RoadConfig, RoadStack
 
-__all__ = ["Client", "joins", "measure_bursts", "measure_raetlike", "serve_estate"]
+__all__ = ["Client", "joins", "journaled_one_way", "measure_bursts", "measure_raetlike",
+           "serve_estate"]
 
 _LOOPBACK_DATAGRAM = 60_000
 
@@ -74,7 +75,8 @@ def serve_estate(fast: bool, journal: str | None = None, durable: str | None = N
     """raetlike main estate: echoes messages whose bytes start with ``E``.
 
     With ``journal`` (a directory) it journals every delivery as ``raetlike
-    estate --journal`` does: a record per message, the writer ticked each round.
+    estate --journal`` does: a record per message, stamped with the round's wall time,
+    the writer ticked each round.
     With ``durable`` (a directory) it receives through a durable road (dedup marks on
     disk, fdatasynced per ``fsync``) as ``raetlike estate --durable`` does.
     """
@@ -89,11 +91,14 @@ def serve_estate(fast: bool, journal: str | None = None, durable: str | None = N
     sys.stdout.write(f"{driver.address[1]}\n")
     sys.stdout.flush()
 
+    name = raw.name  # an attribute, as the estate's (raw.name is a property)
+
     def echo() -> None:
+        wall = time.time()  # the round's deliveries are journaled with one time, as the estate's
         while (event := stack.next_event()) is not None:
             if isinstance(event, events.MessageReceived):
                 if writer is not None:
-                    writer.record_delivery(raw.name, event, time.time())
+                    writer.record_delivery(name, event, wall)
                 if isinstance(event.body, bytes) and event.body[:1] == b"E":
                     stack.transmit(event.body, to=event.remote, now=time.monotonic())
         if writer is not None:
@@ -335,12 +340,15 @@ def measure_bursts(options: BenchOptions, progress: Progress = silent,
     return {**figures, "one_way_msgs_per_s": median(stream)}
 
 
-def _journaled_one_way(options: BenchOptions, count: int, progress: Progress,
-                       cpus: Cpus) -> tuple[float, float]:
+def journaled_one_way(options: BenchOptions, count: int, progress: Progress = silent,
+                      cpus: Cpus = UNPINNED, pairs: int | None = None) -> dict[str, float]:
     """Fast one-way msgs/s to a main that journals every message (the default fsync), and
     to one that does not, the runs alternated (ABBA) on the same CPU so that the machine's
-    drift falls on both: medians of each."""
-    pairs = 3 if options.quick else 9
+    drift falls on both: medians of each (``journal``, ``alongside``), of the pairs' ratios
+    (``ratio``), and of each main's CPU per message in µs (``journal_cpu_us``,
+    ``alongside_cpu_us``), over ``pairs`` pairs (default 9, quick 3).
+    ``tools/bench_journal.py --estate`` repeats it alone."""
+    pairs = pairs or (3 if options.quick else 9)
     count *= 3  # a run of a third of a second or more: less of the machine's jitter
     with tempfile.TemporaryDirectory(prefix="raetlike-bench-journal-") as journal:
         journaling, journaling_port = _peer(True, cpus.peer, journal)
@@ -351,18 +359,26 @@ def _journaled_one_way(options: BenchOptions, count: int, progress: Progress,
             raise
         try:
             clients = {True: Client(journaling_port, True), False: Client(plain_port, True)}
+            meters = {True: CpuMeter(journaling.pid), False: CpuMeter(plain.pid)}
             runs: dict[bool, list[float]] = {True: [], False: []}
             for run in range(pairs):
                 progress(f"fast mode: one-way to a journaling main and to a plain one, "
                          f"{count:,} messages (pair {run + 1}/{pairs})")
                 for journaled in (True, False) if run % 2 == 0 else (False, True):
-                    runs[journaled].append(count / clients[journaled].one_way(count))
+                    with meters[journaled].run(count):
+                        runs[journaled].append(count / clients[journaled].one_way(count))
             for client in clients.values():
                 client.close()
         finally:
             stop(journaling)
             stop(plain)
-    return median(runs[True]), median(runs[False])
+    figures = {"journal": median(runs[True]), "alongside": median(runs[False]),
+               "ratio": median([a / b for a, b in zip(runs[True], runs[False], strict=True)])}
+    for journaled, name in ((True, "journal_cpu_us"), (False, "alongside_cpu_us")):
+        receiver = meters[journaled].per_message().get("one_way_cpu_receiver_us")
+        if receiver is not None:
+            figures[name] = receiver
+    return figures
 
 
 def measure_raetlike(options: BenchOptions, fast: bool, progress: Progress = silent,
@@ -416,9 +432,9 @@ def measure_raetlike(options: BenchOptions, fast: bool, progress: Progress = sil
         **bursts,
     }
     if fast:
-        journaled, alongside = _journaled_one_way(options, count, progress, cpus)
-        figures["one_way_journal_msgs_per_s"] = journaled
-        figures["one_way_alongside_msgs_per_s"] = alongside
+        journaled = journaled_one_way(options, count, progress, cpus)
+        figures["one_way_journal_msgs_per_s"] = journaled["journal"]
+        figures["one_way_alongside_msgs_per_s"] = journaled["alongside"]
         figures.update(_durable_one_way(options, count, progress, cpus))
     return figures
 

@@ -75,6 +75,7 @@ def body_size(body: object) -> int:
 
 
 _LONG = 1 << 63
+_ULONG = 1 << 64  # orjson writes ints from -_LONG to below this
 _NUMBERS = (int, float)
 _SEQUENCES = (list, tuple)
 
@@ -224,6 +225,7 @@ PLAIN_ROOM = 4096
 """The longest line :class:`PlainLines` appends (the compiled path's: names of at most
 :data:`_PLAIN_NAMES` bytes, numbers of at most 20 digits)."""
 _PLAIN_NAMES = 3072
+_TAIL_ROOM = 512  # a raw-bytes line's numbers and keys after its prefix, at most (as in C)
 _TRANSACTION_KEY = b'"transaction_id":'
 
 
@@ -249,9 +251,18 @@ class PlainLines:
         self._append = _APPEND_PLAIN if compiled else None
         self._kept: dict[tuple[str, str], dict[str, Any]] = {}  # a pair's fields
         self._prefixes: dict[str, dict[str, bytes]] = {}  # node -> remote -> line prefix
+        self._time = -1.0  # the last received time a raw-bytes line had, and its digits
+        self._time_text = b""
 
-    def append(self, batch: bytearray, node: str, delivery: Delivery, received: float,
-               resends: int) -> int:
+    @property
+    def prefixes(self) -> dict[str, dict[str, bytes]]:
+        """Each kept pair's line up to its numbers (``b""``: names too long to keep), by
+        node and remote: the compiled batch reads it (the same dict, cleared with the rest
+        past :attr:`MOST` pairs)."""
+        return self._prefixes
+
+    def append(self, batch: bytearray, node: str, delivery: Delivery,  # noqa: PLR0912
+               received: float, resends: int) -> int:
         """Append ``delivery``'s line to ``batch``; the bytes appended, at most
         :data:`PLAIN_ROOM`.  0, appending nothing, for a delivery this does not write:
         one that is not plain, a longer line, or a number the compiled path leaves to
@@ -261,6 +272,27 @@ class PlainLines:
             size = self._append(batch, self._prefixes, node, delivery, received, resends)
             if size > 0:
                 return size
+        else:
+            # the same in Python: a raw-bytes body whose pair is kept, its numbers
+            # formatted here (ints that orjson takes, which it writes as %d does; a
+            # received float where repr writes orjson's digits)
+            body = delivery.body
+            prefix = self._prefixes.get(node, _NO_PREFIXES).get(delivery.remote)
+            if (prefix and type(body) is bytes and type(received) is float
+                    and 1e-4 <= received < 1e16):
+                transaction_id, segments, session_id = (
+                    delivery.transaction_id, delivery.segments, delivery.session_id)
+                if (type(transaction_id) is int and type(segments) is int
+                        and type(session_id) is int and type(resends) is int
+                        and -_LONG <= transaction_id < _ULONG and -_LONG <= segments < _ULONG
+                        and -_LONG <= session_id < _ULONG and -_LONG <= resends < _ULONG):
+                    if received != self._time:  # an estate's round has one time: once
+                        self._time, self._time_text = received, repr(received).encode()
+                    line = _RAW_LINE % (prefix, transaction_id, len(body), segments, resends,
+                                        self._time_text, session_id)
+                    if len(line) <= PLAIN_ROOM:
+                        batch += line
+                        return len(line)
         key = (node, delivery.remote)
         fields = self._kept.get(key)
         if fields is None:
@@ -270,10 +302,8 @@ class PlainLines:
             fields, prefix = _plain(node, delivery.remote)
             self._kept[key] = fields
             self._prefixes.setdefault(node, {})[delivery.remote] = prefix
-            if self._append is not None:
-                size = self._append(batch, self._prefixes, node, delivery, received, resends)
-                if size > 0:
-                    return size
+            if prefix:  # the next time, the raw-bytes path above (C or Python) takes it
+                return self.append(batch, node, delivery, received, resends)
         body = delivery.body
         if type(body) is bytes:
             line = _fill_plain(fields, delivery, received, resends, _EMPTY)
@@ -287,13 +317,21 @@ class PlainLines:
         return len(line)
 
 
+_NO_PREFIXES: dict[str, bytes] = {}
+_RAW_LINE = (b'%s%d,"request_id":null,"sequence":null,"body_bytes":%d,"segments":%d,'
+             b'"resends":%d,"sent":null,"received":%s,"session_id":%d}\n')
+"""A raw-bytes delivery's line after its pair's prefix (which ends ``"transaction_id":``)."""
+
+
 def _plain(node: str, remote: str) -> tuple[dict[str, Any], bytes]:
-    """A (node, remote)'s kept fields and line prefix (empty: names too long to keep)."""
+    """A (node, remote)'s kept fields and line prefix (empty: names too long to keep, or
+    whose escapes make the prefix too long for a line within PLAIN_ROOM)."""
     fields = _plain_fields(node, remote).copy()
     if len(node.encode(errors="replace")) + len(remote.encode(errors="replace")) > _PLAIN_NAMES:
         return fields, b""
     line = encode_fields(fields)
-    return fields, line[:line.index(_TRANSACTION_KEY) + len(_TRANSACTION_KEY)]
+    prefix = line[:line.index(_TRANSACTION_KEY) + len(_TRANSACTION_KEY)]
+    return fields, prefix if len(prefix) <= PLAIN_ROOM - _TAIL_ROOM else b""
 
 
 def delivery_line(node: str, delivery: Delivery, received: float, *, resends: int = 0) -> bytes:

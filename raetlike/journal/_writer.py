@@ -26,12 +26,23 @@ import functools
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from raetlike.journal._delivery import PLAIN_ROOM, Delivery, PlainLines, delivery_line
+from raetlike._native import compiled
+from raetlike.journal import _delivery as _delivery_module
+from raetlike.journal._delivery import (
+    _NO_PREFIXES,
+    _RAW_LINE,
+    PLAIN_ROOM,
+    Delivery,
+    PlainLines,
+    delivery_line,
+)
 from raetlike.journal._record import JournalRecord, encode_fields, encode_record
 
 __all__ = ["DEFAULT_FLUSH_BYTES", "DEFAULT_FSYNC", "DEFAULT_FSYNC_INTERVAL", "DEFAULT_MAX_AGE",
@@ -60,6 +71,9 @@ DEFAULT_FSYNC_INTERVAL = 1.0
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_AGE = 300.0
 DEFAULT_FLUSH_BYTES = 64 * 1024
+
+_CBATCH: Any = compiled("raetlike.journal._cjournal", "Batch")
+"""The compiled batch (``_cjournal.c``), unless missing or ``RAETLIKE_PURE_PYTHON`` is set."""
 
 _SEGMENT_NAME = re.compile(r"^(?P<node>.+)\.(?P<stamp>\d{8}T\d{12})\.(?P<pid>\d+)\.(?P<serial>\d+)"
                            + re.escape(OPEN_SUFFIX) + "$")
@@ -108,10 +122,59 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-class _Segment:
-    """One open segment file and its batch of records waiting to be written."""
+class _PyBatch:
+    """Lines waiting for their ``write()``: the pure-Python twin of ``_cjournal.Batch``
+    (which is also the writer's ``record_delivery``; this one is not callable)."""
 
-    def __init__(self, path: Path, opened: float, partition: str, hour: int, *,
+    __slots__ = ("data", "end", "limit", "records", "start", "written", "written_records")
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.records = 0  # lines waiting
+        self.written = 0  # bytes written, and lines (the segment resets both)
+        self.written_records = 0
+        self.start = self.end = 0.0  # raw-bytes lines received from start to before end
+        self.limit = 0  # join while fewer bytes than this wait
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def append(self, line: bytes | bytearray) -> None:
+        self.data += line
+        self.records += line.count(b"\n")
+
+    def write(self, fd: int) -> int:
+        """Hand every waiting byte to the OS; what went out leaves the batch (also when a
+        later ``write()`` fails: the error is raised, the rest waits)."""
+        data = self.data
+        done = 0
+        try:
+            with memoryview(data) as whole:
+                while done < len(whole):
+                    done += os.write(fd, whole[done:])
+        finally:
+            lines = self.records if done == len(data) else data.count(b"\n", 0, done)
+            self.written += done
+            self.written_records += lines
+            self.records -= lines
+            del data[:done]
+        return done
+
+    def clear(self) -> None:
+        self.data.clear()
+        self.records = 0
+
+    def getvalue(self) -> bytes:
+        return bytes(self.data)
+
+
+_Batch = _PyBatch | Any  # or a _cjournal.Batch, which has the same attributes
+
+
+class _Segment:
+    """One open segment file; the writer's batch holds its records waiting to be written."""
+
+    def __init__(self, path: Path, opened: float, partition: str, hour: int, batch: _Batch, *,
                  sync_directory: bool, flush_bytes: int, max_bytes: int) -> None:
         self.path = path
         self.opened = opened
@@ -120,49 +183,60 @@ class _Segment:
         self.start, self.end = hour * 3600.0, (hour + 1) * 3600.0  # its wall times
         self.flush_bytes = flush_bytes
         self.max_bytes = max_bytes
-        self.written = 0  # bytes handed to the OS
-        self.written_records = 0
-        self.waiting = bytearray()  # appended, not yet written (whole records)
-        self.limit = 0  # the batch length below which a raw-bytes record may join it
-        self._set_limit()
         path.parent.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         _OPEN_PATHS.add(path)
+        self.batch = batch  # empty: the last segment's was written when it was sealed
+        batch.written = batch.written_records = 0
+        batch.start, batch.end = self.start, self.end
+        self._set_limit()
         if sync_directory:
             _sync_directory(path.parent)
 
     def _set_limit(self) -> None:
         # a raw-bytes line (at most PLAIN_ROOM) below it neither passes max_bytes nor
         # leaves a full batch unwritten
-        self.limit = min(self.flush_bytes, self.max_bytes - self.written - PLAIN_ROOM)
+        self.batch.limit = min(self.flush_bytes, self.max_bytes - self.batch.written - PLAIN_ROOM)
+
+    @property
+    def written(self) -> int:
+        """Bytes handed to the OS."""
+        return int(self.batch.written)
+
+    @property
+    def written_records(self) -> int:
+        """Records handed to the OS."""
+        return int(self.batch.written_records)
 
     @property
     def size(self) -> int:
         """Bytes of the segment, written or waiting."""
-        return self.written + len(self.waiting)
+        return int(self.batch.written) + len(self.batch)
 
     @property
     def records(self) -> int:
         """Records in the segment, written or waiting (a line is a record)."""
-        return self.written_records + self.waiting.count(b"\n")
+        return int(self.batch.written_records + self.batch.records)
 
     def flush(self) -> bool:
         """Hand what waits to the OS in one ``write`` (whole records only); False: nothing."""
-        waiting = self.waiting
-        if not waiting:
+        if not len(self.batch):
             return False
-        self.written_records += waiting.count(b"\n")
-        with memoryview(waiting) as whole:
-            done = 0
-            while done < len(whole):
-                done += os.write(self.fd, whole[done:])
-        self.written += len(waiting)
-        waiting.clear()
-        self._set_limit()
+        try:
+            self.batch.write(self.fd)
+        finally:
+            self._set_limit()
         return True
+
+    def close_window(self) -> None:
+        """No raw-bytes line joins the batch any more (the segment is done with)."""
+        batch = self.batch
+        batch.start = batch.end = 0.0
+        batch.limit = 0
 
     def seal(self, *, sync: bool) -> Path:
         self.flush()
+        self.close_window()
         if sync:
             _sync(self.fd)
         os.close(self.fd)
@@ -172,6 +246,46 @@ class _Segment:
         if sync:
             _sync_directory(sealed.parent)
         return sealed
+
+
+class _Syncer:
+    """The interval fdatasync, in a thread of its own: the loop round that starts it goes
+    on delivering while the disk works (a sync of a second's journal took 15-35 ms here,
+    which on the delivery path stalled every sender).  One at a time; the writer waits for
+    it before closing the segment's file, and raises there any error it met."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._error: OSError | None = None
+
+    def idle(self) -> bool:
+        """No sync under way (one that ended has its error raised here)."""
+        if self._thread is not None and self._thread.is_alive():
+            return False
+        self.wait()
+        return True
+
+    def start(self, fd: int) -> None:
+        self._thread = threading.Thread(target=self._sync, args=(fd,), daemon=True,
+                                        name="journal-fdatasync")
+        self._thread.start()
+
+    def _sync(self, fd: int) -> None:
+        try:
+            _sync(fd)
+        except OSError as exc:
+            self._error = exc
+
+    def wait(self, *, raise_error: bool = True) -> OSError | None:
+        """Until the sync under way (if any) is done; then its error, if it met one, is
+        raised (or returned)."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        error, self._error = self._error, None
+        if error is not None and raise_error:
+            raise error
+        return error
 
 
 class JournalWriter:
@@ -205,7 +319,18 @@ class JournalWriter:
         self._serial = 0
         self._synced = clock()
         self._dirty = False
+        self._syncer = _Syncer()
         self._plain = PlainLines()
+        self._raw_prefixes = self._plain.prefixes
+        self._time, self._time_text = -1.0, b""  # the pure path's last time and its digits
+        self._batch: _Batch
+        if _CBATCH is not None and _delivery_module._APPEND_PLAIN is not None:
+            # record_delivery is the C batch itself (no Python frame for a raw-bytes
+            # delivery); what it does not write goes to the method below
+            self._batch = _CBATCH(self._plain.prefixes, self.record_delivery, self._full)
+            self.record_delivery = self._batch  # type: ignore[method-assign]
+        else:
+            self._batch = _PyBatch()
         self.directory.mkdir(parents=True, exist_ok=True)
         self.recovered = self._seal_leftovers()
 
@@ -221,17 +346,57 @@ class JournalWriter:
 
         The record is :func:`~raetlike.journal.record_from_delivery`'s, written
         straight from the delivery (the journal's hot path makes no record object).
+        With the compiled path this is, on each writer, its ``_cjournal.Batch``, which
+        writes a raw-bytes delivery's line itself and calls this method for the rest.
+        An estate passes one ``now_wall`` for all the deliveries of a loop round: the
+        compiled path then formats that time once.
         """
         segment = self._segment
         if segment is not None and segment.start <= now_wall < segment.end:
-            # the common case, inline: the open segment's batch takes a raw-bytes line
-            waiting = segment.waiting
-            if len(waiting) < segment.limit and self._plain.append(
-                    waiting, node, delivery, now_wall, resends):
-                if len(waiting) >= segment.limit:
-                    self._write(segment)
-                return
+            # the common case: the open segment's batch takes a plain delivery's line
+            batch = self._batch
+            if type(batch) is _PyBatch:
+                data, limit = batch.data, batch.limit
+                if len(data) < limit and (
+                        type(body := delivery.body) is bytes and type(now_wall) is float
+                        and 1e-4 <= now_wall < 1e16  # where repr writes orjson's digits
+                        and (prefix := self._raw_prefixes.get(node, _NO_PREFIXES).get(
+                            delivery.remote))):
+                    # the pure path's raw-bytes line, inline (no frame more): the C batch's
+                    # numbers, formatted here when they are ints in [0, 2**63)
+                    number, segments, session = (
+                        delivery.transaction_id, delivery.segments, delivery.session_id)
+                    if (type(number) is int and type(segments) is int
+                            and type(session) is int and type(resends) is int
+                            and not (number | segments | session | resends) >> 63):
+                        if now_wall != self._time:  # one time a round: formatted once
+                            self._time, self._time_text = now_wall, repr(now_wall).encode()
+                        data += _RAW_LINE % (prefix, number, len(body), segments, resends,
+                                             self._time_text, session)
+                        batch.records += 1
+                        if len(data) >= limit:
+                            self._write(segment)
+                        return
+                if len(data) < limit and self._plain.append(data, node, delivery, now_wall,
+                                                            resends):
+                    batch.records += 1
+                    if len(data) >= limit:
+                        self._write(segment)
+                    return
+            elif len(batch) < batch.limit:
+                # the compiled batch did not write it: a new pair, or not raw bytes
+                line = bytearray()
+                if self._plain.append(line, node, delivery, now_wall, resends):
+                    batch.append(line)
+                    if len(batch) >= batch.limit:
+                        self._write(segment)
+                    return
         self._append_line(delivery_line(node, delivery, now_wall, resends=resends), now_wall)
+
+    def _full(self) -> None:
+        """The compiled batch's call once ``flush_bytes`` wait: write them."""
+        if self._segment is not None:
+            self._write(self._segment)
 
     def record_durable(self, node: str, delivery: Delivery, now_wall: float, *, store: int,
                        durable_seq: int, resends: int = 0) -> None:
@@ -261,11 +426,11 @@ class JournalWriter:
 
     def _append_line(self, data: bytes, received: float) -> None:
         segment = self._segment_for(received, len(data))
-        segment.waiting += data
+        segment.batch.append(data)
         if self.fsync is FsyncPolicy.ALWAYS:
             segment.flush()
             _sync(segment.fd)
-        elif len(segment.waiting) >= self.flush_bytes:
+        elif len(segment.batch) >= self.flush_bytes:
             self._write(segment)
 
     def _write(self, segment: _Segment) -> None:
@@ -307,7 +472,10 @@ class JournalWriter:
         """Let go of the open segment as a killed process would: what waits unwritten is
         lost, nothing is sealed (a test's crash; the next writer seals the segment)."""
         segment, self._segment = self._segment, None
+        self._syncer.wait(raise_error=False)  # (a killed process's sync ends with it)
         if segment is not None:
+            segment.batch.clear()
+            segment.close_window()
             os.close(segment.fd)
             _OPEN_PATHS.discard(segment.path)
 
@@ -361,7 +529,7 @@ class JournalWriter:
                 continue
             try:
                 self._segment = _Segment(
-                    path, opened, partition, hour,
+                    path, opened, partition, hour, self._batch,
                     sync_directory=self.fsync is FsyncPolicy.ALWAYS,
                     # fsync always: every record is written at once, none is batched
                     flush_bytes=0 if self.fsync is FsyncPolicy.ALWAYS else self.flush_bytes,
@@ -375,18 +543,23 @@ class JournalWriter:
         segment = self._segment
         assert segment is not None  # noqa: S101 - callers check
         self._segment = None
+        failed = self._syncer.wait(raise_error=False)  # before the fd closes
         sealed = segment.seal(sync=self.fsync is not FsyncPolicy.NEVER)
         self._dirty = False
         self._synced = self.clock()
         self.segments_sealed.append(sealed)
         self._sealed_records += segment.written_records
         log.debug("journal %s: sealed %s (%d records)", self.node, sealed, segment.records)
+        if failed is not None:
+            raise failed  # the interval sync's error: sealed all the same, then told
 
     def _maybe_sync(self, now: float) -> None:
         if (self.fsync is FsyncPolicy.INTERVAL and self._dirty and self._segment is not None
                 and now - self._synced >= self.fsync_interval):
+            if not self._syncer.idle():
+                return  # the last one still waits for the disk: the next tick tries again
             self._segment.flush()
-            _sync(self._segment.fd)
+            self._syncer.start(self._segment.fd)
             self._dirty = False
             self._synced = now
 
