@@ -393,7 +393,11 @@ static int learn_slots(Batch *self, PyTypeObject *type)
     for (n = 0; n < 5; n++) {
         PyObject *found = _PyType_Lookup(type, names[n]);  /* borrowed */
         PyMemberDef *member;
-        if (found == NULL || Py_TYPE(found) != &PyMemberDescr_Type) {
+        /* a member descriptor of this type or a base: one borrowed from another class
+         * (C.remote = A.__dict__["remote"]) has A's offsets, which the generic getattr
+         * refuses on a C (TypeError), and so does this */
+        if (found == NULL || Py_TYPE(found) != &PyMemberDescr_Type
+                || !PyType_IsSubtype(type, PyDescr_TYPE(found))) {
             return 0;
         }
         member = ((PyMemberDescrObject *)found)->d_member;
