@@ -4,6 +4,13 @@ its write() waits, a node whose hash runs Python."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import select
+import signal
+import termios
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +73,128 @@ def test_slots_borrowed_from_an_unrelated_class_are_not_read_at_their_offsets(
             writer.record_delivery("main", foreign, 1.7e9)
     writer.close()
     assert len(read_journal([tmp_path]).records) == 1
+
+
+def _fill_pipe(batch: Any) -> tuple[int, int, bytes]:
+    """A pipe, and 200,000 bytes (2,000 lines) waiting in ``batch``: more than the pipe
+    holds, so a write() of them waits for a reader."""
+    read, write = os.pipe()
+    for n in range(2000):
+        batch.append(b"%099d\n" % n)
+    return read, write, batch.getvalue()
+
+
+def _drain(read: int, expected: int) -> bytes:
+    got = bytearray()
+    while len(got) < expected:
+        chunk = os.read(read, 1 << 16)
+        if not chunk:
+            break
+        got += chunk
+    return bytes(got)
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+@pytest.mark.parametrize("touch", ["clear", "append", "write"])
+def test_a_signal_handler_cannot_change_a_batch_while_it_is_written(
+        compiled: bool, touch: str) -> None:
+    """write() waits on a full pipe; a signal handler runs there (EINTR) and touches the
+    batch: that raises BufferError out of write(), which counts what went out and keeps
+    the rest, whole (before, on the C batch, clear() made its size negative)."""
+    batch = _batch(compiled)
+    read, write, data = _fill_pipe(batch)
+    seen: list[BaseException] = []
+    handled, finished = threading.Event(), threading.Event()
+    drained = bytearray()
+
+    def handler(_signum: int, _frame: Any) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        handled.set()
+        try:
+            if touch == "clear":
+                batch.clear()
+            elif touch == "append":
+                batch.append(b"y\n")
+            else:
+                batch.write(write)
+        except BufferError as exc:
+            seen.append(exc)
+            raise
+
+    def unblock() -> None:  # a write that was not stopped ends once a reader comes
+        if not handled.wait(30.0) or finished.wait(2.0):
+            return
+        while not finished.is_set():
+            if select.select([read], [], [], 0.05)[0]:
+                drained.extend(os.read(read, 1 << 16))
+
+    reader = threading.Thread(target=unblock)
+    reader.start()
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, 0.2, 0.2)
+    try:
+        with pytest.raises(BufferError):
+            batch.write(write)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        finished.set()
+        reader.join()
+    try:
+        assert len(seen) == 1
+        assert drained == b""  # the write stopped at the handler's error
+        assert batch.getvalue() == data[batch.written:]
+        assert len(batch) == len(data) - batch.written
+        assert batch.written_records + batch.records == 2000
+        assert batch.written_records == data.count(b"\n", 0, batch.written)
+        if compiled:  # what went out is counted: the handler runs at EINTR, in write()
+            assert 0 < batch.written < len(data)
+            assert _drain(read, batch.written) == data[:batch.written]
+        # (the pure batch's os.write can return a short count and a handler's error be
+        # raised before it is added up: those bytes are then not counted as written)
+    finally:
+        os.close(write)
+        os.close(read)
+
+
+def _waiting(descriptor: int) -> int:
+    count = bytearray(4)
+    fcntl.ioctl(descriptor, termios.FIONREAD, count)
+    return int.from_bytes(count, "little")
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+def test_another_thread_cannot_change_a_batch_while_it_is_written(compiled: bool) -> None:
+    """write() lets other threads run while it waits on the disk; one that appends or
+    clears gets BufferError (before, on the C batch, an append could move the buffer
+    under the write: a use after free), and the pipe gets exactly the batch's bytes."""
+    batch = _batch(compiled)
+    read, write, data = _fill_pipe(batch)
+    errors: list[BaseException] = []
+
+    def write_all() -> None:
+        try:
+            batch.write(write)
+        except BaseException as exc:  # noqa: BLE001 - told to the test below
+            errors.append(exc)
+
+    writer = threading.Thread(target=write_all)
+    writer.start()
+    try:
+        deadline = time.monotonic() + 30.0
+        while _waiting(read) < 4096 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(0.05)  # the pipe is full: the write waits (for the reader below)
+        with pytest.raises(BufferError):
+            batch.append(b"y\n")
+        with pytest.raises(BufferError):
+            batch.clear()
+        out = _drain(read, len(data))
+    finally:
+        writer.join(30.0)
+        os.close(read)
+        os.close(write)
+    assert errors == []
+    assert out == data
+    assert (len(batch), batch.records, batch.written, batch.written_records) \
+        == (0, 0, len(data), 2000)

@@ -316,9 +316,23 @@ typedef struct {
     double last_time;           /* the last received time, */
     char time_text[40];         /* its digits, */
     Py_ssize_t time_size;       /* and their length (0: none yet) */
+    int busy;                   /* write() is handing data to the OS (see batch_write) */
 } Batch;
 
 static PyObject *s_resends, *zero;
+
+/* 0, or -1 with BufferError while write() is under way: a signal handler it runs, or a
+ * thread that runs while it waits for the OS without the GIL, must not change the data
+ * it writes (a realloc would free it; a clear would make its size negative).  The
+ * pure-Python batch's bytearray refuses the same way while its memoryview is out. */
+static int not_busy(Batch *self)
+{
+    if (self->busy) {
+        PyErr_SetString(PyExc_BufferError, "the journal batch is being written");
+        return -1;
+    }
+    return 0;
+}
 
 /* Room for ``more`` bytes after the batch's; -1 with MemoryError when there is none. */
 static int reserve(Batch *self, Py_ssize_t more)
@@ -463,6 +477,9 @@ static int batch_plain(Batch *self, PyObject *node, PyObject *delivery,
     Py_ssize_t prefix_size;
     Numbers numbers;
     char tail[TAIL_ROOM], *end;
+    if (not_busy(self) < 0) {
+        return -1;
+    }
     if (!plain_time(received_object, &received)
             || !(received >= self->start && received < self->end)
             || self->size >= self->limit || !exact_int(resends_object, &resends)) {
@@ -594,7 +611,7 @@ static Py_ssize_t batch_length(Batch *self)
 static PyObject *batch_append(Batch *self, PyObject *data)
 {
     Py_buffer view;
-    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
+    if (not_busy(self) < 0 || PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
     if (reserve(self, view.len) < 0) {
@@ -609,16 +626,19 @@ static PyObject *batch_append(Batch *self, PyObject *data)
 }
 
 /* write(fd): hand every waiting byte to the OS; what went out leaves the batch (also when
- * a later write() fails: the error is raised, the rest waits). */
+ * a later write() fails: the error is raised, the rest waits).  Busy meanwhile: the data
+ * is written without the GIL, and a signal handler runs at EINTR; an error either raises
+ * (BufferError from another touch of the batch included) ends the write. */
 static PyObject *batch_write(Batch *self, PyObject *fd_object)
 {
     int fd = PyObject_AsFileDescriptor(fd_object);
     Py_ssize_t done = 0, lines;
     ssize_t n;
     int error = 0;
-    if (fd < 0) {
+    if (fd < 0 || not_busy(self) < 0) {
         return NULL;
     }
+    self->busy = 1;
     while (done < self->size) {
         Py_BEGIN_ALLOW_THREADS
         n = write(fd, self->data + done, (size_t)(self->size - done));
@@ -637,6 +657,7 @@ static PyObject *batch_write(Batch *self, PyObject *fd_object)
         }
         done += n;
     }
+    self->busy = 0;
     lines = done == self->size ? self->records : count_lines(self->data, done);
     self->written += done;
     self->written_records += lines;
@@ -654,6 +675,9 @@ static PyObject *batch_write(Batch *self, PyObject *fd_object)
 static PyObject *batch_clear(Batch *self, PyObject *unused)
 {
     (void)unused;
+    if (not_busy(self) < 0) {
+        return NULL;
+    }
     self->size = 0;
     self->records = 0;
     Py_RETURN_NONE;

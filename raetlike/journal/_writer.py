@@ -126,9 +126,11 @@ class _PyBatch:
     """Lines waiting for their ``write()``: the pure-Python twin of ``_cjournal.Batch``
     (which is also the writer's ``record_delivery``; this one is not callable)."""
 
-    __slots__ = ("data", "end", "limit", "records", "start", "written", "written_records")
+    __slots__ = ("_busy", "data", "end", "limit", "records", "start", "written",
+                 "written_records")
 
     def __init__(self) -> None:
+        self._busy = False  # write() under way (its data must not change meanwhile)
         self.data = bytearray()
         self.records = 0  # lines waiting
         self.written = 0  # bytes written, and lines (the segment resets both)
@@ -145,14 +147,20 @@ class _PyBatch:
 
     def write(self, fd: int) -> int:
         """Hand every waiting byte to the OS; what went out leaves the batch (also when a
-        later ``write()`` fails: the error is raised, the rest waits)."""
+        later ``write()`` fails: the error is raised, the rest waits).  Meanwhile (a
+        signal handler, another thread) the batch refuses to change with BufferError, as
+        the C one does: append and clear by the bytearray's export, write here."""
+        if self._busy:
+            raise BufferError("the journal batch is being written")
         data = self.data
         done = 0
+        self._busy = True
         try:
             with memoryview(data) as whole:
                 while done < len(whole):
                     done += os.write(fd, whole[done:])
         finally:
+            self._busy = False
             lines = self.records if done == len(data) else data.count(b"\n", 0, done)
             self.written += done
             self.written_records += lines
