@@ -198,3 +198,34 @@ def test_another_thread_cannot_change_a_batch_while_it_is_written(compiled: bool
     assert out == data
     assert (len(batch), batch.records, batch.written, batch.written_records) \
         == (0, 0, len(data), 2000)
+
+
+def test_a_node_whose_hash_changes_the_delivery_does_not_free_the_remote_in_use(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C batch held the delivery's remote as a borrowed slot pointer while it looked
+    the node up; a node of a str subclass runs Python there, which can replace the
+    remote (freeing it) and put another string in its memory: the line then named a
+    remote the delivery never had.  Now such a node goes to the general path."""
+    writer = _writer(tmp_path, True, monkeypatch)
+    for remote in ("peerA", "peerB"):  # both pairs' prefixes are kept
+        writer.record_delivery("main", MessageReceived(
+            remote=remote, body=b"x", session_id=1, transaction_id=1, segments=1), 1.7e9)
+    kept: list[str] = []
+    event = MessageReceived(remote="".join(["pee", "rA"]), body=b"x", session_id=1,
+                            transaction_id=2, segments=1)
+
+    class Node(str):
+        def __hash__(self) -> int:
+            object.__setattr__(event, "remote", "peerC")  # the old remote is freed ...
+            kept.extend("".join(["pee", "rB"]) for _ in range(4))  # ... and its memory reused
+            return str.__hash__(self)
+
+        def __eq__(self, other: object) -> bool:
+            return str.__eq__(self, other)
+
+    writer.record_delivery(Node("main"), event, 1.7e9)
+    writer.close()
+    sources = [r.source.estate for r in read_journal([tmp_path]).records]
+    assert sources[:2] == ["peerA", "peerB"]
+    assert sources[2] in ("peerA", "peerC")
+    assert len(sources) == 3

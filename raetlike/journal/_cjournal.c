@@ -366,7 +366,10 @@ static Py_ssize_t count_lines(const char *data, Py_ssize_t size)
     return lines;
 }
 
-/* The prefix kept for (node, remote) (borrowed), NULL when none is (no exception). */
+/* The prefix kept for (node, remote) (borrowed from the batch, which keeps the last
+ * one), NULL when none is (no exception).  The caller holds node and remote: a key of
+ * the dicts may run Python in its __eq__, which can change anything else (the inner
+ * dict is held here across its lookup). */
 static PyObject *kept_prefix(Batch *self, PyObject *node, PyObject *remote)
 {
     PyObject *inner, *prefix;
@@ -378,9 +381,11 @@ static PyObject *kept_prefix(Batch *self, PyObject *node, PyObject *remote)
         PyErr_Clear();
         return NULL;
     }
+    Py_INCREF(inner);
     prefix = PyDict_GetItemWithError(inner, remote);
     if (prefix == NULL || !PyBytes_CheckExact(prefix) || PyBytes_GET_SIZE(prefix) == 0) {
         PyErr_Clear();  /* none yet, too long to keep, or an unhashable remote */
+        Py_DECREF(inner);
         return NULL;
     }
     Py_INCREF(node);
@@ -389,7 +394,8 @@ static PyObject *kept_prefix(Batch *self, PyObject *node, PyObject *remote)
     Py_XSETREF(self->last_node, node);
     Py_XSETREF(self->last_remote, remote);
     Py_XSETREF(self->last_prefix, prefix);
-    return prefix;
+    Py_DECREF(inner);
+    return self->last_prefix;
 }
 
 /* Learn where ``type`` keeps the five fields, when each is a plain slot (a member
@@ -431,8 +437,9 @@ static int learn_slots(Batch *self, PyTypeObject *type)
 
 #define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
 
-/* ``delivery``'s remote (borrowed, or a new reference in ``*owned``) and numbers; 0 (no
- * exception) when it is not one this path writes. */
+/* ``delivery``'s remote (a new reference, also in ``*owned``: looking it up may run
+ * Python that replaces the delivery's fields) and numbers; 0 (no exception, no
+ * reference) when it is not one this path writes. */
 static int read_delivery(Batch *self, PyObject *delivery, PyObject **remote, PyObject **owned,
                          Numbers *numbers)
 {
@@ -462,9 +469,14 @@ static int read_delivery(Batch *self, PyObject *delivery, PyObject **remote, PyO
         return 0;  /* (a remote of a str subclass: hashed by the general path) */
     }
     numbers->body_bytes = PyBytes_GET_SIZE(body);
-    return exact_int(SLOT(delivery, self->slot_offsets[2]), &numbers->transaction_id)
-        && exact_int(SLOT(delivery, self->slot_offsets[3]), &numbers->segments)
-        && exact_int(SLOT(delivery, self->slot_offsets[4]), &numbers->session_id);
+    if (!(exact_int(SLOT(delivery, self->slot_offsets[2]), &numbers->transaction_id)
+          && exact_int(SLOT(delivery, self->slot_offsets[3]), &numbers->segments)
+          && exact_int(SLOT(delivery, self->slot_offsets[4]), &numbers->session_id))) {
+        return 0;
+    }
+    Py_INCREF(*remote);
+    *owned = *remote;
+    return 1;
 }
 
 /* Append a raw-bytes delivery's line; 1 done, 0 not this path's (no exception), -1 error. */
@@ -480,6 +492,9 @@ static int batch_plain(Batch *self, PyObject *node, PyObject *delivery,
     if (not_busy(self) < 0) {
         return -1;
     }
+    if (!PyUnicode_CheckExact(node)) {
+        return 0;  /* its hash and __eq__ may run Python: the general path's */
+    }
     if (!plain_time(received_object, &received)
             || !(received >= self->start && received < self->end)
             || self->size >= self->limit || !exact_int(resends_object, &resends)) {
@@ -489,13 +504,16 @@ static int batch_plain(Batch *self, PyObject *node, PyObject *delivery,
         return 0;
     }
     prefix = kept_prefix(self, node, remote);
-    Py_XDECREF(owned);
     if (prefix == NULL) {
+        Py_XDECREF(owned);
         return 0;
     }
+    /* no Python runs from here to the copy: the prefix kept by the batch stays; the
+     * remote is let go after it (its last reference may run a __del__) */
     if (received != self->last_time || self->time_size == 0) {
         end = put_received(self->time_text, received);
         if (end == NULL) {
+            Py_XDECREF(owned);
             return -1;
         }
         self->time_size = end - self->time_text;
@@ -504,12 +522,14 @@ static int batch_plain(Batch *self, PyObject *node, PyObject *delivery,
     end = put_tail(tail, &numbers, resends, self->time_text, self->time_size);
     prefix_size = PyBytes_GET_SIZE(prefix);
     if (reserve(self, prefix_size + (end - tail)) < 0) {
+        Py_XDECREF(owned);
         return -1;
     }
     memcpy(self->data + self->size, PyBytes_AS_STRING(prefix), (size_t)prefix_size);
     memcpy(self->data + self->size + prefix_size, tail, (size_t)(end - tail));
     self->size += prefix_size + (end - tail);
     self->records++;
+    Py_XDECREF(owned);
     return 1;
 }
 
