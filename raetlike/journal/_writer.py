@@ -191,10 +191,14 @@ class _Segment:
         self.start, self.end = hour * 3600.0, (hour + 1) * 3600.0  # its wall times
         self.flush_bytes = flush_bytes
         self.max_bytes = max_bytes
+        self.closed = False  # its file closed (sealed, or its seal failed past the write)
+        self.sealed: Path | None = None  # its name once sealed
+        if len(batch):  # bytes another segment left would land in this one's file
+            raise RuntimeError("a new journal segment's batch must be empty")
         path.parent.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         _OPEN_PATHS.add(path)
-        self.batch = batch  # empty: the last segment's was written when it was sealed
+        self.batch = batch  # empty (above): the last segment's was written when it was sealed
         batch.written = batch.written_records = 0
         batch.start, batch.end = self.start, self.end
         self._set_limit()
@@ -243,14 +247,23 @@ class _Segment:
         batch.limit = 0
 
     def seal(self, *, sync: bool) -> Path:
+        """Write what waits, close the file and rename it sealed.  A failed write (a full
+        disk) changes nothing: the segment stays open, its lines waiting for its file.
+        Past the write it is done with (:attr:`closed`), whatever fails: a failed sync
+        still closes and renames the file, then is raised."""
         self.flush()
         self.close_window()
-        if sync:
-            _sync(self.fd)
-        os.close(self.fd)
-        _OPEN_PATHS.discard(self.path)
-        sealed = self.path.with_name(self.path.name.removesuffix(OPEN_SUFFIX) + SEALED_SUFFIX)
-        os.rename(self.path, sealed)
+        self.closed = True
+        try:
+            if sync:
+                _sync(self.fd)
+        finally:
+            os.close(self.fd)
+            _OPEN_PATHS.discard(self.path)
+            sealed = self.path.with_name(self.path.name.removesuffix(OPEN_SUFFIX)
+                                         + SEALED_SUFFIX)
+            os.rename(self.path, sealed)
+            self.sealed = sealed
         if sync:
             _sync_directory(sealed.parent)
         return sealed
@@ -548,16 +561,25 @@ class JournalWriter:
             return self._segment
 
     def _seal(self) -> None:
+        """Seal the open segment.  When its lines cannot be written (a full disk) it stays
+        the open segment, lines, file and hour, and the error is raised: the next seal
+        (at the next record of another hour, tick by age, or close) tries again, so no
+        line ever lands in another segment's file."""
         segment = self._segment
         assert segment is not None  # noqa: S101 - callers check
-        self._segment = None
         failed = self._syncer.wait(raise_error=False)  # before the fd closes
-        sealed = segment.seal(sync=self.fsync is not FsyncPolicy.NEVER)
-        self._dirty = False
-        self._synced = self.clock()
-        self.segments_sealed.append(sealed)
-        self._sealed_records += segment.written_records
-        log.debug("journal %s: sealed %s (%d records)", self.node, sealed, segment.records)
+        try:
+            segment.seal(sync=self.fsync is not FsyncPolicy.NEVER)
+        finally:
+            if segment.closed:  # done with, whatever failed after its write
+                self._segment = None
+                self._dirty = False
+                self._synced = self.clock()
+                self._sealed_records += segment.written_records
+                if segment.sealed is not None:
+                    self.segments_sealed.append(segment.sealed)
+                log.debug("journal %s: sealed %s (%d records)", self.node, segment.sealed,
+                          segment.records)
         if failed is not None:
             raise failed  # the interval sync's error: sealed all the same, then told
 

@@ -1,0 +1,120 @@
+"""A journal writer meets faults (a full disk, a failed sync, no thread to be had) and
+loses nothing it did not report, never moves a record into another hour's segment, and
+stays usable; a subclass's record_delivery is called on either path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raetlike.journal import (
+    JournalWriter,
+    journal_files,
+    partition_of,
+    read_journal,
+)
+from raetlike.journal import _delivery as delivery_module
+from raetlike.journal._delivery import COMPILED
+from tests.journalkit import HOUR_START
+
+ROOT = Path(__file__).resolve().parent.parent
+PATHS = [pytest.param(True, id="compiled"), pytest.param(False, id="pure")]
+
+
+class Clock:
+    """A settable wall clock."""
+
+    def __init__(self, now: float = HOUR_START) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _writer(tmp_path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch,
+            cls: type[JournalWriter] = JournalWriter, **options: Any) -> JournalWriter:
+    if not compiled:
+        monkeypatch.setattr(delivery_module, "_APPEND_PLAIN", None)
+    elif not COMPILED:
+        pytest.skip("the compiled path is not built (RAETLIKE_PURE_PYTHON)")
+    writer = cls(tmp_path, "main", **options)
+    assert (type(writer._batch).__name__ == "Batch") is compiled  # the path under test
+    return writer
+
+
+# A child process, as tests/test_durable_disk_full.py does: a file-size limit
+# (RLIMIT_FSIZE, SIGXFSZ ignored) stands in for a full disk (EFBIG as ENOSPC would be).
+_FULL_DISK = textwrap.dedent("""
+    import errno, os, resource, signal, sys
+    from pathlib import Path
+    from raetlike.journal import FsyncPolicy, JournalWriter
+    from raetlike.journal import _delivery as delivery_module
+    from road.events import MessageReceived
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    directory, path = Path(sys.argv[1]), sys.argv[2]
+    if path == "pure":
+        delivery_module._APPEND_PLAIN = None
+    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    H = 1_767_261_600.0
+    descriptors = len(os.listdir("/proc/self/fd"))
+    writer = JournalWriter(directory, "main", fsync=FsyncPolicy.NEVER, clock=lambda: H)
+    print(type(writer._batch).__name__)
+
+    def event(n):
+        return MessageReceived(remote="minion", body=b"x" * 10, session_id=1,
+                               transaction_id=n, segments=1)
+
+    for n in range(5):
+        writer.record_delivery("main", event(n), H + 1.0)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (700, hard))  # the disk is full at 700 bytes
+    try:
+        writer.tick(H + 1.0)  # a short write (mid-line), then EFBIG
+        print("tick wrote")
+    except OSError as exc:
+        print("tick", errno.errorcode[exc.errno])
+    try:
+        writer.record_delivery("main", event(100), H + 3601.0)  # the next hour: a seal
+        print("seal wrote")
+    except OSError as exc:
+        print("seal", errno.errorcode[exc.errno])
+    print("open", writer.open_segment is not None)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))  # room again
+    writer.record_delivery("main", event(101), H + 3602.0)
+    writer.close()
+    print("descriptors", len(os.listdir("/proc/self/fd")) - descriptors)
+""")
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+def test_a_seal_that_meets_a_full_disk_keeps_the_segment_and_its_hour(
+        tmp_path: Path, compiled: bool) -> None:
+    """A write cut short leaves half a line waiting; the seal that the next hour's record
+    asks for fails on the same full disk.  The segment stays open (its file, its lines,
+    its hour): once there is room its lines complete its file, and the next hour's
+    records go to a segment of their own.  Before, the failed seal dropped the segment
+    (left .open, its descriptor leaked) and the next segment began with the old hour's
+    half line and records."""
+    if compiled and not COMPILED:
+        pytest.skip("the compiled path is not built (RAETLIKE_PURE_PYTHON)")
+    done = subprocess.run([sys.executable, "-c", _FULL_DISK, str(tmp_path),
+                           "compiled" if compiled else "pure"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n") == [
+        "Batch" if compiled else "_PyBatch", "tick EFBIG", "seal EFBIG", "open True",
+        "descriptors 0", ""]
+    contents = read_journal([tmp_path])
+    assert contents.skipped == []
+    assert [r.transaction_id for r in contents.records] == [0, 1, 2, 3, 4, 101]
+    assert journal_files(tmp_path) == journal_files(tmp_path, include_open=False)
+    for path in journal_files(tmp_path):
+        for line in path.read_bytes().splitlines():
+            received = json.loads(line)["received"]
+            assert path.parent.relative_to(tmp_path).as_posix() == partition_of(received)
