@@ -8,19 +8,23 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from raetlike.journal import (
+    FsyncPolicy,
     JournalWriter,
     journal_files,
     partition_of,
     read_journal,
 )
 from raetlike.journal import _delivery as delivery_module
+from raetlike.journal import _writer as writer_module
 from raetlike.journal._delivery import COMPILED
+from road.events import MessageReceived
 from tests.journalkit import HOUR_START
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,3 +122,45 @@ def test_a_seal_that_meets_a_full_disk_keeps_the_segment_and_its_hour(
         for line in path.read_bytes().splitlines():
             received = json.loads(line)["received"]
             assert path.parent.relative_to(tmp_path).as_posix() == partition_of(received)
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+def test_a_thread_that_will_not_start_leaves_the_interval_sync_to_the_loop(
+        tmp_path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No thread to be had (a process at its limit): that round's interval sync is done
+    inline, and the writer goes on (before, every later tick and the seal raised
+    'cannot join thread before it is started')."""
+    real_sync, syncs = writer_module._sync, []
+
+    def counting(fd: int) -> None:
+        syncs.append(fd)
+        real_sync(fd)
+
+    monkeypatch.setattr(writer_module, "_sync", counting)
+    real_start = threading.Thread.start
+
+    def refused_once(self: threading.Thread) -> None:
+        monkeypatch.setattr(threading.Thread, "start", real_start)
+        raise RuntimeError("can't start new thread")
+
+    clock = Clock()
+    writer = _writer(tmp_path, compiled, monkeypatch, fsync=FsyncPolicy.INTERVAL,
+                     fsync_interval=1.0, clock=clock)
+    monkeypatch.setattr(threading.Thread, "start", refused_once)
+    event = MessageReceived(remote="minion", body=b"x", session_id=1, transaction_id=1,
+                            segments=1)
+    writer.record_delivery("main", event, HOUR_START + 1.0)
+    clock.now += 2.0
+    writer.tick()
+    assert threading.Thread.start is real_start  # refused once
+    assert len(syncs) == 1  # inline
+    for n in range(3):
+        writer.record_delivery("main", event, HOUR_START + 3.0 + n)
+        clock.now += 2.0
+        writer.tick()  # in its thread again
+        writer._syncer.wait()
+    assert len(syncs) == 4
+    writer.close()
+    assert writer.open_segment is None
+    assert journal_files(tmp_path) == journal_files(tmp_path, include_open=False)
+    assert len(read_journal([tmp_path]).records) == 4

@@ -287,9 +287,17 @@ class _Syncer:
         return True
 
     def start(self, fd: int) -> None:
-        self._thread = threading.Thread(target=self._sync, args=(fd,), daemon=True,
-                                        name="journal-fdatasync")
-        self._thread.start()
+        """Sync ``fd`` in a thread; inline when no thread can be started (a process at its
+        limit), an error then raised here."""
+        thread = threading.Thread(target=self._sync, args=(fd,), daemon=True,
+                                  name="journal-fdatasync")
+        try:
+            thread.start()
+        except RuntimeError:
+            log.warning("journal: no thread for the interval fdatasync; syncing inline")
+            _sync(fd)
+            return
+        self._thread = thread  # only one that started: wait() joins it
 
     def _sync(self, fd: int) -> None:
         try:
