@@ -4,6 +4,7 @@ stays usable; a subclass's record_delivery is called on either path."""
 
 from __future__ import annotations
 
+import errno
 import json
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from raetlike.journal import _delivery as delivery_module
 from raetlike.journal import _writer as writer_module
 from raetlike.journal._delivery import COMPILED
 from road.events import MessageReceived
-from tests.journalkit import HOUR_START
+from tests.journalkit import HOUR_START, record
 
 ROOT = Path(__file__).resolve().parent.parent
 PATHS = [pytest.param(True, id="compiled"), pytest.param(False, id="pure")]
@@ -164,3 +165,62 @@ def test_a_thread_that_will_not_start_leaves_the_interval_sync_to_the_loop(
     assert writer.open_segment is None
     assert journal_files(tmp_path) == journal_files(tmp_path, include_open=False)
     assert len(read_journal([tmp_path]).records) == 4
+
+
+def _errors(exc: BaseException | None) -> list[str]:
+    """The messages of an exception and of those chained to it."""
+    found = []
+    while exc is not None:
+        found.append(str(exc))
+        exc = exc.__cause__ or exc.__context__
+    return found
+
+
+def test_a_failed_interval_sync_is_told_when_the_seal_s_own_sync_fails_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both errors reach the caller, and the segment is sealed all the same (its bytes
+    were written): before, the interval sync's error was dropped, and the seal's left
+    the file .open with its descriptor."""
+    errors = iter([OSError(errno.EIO, "disk gone"), OSError(errno.EIO, "still gone")])
+
+    def failing(_fd: int) -> None:
+        raise next(errors)
+
+    monkeypatch.setattr(writer_module, "_sync", failing)
+    clock = Clock()
+    writer = JournalWriter(tmp_path, "main", fsync=FsyncPolicy.INTERVAL, fsync_interval=1.0,
+                           clock=clock)
+    writer.append(record(0))
+    clock.now += 1.0
+    writer.tick()  # the sync fails in its thread
+    with pytest.raises(OSError, match="disk gone") as raised:
+        writer.close()
+    assert sorted(_errors(raised.value)) == ["[Errno 5] disk gone", "[Errno 5] still gone"]
+    assert writer.open_segment is None
+    assert len(journal_files(tmp_path, include_open=False)) == 1
+    assert journal_files(tmp_path) == journal_files(tmp_path, include_open=False)
+    assert len(read_journal([tmp_path]).records) == 1
+
+
+def test_any_error_of_the_interval_sync_s_thread_is_raised_by_the_writer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not only an OSError (before, anything else was printed by the thread and lost)."""
+    real, calls = writer_module._sync, []
+
+    def failing(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 1:
+            raise ValueError("odd descriptor")
+        real(fd)
+
+    monkeypatch.setattr(writer_module, "_sync", failing)
+    clock = Clock()
+    writer = JournalWriter(tmp_path, "main", fsync=FsyncPolicy.INTERVAL, fsync_interval=1.0,
+                           clock=clock)
+    writer.append(record(0))
+    clock.now += 1.0
+    writer.tick()
+    with pytest.raises(ValueError, match="odd descriptor"):
+        writer.close()
+    assert writer.open_segment is None
+    assert len(read_journal([tmp_path]).records) == 1

@@ -277,7 +277,7 @@ class _Syncer:
 
     def __init__(self) -> None:
         self._thread: threading.Thread | None = None
-        self._error: OSError | None = None
+        self._error: Exception | None = None
 
     def idle(self) -> bool:
         """No sync under way (one that ended has its error raised here)."""
@@ -302,10 +302,10 @@ class _Syncer:
     def _sync(self, fd: int) -> None:
         try:
             _sync(fd)
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - any: raised by the writer, not the thread
             self._error = exc
 
-    def wait(self, *, raise_error: bool = True) -> OSError | None:
+    def wait(self, *, raise_error: bool = True) -> Exception | None:
         """Until the sync under way (if any) is done; then its error, if it met one, is
         raised (or returned)."""
         if self._thread is not None:
@@ -588,8 +588,10 @@ class JournalWriter:
                     self.segments_sealed.append(segment.sealed)
                 log.debug("journal %s: sealed %s (%d records)", self.node, segment.sealed,
                           segment.records)
-        if failed is not None:
-            raise failed  # the interval sync's error: sealed all the same, then told
+            if failed is not None:
+                # the interval sync's error, told after the seal (a seal's own error,
+                # if any, is chained to it as its __context__: neither is lost)
+                raise failed
 
     def _maybe_sync(self, now: float) -> None:
         if (self.fsync is FsyncPolicy.INTERVAL and self._dirty and self._segment is not None
