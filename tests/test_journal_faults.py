@@ -224,3 +224,30 @@ def test_any_error_of_the_interval_sync_s_thread_is_raised_by_the_writer(
         writer.close()
     assert writer.open_segment is None
     assert len(read_journal([tmp_path]).records) == 1
+
+
+class _Counting(JournalWriter):
+    """A writer whose record_delivery counts its calls."""
+
+    seen = 0
+
+    def record_delivery(self, node: str, delivery: Any, now_wall: float, *,
+                        resends: int = 0) -> None:
+        self.seen += 1
+        super().record_delivery(node, delivery, now_wall, resends=resends)
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+def test_a_subclass_s_record_delivery_is_called_on_either_path(
+        tmp_path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, the compiled batch replaced the method on the instance, so an override
+    never saw a raw-bytes delivery."""
+    writer = _writer(tmp_path, compiled, monkeypatch, cls=_Counting)
+    assert isinstance(writer, _Counting)
+    event = MessageReceived(remote="minion", body=b"x", session_id=1, transaction_id=1,
+                            segments=1)
+    for n in range(10):
+        writer.record_delivery("main", event, HOUR_START + 1.0, resends=n % 2)
+    assert (writer.seen, writer.records_written) == (10, 10)
+    writer.close()
+    assert [r.resends for r in read_journal([tmp_path]).records] == [0, 1] * 5

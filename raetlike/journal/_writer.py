@@ -28,6 +28,7 @@ import os
 import re
 import threading
 import time
+import types
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -355,9 +356,13 @@ class JournalWriter:
         self._batch: _Batch
         if _CBATCH is not None and _delivery_module._APPEND_PLAIN is not None:
             # record_delivery is the C batch itself (no Python frame for a raw-bytes
-            # delivery); what it does not write goes to the method below
-            self._batch = _CBATCH(self._plain.prefixes, self.record_delivery, self._full)
-            self.record_delivery = self._batch  # type: ignore[method-assign]
+            # delivery); what it does not write goes to the method below.  Not when a
+            # subclass overrides the method: its override is called, as on the pure path
+            self._batch = _CBATCH(self._plain.prefixes,
+                                  types.MethodType(JournalWriter.record_delivery, self),
+                                  self._full)
+            if type(self).record_delivery is JournalWriter.record_delivery:
+                self.record_delivery = self._batch  # type: ignore[method-assign]
         else:
             self._batch = _PyBatch()
         self.directory.mkdir(parents=True, exist_ok=True)
