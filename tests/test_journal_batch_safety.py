@@ -211,9 +211,11 @@ def test_a_node_whose_hash_changes_the_delivery_does_not_free_the_remote_in_use(
     remote (freeing it) and put another string in its memory: the line then named a
     remote the delivery never had.  Now such a node goes to the general path."""
     writer = _writer(tmp_path, True, monkeypatch)
-    for remote in ("peerA", "peerB"):  # both pairs' prefixes are kept
+    for remote in ("peerA", "peerA", "peerB", "peerB"):  # both pairs' prefixes are kept
         writer.record_delivery("main", MessageReceived(
             remote=remote, body=b"x", session_id=1, transaction_id=1, segments=1), 1.7e9)
+    assert writer._plain.prefixes["main"]["peerA"]
+    assert writer._plain.prefixes["main"]["peerB"]
     kept: list[str] = []
     event = MessageReceived(remote="".join(["pee", "rA"]), body=b"x", session_id=1,
                             transaction_id=2, segments=1)
@@ -230,6 +232,6 @@ def test_a_node_whose_hash_changes_the_delivery_does_not_free_the_remote_in_use(
     writer.record_delivery(Node("main"), event, 1.7e9)
     writer.close()
     sources = [r.source.estate for r in read_journal([tmp_path]).records]
-    assert sources[:2] == ["peerA", "peerB"]
-    assert sources[2] in ("peerA", "peerC")
-    assert len(sources) == 3
+    assert sources[:4] == ["peerA", "peerA", "peerB", "peerB"]
+    assert sources[4] in ("peerA", "peerC")
+    assert len(sources) == 5
