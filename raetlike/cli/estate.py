@@ -230,7 +230,7 @@ class _Estate:
 
     def handle_events(self) -> None:
         # one journal time for the round's deliveries: they are already received, and the
-        # journal formats one time once (docs/journal.md, "What it costs an estate")
+        # journal formats one time once (JournalWriter.record_delivery's docstring)
         self.round_wall = time.time()
         while (event := self.road.next_event()) is not None:
             self.handle(event)

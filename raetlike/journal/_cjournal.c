@@ -316,9 +316,23 @@ typedef struct {
     double last_time;           /* the last received time, */
     char time_text[40];         /* its digits, */
     Py_ssize_t time_size;       /* and their length (0: none yet) */
+    int busy;                   /* write() is handing data to the OS (see batch_write) */
 } Batch;
 
 static PyObject *s_resends, *zero;
+
+/* 0, or -1 with BufferError while write() is under way: a signal handler it runs, or a
+ * thread that runs while it waits for the OS without the GIL, must not change the data
+ * it writes (a realloc would free it; a clear would make its size negative).  The
+ * pure-Python batch's bytearray refuses the same way while its memoryview is out. */
+static int not_busy(Batch *self)
+{
+    if (self->busy) {
+        PyErr_SetString(PyExc_BufferError, "the journal batch is being written");
+        return -1;
+    }
+    return 0;
+}
 
 /* Room for ``more`` bytes after the batch's; -1 with MemoryError when there is none. */
 static int reserve(Batch *self, Py_ssize_t more)
@@ -352,7 +366,10 @@ static Py_ssize_t count_lines(const char *data, Py_ssize_t size)
     return lines;
 }
 
-/* The prefix kept for (node, remote) (borrowed), NULL when none is (no exception). */
+/* The prefix kept for (node, remote) (borrowed from the batch, which keeps the last
+ * one), NULL when none is (no exception).  The caller holds node and remote: a key of
+ * the dicts may run Python in its __eq__, which can change anything else (the inner
+ * dict is held here across its lookup). */
 static PyObject *kept_prefix(Batch *self, PyObject *node, PyObject *remote)
 {
     PyObject *inner, *prefix;
@@ -364,9 +381,11 @@ static PyObject *kept_prefix(Batch *self, PyObject *node, PyObject *remote)
         PyErr_Clear();
         return NULL;
     }
+    Py_INCREF(inner);
     prefix = PyDict_GetItemWithError(inner, remote);
     if (prefix == NULL || !PyBytes_CheckExact(prefix) || PyBytes_GET_SIZE(prefix) == 0) {
         PyErr_Clear();  /* none yet, too long to keep, or an unhashable remote */
+        Py_DECREF(inner);
         return NULL;
     }
     Py_INCREF(node);
@@ -375,7 +394,8 @@ static PyObject *kept_prefix(Batch *self, PyObject *node, PyObject *remote)
     Py_XSETREF(self->last_node, node);
     Py_XSETREF(self->last_remote, remote);
     Py_XSETREF(self->last_prefix, prefix);
-    return prefix;
+    Py_DECREF(inner);
+    return self->last_prefix;
 }
 
 /* Learn where ``type`` keeps the five fields, when each is a plain slot (a member
@@ -393,7 +413,11 @@ static int learn_slots(Batch *self, PyTypeObject *type)
     for (n = 0; n < 5; n++) {
         PyObject *found = _PyType_Lookup(type, names[n]);  /* borrowed */
         PyMemberDef *member;
-        if (found == NULL || Py_TYPE(found) != &PyMemberDescr_Type) {
+        /* a member descriptor of this type or a base: one borrowed from another class
+         * (C.remote = A.__dict__["remote"]) has A's offsets, which the generic getattr
+         * refuses on a C (TypeError), and so does this */
+        if (found == NULL || Py_TYPE(found) != &PyMemberDescr_Type
+                || !PyType_IsSubtype(type, PyDescr_TYPE(found))) {
             return 0;
         }
         member = ((PyMemberDescrObject *)found)->d_member;
@@ -413,8 +437,9 @@ static int learn_slots(Batch *self, PyTypeObject *type)
 
 #define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
 
-/* ``delivery``'s remote (borrowed, or a new reference in ``*owned``) and numbers; 0 (no
- * exception) when it is not one this path writes. */
+/* ``delivery``'s remote (a new reference, also in ``*owned``: looking it up may run
+ * Python that replaces the delivery's fields) and numbers; 0 (no exception, no
+ * reference) when it is not one this path writes. */
 static int read_delivery(Batch *self, PyObject *delivery, PyObject **remote, PyObject **owned,
                          Numbers *numbers)
 {
@@ -444,9 +469,14 @@ static int read_delivery(Batch *self, PyObject *delivery, PyObject **remote, PyO
         return 0;  /* (a remote of a str subclass: hashed by the general path) */
     }
     numbers->body_bytes = PyBytes_GET_SIZE(body);
-    return exact_int(SLOT(delivery, self->slot_offsets[2]), &numbers->transaction_id)
-        && exact_int(SLOT(delivery, self->slot_offsets[3]), &numbers->segments)
-        && exact_int(SLOT(delivery, self->slot_offsets[4]), &numbers->session_id);
+    if (!(exact_int(SLOT(delivery, self->slot_offsets[2]), &numbers->transaction_id)
+          && exact_int(SLOT(delivery, self->slot_offsets[3]), &numbers->segments)
+          && exact_int(SLOT(delivery, self->slot_offsets[4]), &numbers->session_id))) {
+        return 0;
+    }
+    Py_INCREF(*remote);
+    *owned = *remote;
+    return 1;
 }
 
 /* Append a raw-bytes delivery's line; 1 done, 0 not this path's (no exception), -1 error. */
@@ -459,6 +489,12 @@ static int batch_plain(Batch *self, PyObject *node, PyObject *delivery,
     Py_ssize_t prefix_size;
     Numbers numbers;
     char tail[TAIL_ROOM], *end;
+    if (not_busy(self) < 0) {
+        return -1;
+    }
+    if (!PyUnicode_CheckExact(node)) {
+        return 0;  /* its hash and __eq__ may run Python: the general path's */
+    }
     if (!plain_time(received_object, &received)
             || !(received >= self->start && received < self->end)
             || self->size >= self->limit || !exact_int(resends_object, &resends)) {
@@ -468,13 +504,16 @@ static int batch_plain(Batch *self, PyObject *node, PyObject *delivery,
         return 0;
     }
     prefix = kept_prefix(self, node, remote);
-    Py_XDECREF(owned);
     if (prefix == NULL) {
+        Py_XDECREF(owned);
         return 0;
     }
+    /* no Python runs from here to the copy: the prefix kept by the batch stays; the
+     * remote is let go after it (its last reference may run a __del__) */
     if (received != self->last_time || self->time_size == 0) {
         end = put_received(self->time_text, received);
         if (end == NULL) {
+            Py_XDECREF(owned);
             return -1;
         }
         self->time_size = end - self->time_text;
@@ -483,12 +522,14 @@ static int batch_plain(Batch *self, PyObject *node, PyObject *delivery,
     end = put_tail(tail, &numbers, resends, self->time_text, self->time_size);
     prefix_size = PyBytes_GET_SIZE(prefix);
     if (reserve(self, prefix_size + (end - tail)) < 0) {
+        Py_XDECREF(owned);
         return -1;
     }
     memcpy(self->data + self->size, PyBytes_AS_STRING(prefix), (size_t)prefix_size);
     memcpy(self->data + self->size + prefix_size, tail, (size_t)(end - tail));
     self->size += prefix_size + (end - tail);
     self->records++;
+    Py_XDECREF(owned);
     return 1;
 }
 
@@ -590,7 +631,7 @@ static Py_ssize_t batch_length(Batch *self)
 static PyObject *batch_append(Batch *self, PyObject *data)
 {
     Py_buffer view;
-    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
+    if (not_busy(self) < 0 || PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
     if (reserve(self, view.len) < 0) {
@@ -605,16 +646,19 @@ static PyObject *batch_append(Batch *self, PyObject *data)
 }
 
 /* write(fd): hand every waiting byte to the OS; what went out leaves the batch (also when
- * a later write() fails: the error is raised, the rest waits). */
+ * a later write() fails: the error is raised, the rest waits).  Busy meanwhile: the data
+ * is written without the GIL, and a signal handler runs at EINTR; an error either raises
+ * (BufferError from another touch of the batch included) ends the write. */
 static PyObject *batch_write(Batch *self, PyObject *fd_object)
 {
     int fd = PyObject_AsFileDescriptor(fd_object);
     Py_ssize_t done = 0, lines;
     ssize_t n;
     int error = 0;
-    if (fd < 0) {
+    if (fd < 0 || not_busy(self) < 0) {
         return NULL;
     }
+    self->busy = 1;
     while (done < self->size) {
         Py_BEGIN_ALLOW_THREADS
         n = write(fd, self->data + done, (size_t)(self->size - done));
@@ -633,6 +677,7 @@ static PyObject *batch_write(Batch *self, PyObject *fd_object)
         }
         done += n;
     }
+    self->busy = 0;
     lines = done == self->size ? self->records : count_lines(self->data, done);
     self->written += done;
     self->written_records += lines;
@@ -650,6 +695,9 @@ static PyObject *batch_write(Batch *self, PyObject *fd_object)
 static PyObject *batch_clear(Batch *self, PyObject *unused)
 {
     (void)unused;
+    if (not_busy(self) < 0) {
+        return NULL;
+    }
     self->size = 0;
     self->records = 0;
     Py_RETURN_NONE;

@@ -28,6 +28,7 @@ import os
 import re
 import threading
 import time
+import types
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -126,9 +127,11 @@ class _PyBatch:
     """Lines waiting for their ``write()``: the pure-Python twin of ``_cjournal.Batch``
     (which is also the writer's ``record_delivery``; this one is not callable)."""
 
-    __slots__ = ("data", "end", "limit", "records", "start", "written", "written_records")
+    __slots__ = ("_busy", "data", "end", "limit", "records", "start", "written",
+                 "written_records")
 
     def __init__(self) -> None:
+        self._busy = False  # write() under way (its data must not change meanwhile)
         self.data = bytearray()
         self.records = 0  # lines waiting
         self.written = 0  # bytes written, and lines (the segment resets both)
@@ -145,14 +148,20 @@ class _PyBatch:
 
     def write(self, fd: int) -> int:
         """Hand every waiting byte to the OS; what went out leaves the batch (also when a
-        later ``write()`` fails: the error is raised, the rest waits)."""
+        later ``write()`` fails: the error is raised, the rest waits).  Meanwhile (a
+        signal handler, another thread) the batch refuses to change with BufferError, as
+        the C one does: append and clear by the bytearray's export, write here."""
+        if self._busy:
+            raise BufferError("the journal batch is being written")
         data = self.data
         done = 0
+        self._busy = True
         try:
             with memoryview(data) as whole:
                 while done < len(whole):
                     done += os.write(fd, whole[done:])
         finally:
+            self._busy = False
             lines = self.records if done == len(data) else data.count(b"\n", 0, done)
             self.written += done
             self.written_records += lines
@@ -183,10 +192,14 @@ class _Segment:
         self.start, self.end = hour * 3600.0, (hour + 1) * 3600.0  # its wall times
         self.flush_bytes = flush_bytes
         self.max_bytes = max_bytes
+        self.closed = False  # its file closed (sealed, or its seal failed past the write)
+        self.sealed: Path | None = None  # its name once sealed
+        if len(batch):  # bytes another segment left would land in this one's file
+            raise RuntimeError("a new journal segment's batch must be empty")
         path.parent.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         _OPEN_PATHS.add(path)
-        self.batch = batch  # empty: the last segment's was written when it was sealed
+        self.batch = batch  # empty (above): the last segment's was written when it was sealed
         batch.written = batch.written_records = 0
         batch.start, batch.end = self.start, self.end
         self._set_limit()
@@ -235,14 +248,23 @@ class _Segment:
         batch.limit = 0
 
     def seal(self, *, sync: bool) -> Path:
+        """Write what waits, close the file and rename it sealed.  A failed write (a full
+        disk) changes nothing: the segment stays open, its lines waiting for its file.
+        Past the write it is done with (:attr:`closed`), whatever fails: a failed sync
+        still closes and renames the file, then is raised."""
         self.flush()
         self.close_window()
-        if sync:
-            _sync(self.fd)
-        os.close(self.fd)
-        _OPEN_PATHS.discard(self.path)
-        sealed = self.path.with_name(self.path.name.removesuffix(OPEN_SUFFIX) + SEALED_SUFFIX)
-        os.rename(self.path, sealed)
+        self.closed = True
+        try:
+            if sync:
+                _sync(self.fd)
+        finally:
+            os.close(self.fd)
+            _OPEN_PATHS.discard(self.path)
+            sealed = self.path.with_name(self.path.name.removesuffix(OPEN_SUFFIX)
+                                         + SEALED_SUFFIX)
+            os.rename(self.path, sealed)
+            self.sealed = sealed
         if sync:
             _sync_directory(sealed.parent)
         return sealed
@@ -256,7 +278,7 @@ class _Syncer:
 
     def __init__(self) -> None:
         self._thread: threading.Thread | None = None
-        self._error: OSError | None = None
+        self._error: Exception | None = None
 
     def idle(self) -> bool:
         """No sync under way (one that ended has its error raised here)."""
@@ -266,17 +288,25 @@ class _Syncer:
         return True
 
     def start(self, fd: int) -> None:
-        self._thread = threading.Thread(target=self._sync, args=(fd,), daemon=True,
-                                        name="journal-fdatasync")
-        self._thread.start()
+        """Sync ``fd`` in a thread; inline when no thread can be started (a process at its
+        limit), an error then raised here."""
+        thread = threading.Thread(target=self._sync, args=(fd,), daemon=True,
+                                  name="journal-fdatasync")
+        try:
+            thread.start()
+        except RuntimeError:
+            log.warning("journal: no thread for the interval fdatasync; syncing inline")
+            _sync(fd)
+            return
+        self._thread = thread  # only one that started: wait() joins it
 
     def _sync(self, fd: int) -> None:
         try:
             _sync(fd)
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - any: raised by the writer, not the thread
             self._error = exc
 
-    def wait(self, *, raise_error: bool = True) -> OSError | None:
+    def wait(self, *, raise_error: bool = True) -> Exception | None:
         """Until the sync under way (if any) is done; then its error, if it met one, is
         raised (or returned)."""
         if self._thread is not None:
@@ -326,9 +356,13 @@ class JournalWriter:
         self._batch: _Batch
         if _CBATCH is not None and _delivery_module._APPEND_PLAIN is not None:
             # record_delivery is the C batch itself (no Python frame for a raw-bytes
-            # delivery); what it does not write goes to the method below
-            self._batch = _CBATCH(self._plain.prefixes, self.record_delivery, self._full)
-            self.record_delivery = self._batch  # type: ignore[method-assign]
+            # delivery); what it does not write goes to the method below.  Not when a
+            # subclass overrides the method: its override is called, as on the pure path
+            self._batch = _CBATCH(self._plain.prefixes,
+                                  types.MethodType(JournalWriter.record_delivery, self),
+                                  self._full)
+            if type(self).record_delivery is JournalWriter.record_delivery:
+                self.record_delivery = self._batch  # type: ignore[method-assign]
         else:
             self._batch = _PyBatch()
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -540,18 +574,29 @@ class JournalWriter:
             return self._segment
 
     def _seal(self) -> None:
+        """Seal the open segment.  When its lines cannot be written (a full disk) it stays
+        the open segment, lines, file and hour, and the error is raised: the next seal
+        (at the next record of another hour, tick by age, or close) tries again, so no
+        line ever lands in another segment's file."""
         segment = self._segment
         assert segment is not None  # noqa: S101 - callers check
-        self._segment = None
         failed = self._syncer.wait(raise_error=False)  # before the fd closes
-        sealed = segment.seal(sync=self.fsync is not FsyncPolicy.NEVER)
-        self._dirty = False
-        self._synced = self.clock()
-        self.segments_sealed.append(sealed)
-        self._sealed_records += segment.written_records
-        log.debug("journal %s: sealed %s (%d records)", self.node, sealed, segment.records)
-        if failed is not None:
-            raise failed  # the interval sync's error: sealed all the same, then told
+        try:
+            segment.seal(sync=self.fsync is not FsyncPolicy.NEVER)
+        finally:
+            if segment.closed:  # done with, whatever failed after its write
+                self._segment = None
+                self._dirty = False
+                self._synced = self.clock()
+                self._sealed_records += segment.written_records
+                if segment.sealed is not None:
+                    self.segments_sealed.append(segment.sealed)
+                log.debug("journal %s: sealed %s (%d records)", self.node, segment.sealed,
+                          segment.records)
+            if failed is not None:
+                # the interval sync's error, told after the seal (a seal's own error,
+                # if any, is chained to it as its __context__: neither is lost)
+                raise failed
 
     def _maybe_sync(self, now: float) -> None:
         if (self.fsync is FsyncPolicy.INTERVAL and self._dirty and self._segment is not None
