@@ -126,6 +126,10 @@ class RoadConfig:
     (``Drop.HANDSHAKES_BUSY``) and its initiator's redo comes back later: a main flooded by
     joins (10,000 estates starting at once) finishes the handshakes it took instead of
     starting more than it can answer in time (docs/road.md, "A main under a join storm")."""
+    join_pending_timeout: float = 60.0
+    """Seconds a join waiting on an operator's decision, ours or the far side's (after its
+    PEND), stays open at most (RAET: 5 s); a PEND never extends it, nor holds a place among
+    ``max_open_handshakes``."""
     max_pending_keys: int = 1000
     """Main: keys waiting for an operator (roles pending in the keep) held at once; past it a
     new key's join is dropped unanswered (``Drop.PENDING_KEYS_FULL``) and its joiner retries."""
@@ -152,8 +156,8 @@ class RoadConfig:
 
     def __setattr__(self, name: str, value: object) -> None:
         """Each setting is checked against its type when set (raetlike._fields)."""
-        object.__setattr__(self, name,
-                           checked("RoadConfig", field_types(RoadConfig), name, value))
+        value = checked("RoadConfig", field_types(RoadConfig), name, value)
+        object.__setattr__(self, name, value)
 
     def presence_delay(self, main: bool, unanswered: int = 0) -> float:
         """Seconds to a remote's next presence check: ``period`` (plus ``offset`` off

@@ -4,7 +4,10 @@ gets in once a place is free (docs/road.md, "A main under a join storm")."""
 
 from __future__ import annotations
 
-from raetlike.wire.kinds import TransactionKind
+import dataclasses
+
+from raetlike.wire.kinds import PacketKind, TransactionKind
+from raetlike.wire.packet import pack_packet, parse_packet
 from road import events
 from road.stack import RoadConfig
 from road.stats import Drop
@@ -53,3 +56,64 @@ def test_an_allow_whose_cookie_came_late_waits_as_long_again_for_the_ack() -> No
     pair.run_until(lambda: bool(pair.events(MINION, events.Allowed)), timeout=30.0)
     assert pair.events(MINION, events.AllowFailed) == []
     assert pair.main.remote("minion").session_id is not None
+
+
+def pend_of(request: bytes) -> bytes:
+    """The joiner's PEND ("my operator decides on your keys"): unsigned, so anyone who made
+    the request can send it blind, without reading the main's response."""
+    head = dataclasses.replace(parse_packet(request).head, packet_kind=PacketKind.PEND)
+    return pack_packet(head, b"")
+
+
+def test_a_blind_pend_gives_the_join_place_back_and_never_extends_the_join() -> None:
+    pair = make_pair(main_config=RoadConfig(fast=False, max_open_handshakes=3))
+    opened = pair.main._handshakes[TransactionKind.JOIN]
+    request, _ = forged_join("fake0")
+    pair.net.inject(request, fake_address(0), MAIN)
+    pair.net.run_for(0.01)
+    assert len(opened) == 1
+    pair.net.inject(pend_of(request), fake_address(0), MAIN)
+    pair.net.run_for(0.01)
+    assert len(opened) == 0  # an unsigned PEND holds no place
+    (joinent,) = [t for t in pair.main._transactions if t.address == fake_address(0)]
+    limit = pair.net.now + pair.main.config.join_pending_timeout
+    while pair.net.now < limit - 1.0:  # a PEND a second re-arms nothing
+        pair.net.inject(pend_of(request), fake_address(0), MAIN)
+        pair.net.run_for(1.0)
+    pair.net.run_for(2.0)
+    assert joinent.ended
+    assert joinent not in pair.main._transactions
+
+
+def test_a_join_gets_in_while_one_address_sends_joins_and_blind_pends_at_its_rate() -> None:
+    """Joins, each with its PEND at once, at the per-source join rate (2 a second) from one
+    address: before, each PEND held its join place 60 s (re-armed by the next), so 32 places
+    stayed full and every real join was shed for good."""
+    pair = make_pair(main_config=RoadConfig(fast=False, max_open_handshakes=32))
+    places = pair.main.config.max_open_handshakes
+    opened = pair.main._handshakes[TransactionKind.JOIN]
+    sent = [0]
+
+    def attack() -> None:
+        n = sent[0]
+        request, _ = forged_join(f"fake{n}")
+        source = ("10.0.0.1", 40000 + n)
+        pair.net.inject(request, source, MAIN)
+        pair.net.inject(pend_of(request), source, MAIN)
+        sent[0] += 1
+
+    most = 0
+    for _ in range(120):  # 60 s at 2 joins a second
+        attack()
+        pair.net.run_to(pair.net.now + 0.5)
+        most = max(most, len(opened))
+    pair.minion.join(MAIN, now=pair.net.now)
+    start = pair.net.now
+    while pair.net.now < start + 120 and not pair.events(MINION, events.Joined):
+        attack()
+        pair.net.run_to(pair.net.now + 0.5)
+        most = max(most, len(opened))
+    assert pair.events(MINION, events.Joined), (
+        f"shut out for 120 s by {2 * sent[0]} datagrams from one address "
+        f"({pair.main.stats.dropped[Drop.HANDSHAKES_BUSY]} shed)")
+    assert most < places
