@@ -200,6 +200,8 @@ class Loop:
             del self._alone[id(driver)]
             self._visits.live -= 1
             self._visits.forget(entry)
+            # (flushed since the last _watch: that must not modify its descriptor)
+            self._flushed = [other for other in self._flushed if other is not entry]
         else:
             self._swept.remove(entry)
         if entry in self._handled:
@@ -248,7 +250,8 @@ class Loop:
         for entry in self._swept:
             entry.driver.send(now)
         if self._alone:
-            flushed = self._visits.take_to_send()
+            visits = self._visits
+            flushed = visits.take_to_send()
             for entry in flushed:
                 entry.driver.send(now)
             self._flushed.extend(flushed)
