@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from raetlike._fields import checked, field_types
@@ -157,6 +158,10 @@ class RoadConfig:
     def __setattr__(self, name: str, value: object) -> None:
         """Each setting is checked against its type when set (raetlike._fields)."""
         value = checked("RoadConfig", field_types(RoadConfig), name, value)
+        if name == "period" and not (isinstance(value, float) and math.isfinite(value)
+                                     and value > 0):
+            raise LocalProtocolError(f"RoadConfig.period must be a finite number of seconds "
+                                     f"above 0, not {value!r}")
         object.__setattr__(self, name, value)
 
     def presence_delay(self, main: bool, unanswered: int = 0) -> float:
