@@ -127,6 +127,11 @@ class RoadConfig:
     (``Drop.HANDSHAKES_BUSY``) and its initiator's redo comes back later: a main flooded by
     joins (10,000 estates starting at once) finishes the handshakes it took instead of
     starting more than it can answer in time (docs/road.md, "A main under a join storm")."""
+    presence_timeout_max: float = 30.0
+    """Fast mode: seconds a presence check (a ping) waits for its answer at most.  It waits
+    4 of its link's answer times (the data's smoothed round trip or the pings' own), at
+    least 2 s, a busy peer's slow answers included; this caps it, so a few slow answers
+    never make a lost peer go unnoticed for long."""
     join_pending_timeout: float = 60.0
     """Seconds a join waiting on an operator's decision, ours or the far side's (after its
     PEND), stays open at most (RAET: 5 s); a PEND never extends it, nor holds a place among
