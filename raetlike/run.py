@@ -254,6 +254,8 @@ class Loop:
             flushed = visits.take_to_send()
             for entry in flushed:
                 entry.driver.send(now)
+                if entry.handler is not None:  # sending may raise events (a message expired
+                    visits.to_dispatch[entry.fd] = entry  # as the outbox filled a window)
             self._flushed.extend(flushed)
 
     def _watch(self) -> None:
@@ -326,6 +328,10 @@ class Loop:
         if handled:  # handlers and tasks may have given stacks events
             self._dispatch()
         self._flush(now)
+        # what that flush raised goes to its handler now, not at the stack's next visit
+        # (which may never come); a handler's commands are flushed in turn
+        while self._visits.to_dispatch and self._dispatch():
+            self._flush(now)
 
     def _dispatch(self) -> bool:
         """Hand every stack's events to its handler; True when there was any."""

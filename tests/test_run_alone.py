@@ -152,3 +152,34 @@ def test_an_alone_driver_removed_after_its_flush_is_never_watched_again(crowd: C
     # the virtual selector would take it as registered again)
     assert gone.fileno() not in crowd.selector.keys
     assert all(fd != gone.fileno() for fd, _ in crowd.selector.modified)
+
+
+class RaisingDriver(MemoryDriver):
+    """A driver whose stack raises an event as it is flushed (as a road stack's
+    MessageExpired when filling a fast window finds a message past its time)."""
+
+    def send(self, now: float) -> int:
+        sent = super().send(now)
+        self.stack._events.append(events.YardUnreachable("b", (), (), 0, "flushed"))  # noqa: SLF001
+        return sent
+
+
+def test_an_event_raised_while_an_alone_driver_is_flushed_reaches_its_handler_that_round(
+        crowd: Crowd) -> None:
+    crowd.loop.run_once(max_wait=0.0)
+    got: list[Any] = []
+    stack = CountingLane(LocalYard("r", "crowd", "/lanes"), now=crowd.clock())
+    driver = RaisingDriver(crowd.net, stack, "r")  # type: ignore[arg-type]
+    crowd.loop.add(driver, got.append, alone=True)
+    crowd.loop.run_once(max_wait=0.0)
+    got.clear()
+
+    def command() -> TaskBody:  # a task gives the stack a command: flushed at the round's end
+        crowd.loop.touch(driver)
+        return
+        yield  # a generator
+
+    crowd.loop.spawn(command())
+    crowd.loop.run_once(max_wait=0.0)
+    # before, it waited in the stack for the driver's next visit: none comes to an idle one
+    assert [type(event) for event in got] == [events.YardUnreachable]
