@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from raetlike.wire.kinds import PacketKind, TransactionKind
 from raetlike.wire.packet import pack_packet, parse_packet
 from road import events
@@ -85,27 +87,28 @@ def test_a_blind_pend_gives_the_join_place_back_and_never_extends_the_join() -> 
     assert joinent not in pair.main._transactions
 
 
-def test_a_join_gets_in_while_one_address_sends_joins_and_blind_pends_at_its_rate() -> None:
-    """Joins, each with its PEND at once, at the per-source join rate (2 a second) from one
+@pytest.mark.parametrize(("places", "addresses"), [(32, 1), (256, 3)])
+def test_a_join_gets_in_while_addresses_send_joins_and_blind_pends_at_their_rate(
+        places: int, addresses: int) -> None:
+    """Joins, each with its PEND at once, at the per-source join rate (2 a second) from each
     address: before, each PEND held its join place 60 s (re-armed by the next), so 32 places
-    stayed full and every real join was shed for good."""
-    pair = make_pair(main_config=RoadConfig(fast=False, max_open_handshakes=32))
-    places = pair.main.config.max_open_handshakes
+    (one address) or the default 256 (three) stayed full and every real join was shed."""
+    pair = make_pair(main_config=RoadConfig(fast=False, max_open_handshakes=places))
     opened = pair.main._handshakes[TransactionKind.JOIN]
     sent = [0]
 
     def attack() -> None:
         n = sent[0]
         request, _ = forged_join(f"fake{n}")
-        source = ("10.0.0.1", 40000 + n)
+        source = (f"10.0.0.{n % addresses + 1}", 40000 + n)
         pair.net.inject(request, source, MAIN)
         pair.net.inject(pend_of(request), source, MAIN)
         sent[0] += 1
 
     most = 0
-    for _ in range(120):  # 2 joins a second, till the places are full (16 s before) or 60 s
+    for _ in range(120 * addresses):  # 2 joins a second each, till full (before) or 60 s
         attack()
-        pair.net.run_to(pair.net.now + 0.5)
+        pair.net.run_to(pair.net.now + 0.5 / addresses)
         most = max(most, len(opened))
         if most == places:
             break
@@ -118,6 +121,6 @@ def test_a_join_gets_in_while_one_address_sends_joins_and_blind_pends_at_its_rat
             pair.net.step()
         most = max(most, len(opened))
     assert pair.events(MINION, events.Joined), (
-        f"shut out for 120 s by {2 * sent[0]} datagrams from one address "
+        f"shut out for 120 s by {2 * sent[0]} datagrams from {addresses} address(es) "
         f"({pair.main.stats.dropped[Drop.HANDSHAKES_BUSY]} shed)")
     assert most < places
