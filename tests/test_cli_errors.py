@@ -159,5 +159,5 @@ def test_a_presence_period_not_a_finite_number_of_at_least_005_s_is_one_line(
 
 @pytest.mark.parametrize("period", [float("nan"), float("inf"), 0.0, -1.0])
 def test_road_config_refuses_a_period_not_a_finite_positive_number(period: float) -> None:
-    with pytest.raises(LocalProtocolError, match="RoadConfig.period must be a finite"):
+    with pytest.raises(LocalProtocolError, match=r"RoadConfig\.period must be a finite"):
         RoadConfig(period=period)

@@ -160,7 +160,7 @@ class RaisingDriver(MemoryDriver):
 
     def send(self, now: float) -> int:
         sent = super().send(now)
-        self.stack._events.append(events.YardUnreachable("b", (), (), 0, "flushed"))  # noqa: SLF001
+        self.stack._events.append(events.YardUnreachable("b", (), (), 0, "flushed"))
         return sent
 
 
