@@ -255,7 +255,7 @@ class Loop:
             for entry in flushed:
                 entry.driver.send(now)
                 if entry.handler is not None:  # sending may raise events (a message expired
-                    visits.to_dispatch[entry.fd] = entry  # as the outbox filled a window)
+                    visits.flushed(entry)  # as the outbox filled a window)
             self._flushed.extend(flushed)
 
     def _watch(self) -> None:
