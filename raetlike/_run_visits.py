@@ -45,6 +45,10 @@ class Visits:
         self.to_time[entry.fd] = entry
         self.to_dispatch[entry.fd] = entry
 
+    def flushed(self, entry: Any) -> None:
+        """``entry`` was flushed: sending may have raised events for its handler."""
+        self.to_dispatch[entry.fd] = entry
+
     def forget(self, entry: Any) -> None:
         """``entry`` left the loop: no visit, and its heap entry is stale."""
         self.to_send.pop(entry.fd, None)

@@ -200,6 +200,8 @@ class Loop:
             del self._alone[id(driver)]
             self._visits.live -= 1
             self._visits.forget(entry)
+            # (flushed since the last _watch: that must not modify its descriptor)
+            self._flushed = [other for other in self._flushed if other is not entry]
         else:
             self._swept.remove(entry)
         if entry in self._handled:
@@ -248,9 +250,12 @@ class Loop:
         for entry in self._swept:
             entry.driver.send(now)
         if self._alone:
-            flushed = self._visits.take_to_send()
+            visits = self._visits
+            flushed = visits.take_to_send()
             for entry in flushed:
                 entry.driver.send(now)
+                if entry.handler is not None:  # sending may raise events (a message expired
+                    visits.flushed(entry)  # as the outbox filled a window)
             self._flushed.extend(flushed)
 
     def _watch(self) -> None:
@@ -323,6 +328,10 @@ class Loop:
         if handled:  # handlers and tasks may have given stacks events
             self._dispatch()
         self._flush(now)
+        # what that flush raised goes to its handler now, not at the stack's next visit
+        # (which may never come); a handler's commands are flushed in turn
+        while self._visits.to_dispatch and self._dispatch():
+            self._flush(now)
 
     def _dispatch(self) -> bool:
         """Hand every stack's events to its handler; True when there was any."""

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from road._host import AliveHost
     from road.remote import Address, Remote
 
-__all__ = ["Aliver", "PathProbe", "answer_alive"]
+__all__ = ["Aliver", "FallbackTrial", "PathProbe", "answer_alive"]
 
 
 class Aliver(Transaction):
@@ -79,6 +79,20 @@ class Aliver(Transaction):
         (States.ASKED, PacketKind.UNJOINED): Rule(on_unjoined),
         (States.ASKED, PacketKind.UNALLOWED): Rule(on_unallowed),
     }
+
+
+class FallbackTrial(Aliver):
+    """"Alive?" asked by fast mode to learn whether the peer answers signed packets while
+    its fast datagrams go unacknowledged (``road._fast_link``, ``_fallback_due``).
+
+    Its answer (signed) says the peer is there; its silence only ends the trial: a peer
+    stalled a few seconds (a main under a join storm) is not lost for it.  Whether a
+    remote is lost is the presence checks' verdict alone, on their own ``period`` and
+    timeout, and none at all with ``keepalive`` off.
+    """
+
+    def on_timeout(self) -> None:
+        self.fail("no answer to the fallback's alive")
 
 
 class PathProbe(Aliver):

@@ -160,7 +160,8 @@ class FastRoad:
         timeout = remote.alive_timeout
         if timeout is None:
             # (a slow path or a busy peer: wait longer)
-            timeout = max(Aliver.timeout, _RTTS_TO_ANSWER * link.answer_time())
+            timeout = min(max(Aliver.timeout, _RTTS_TO_ANSWER * link.answer_time()),
+                          max(Aliver.timeout, self.stack.config.presence_timeout_max))
         self.touch(link)
         return link.ask_alive(self.stack.now, timeout, Aliver.redo_min, Aliver.redo_max)
 

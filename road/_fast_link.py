@@ -71,8 +71,8 @@ class Ping:
     RemoteLost per check.
     """
 
-    __slots__ = ("first", "interval", "proven", "redo_at", "redo_max", "rtt", "sent_at",
-                 "timeout_at", "verdict", "wanted")
+    __slots__ = ("first", "interval", "last", "last_at", "proven", "redo_at", "redo_max", "rtt",
+                 "sent_at", "timeout_at", "verdict", "wanted")
 
     def __init__(self) -> None:
         self.first = -1  # the first ping's packet number; -1: no check open
@@ -84,6 +84,8 @@ class Ping:
         self.interval = 0.0
         self.redo_max = 0.0
         self.sent_at = 0.0  # when the first ping of the open check went
+        self.last = -1  # the latest ping's packet number (a redo's, or the first's)
+        self.last_at = 0.0  # when it went
         self.rtt = 0.0  # smoothed time from a check's first ping to its answer (0: none yet)
 
     def open(self) -> bool:
@@ -107,15 +109,23 @@ class Ping:
         if self.first < 0:
             self.first = number
             self.sent_at = now
+        self.last = number
+        self.last_at = now
 
     def answered(self, largest: int, now: float) -> bool:
         """An authenticated ack up to packet ``largest`` came: whether it answers the check
-        (and the time it took joins ``rtt``, weighted 1/8 as RFC 6298's SRTT)."""
+        (and the time it took joins ``rtt``, weighted 1/8 as RFC 6298's SRTT).
+
+        The time runs from the latest ping the ack covers: the latest ping sent when
+        ``largest`` is that one or later, else the first (every redo is a new packet
+        number, so the ack says which the peer got, unlike a resent TCP segment's; RFC
+        9002 section 5.1).  Timed from the first ping always, a redo's answer made a
+        lossy link's answer time read a redo interval or more."""
         if 0 <= self.first <= largest:
             self.first = -1
             self.wanted = False
             self.proven = True
-            sample = now - self.sent_at
+            sample = now - (self.last_at if largest >= self.last else self.sent_at)
             self.rtt = sample if self.rtt == 0.0 else 0.875 * self.rtt + 0.125 * sample
             return True
         return False

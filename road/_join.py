@@ -40,7 +40,6 @@ __all__ = ["Joiner", "Joinent", "JoinCredentials", "parse_credentials"]
 log = logging.getLogger(__name__)
 
 MAIN_MODE_BIT = 0x01  # bit 0 of the join body's "mode" byte marks a main estate
-PENDING_TIMEOUT = 60.0  # a join waiting on an operator stays open this long (RAET: 5 s)
 
 
 class JoinCredentials:
@@ -200,7 +199,7 @@ class _Join(Transaction):
         self.state = pending
         self.send(PacketKind.PEND, None, secure=False, remember=False)
         self.arm_redo(stack.now + self.pend_redo)
-        self.arm_timeout(stack.now + PENDING_TIMEOUT)
+        self.arm_timeout(stack.now + stack.config.join_pending_timeout)
         stack._emit(events.JoinPending(remote.name, remote.role, local=True))
 
     def keep_verdict(self) -> Acceptance:
@@ -286,7 +285,7 @@ class Joiner(_Join):
         if self.state is not self.States.PENDED:
             self.stack._emit(events.JoinPending(self.remote.name, self.remote.role, local=False))
         self.arm_redo(self.stack.now + self.pend_redo)
-        self.arm_timeout(self.stack.now + PENDING_TIMEOUT)
+        self.arm_timeout(self.stack.now + self.stack.config.join_pending_timeout)
 
     def on_response(self, _packet: Packet, body: Any) -> None:
         cred = parse_credentials(body, need_uid=True)
@@ -581,8 +580,17 @@ class Joinent(_Join):
         self.stack._joined(self.remote, initiator=False)
 
     def on_pend(self, _packet: Packet, _body: Any) -> None:
-        self.arm_redo(self.stack.now + self.pend_redo)
-        self.arm_timeout(self.stack.now + PENDING_TIMEOUT)  # the joiner's operator decides
+        """The joiner says its operator decides on our keys.  Its PEND is unsigned (anyone
+        who saw or made the request can send it), so it extends nothing: the first one
+        gives the join's place among ``max_open_handshakes`` back (as our own operator's
+        wait does; the stranger bound, ``max_pending_joins``, holds the join itself) and
+        ends the join ``join_pending_timeout`` later at most; later ones only wake the
+        redo."""
+        stack = self.stack
+        if self.state is self.States.RESPONDED:
+            stack._handshake_waits(self)
+            self.arm_timeout(stack.now + stack.config.join_pending_timeout)
+        self.arm_redo(stack.now + self.pend_redo)
 
     def on_refuse(self, _packet: Packet, _body: Any) -> None:
         self.fail("refused by joiner")

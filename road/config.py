@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from raetlike._fields import checked, field_types
@@ -126,6 +127,15 @@ class RoadConfig:
     (``Drop.HANDSHAKES_BUSY``) and its initiator's redo comes back later: a main flooded by
     joins (10,000 estates starting at once) finishes the handshakes it took instead of
     starting more than it can answer in time (docs/road.md, "A main under a join storm")."""
+    presence_timeout_max: float = 30.0
+    """Fast mode: seconds a presence check (a ping) waits for its answer at most.  It waits
+    4 of its link's answer times (the data's smoothed round trip or the pings' own), at
+    least 2 s, a busy peer's slow answers included; this caps it, so a few slow answers
+    never make a lost peer go unnoticed for long."""
+    join_pending_timeout: float = 60.0
+    """Seconds a join waiting on an operator's decision, ours or the far side's (after its
+    PEND), stays open at most (RAET: 5 s); a PEND never extends it, nor holds a place among
+    ``max_open_handshakes``."""
     max_pending_keys: int = 1000
     """Main: keys waiting for an operator (roles pending in the keep) held at once; past it a
     new key's join is dropped unanswered (``Drop.PENDING_KEYS_FULL``) and its joiner retries."""
@@ -152,8 +162,12 @@ class RoadConfig:
 
     def __setattr__(self, name: str, value: object) -> None:
         """Each setting is checked against its type when set (raetlike._fields)."""
-        object.__setattr__(self, name,
-                           checked("RoadConfig", field_types(RoadConfig), name, value))
+        value = checked("RoadConfig", field_types(RoadConfig), name, value)
+        if name == "period" and not (isinstance(value, float) and math.isfinite(value)
+                                     and value > 0):
+            raise LocalProtocolError(f"RoadConfig.period must be a finite number of seconds "
+                                     f"above 0, not {value!r}")
+        object.__setattr__(self, name, value)
 
     def presence_delay(self, main: bool, unanswered: int = 0) -> float:
         """Seconds to a remote's next presence check: ``period`` (plus ``offset`` off

@@ -31,7 +31,7 @@ from raetlike.wire.head import Head
 from raetlike.wire.kinds import Acceptance, CoatKind, Flag, FootKind, PacketKind, TransactionKind
 from raetlike.wire.packet import Packet, parse_packet
 from road import events
-from road._alive import Aliver, PathProbe, answer_alive
+from road._alive import Aliver, FallbackTrial, PathProbe, answer_alive
 from road._allow import Allowent, Allower
 from road._amplification import AddressBudget, JoinRate
 from road._deadlines import Deadlines
@@ -460,7 +460,7 @@ class RoadStack:
         (asked earlier: its answer says nothing of what we sent since)."""
         if remote.in_process(TransactionKind.ALIVE):
             return False
-        Aliver(self, remote).start()
+        FallbackTrial(self, remote).start()  # (its silence is no presence verdict)
         return True
 
     def _alive_answered(self, remote: Remote, asked_at: float) -> None:

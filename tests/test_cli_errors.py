@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from raetlike.cli import main
+from raetlike.errors import LocalProtocolError
+from road.config import RoadConfig
 from tests.flokit import free_udp_ports, road_plan
 from tests.test_cli import _run
 
@@ -141,3 +143,21 @@ def test_a_durable_store_in_use_is_one_line_naming_it(
     line = _one_line(capsys.readouterr().err)
     assert line == (f"raetlike estate: error: {store}: the durable store is in use by "
                     "another process")
+
+
+@pytest.mark.parametrize("period", ["nan", "inf", "0.01"])
+def test_a_presence_period_not_a_finite_number_of_at_least_005_s_is_one_line(
+        period: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:  # (a bad --auto after it: an estate that took
+        # the period would stop on that one instead of running)
+        main(["estate", "e", "--port", "0", "--presence-period", period, "--auto", "bogus"])
+    assert exited.value.code == 2
+    line = _one_line(capsys.readouterr().err.splitlines()[-1])
+    assert "--presence-period" in line
+    assert period in line
+
+
+@pytest.mark.parametrize("period", [float("nan"), float("inf"), 0.0, -1.0])
+def test_road_config_refuses_a_period_not_a_finite_positive_number(period: float) -> None:
+    with pytest.raises(LocalProtocolError, match=r"RoadConfig\.period must be a finite"):
+        RoadConfig(period=period)

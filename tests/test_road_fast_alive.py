@@ -421,3 +421,41 @@ def test_a_fresh_ping_raced_from_another_address_is_acked_to_the_proven_one_only
     assert pair.minion.remote("main").host_address == MAIN
     assert all(destination in (MAIN, elsewhere) for destination in sent_to)
     assert pair.events(MINION, events.RemoteLost) == []
+
+
+def test_a_ping_answered_after_its_redo_is_timed_from_the_redo() -> None:
+    # The ack names the redo (a new packet number): timing it from the first ping made a
+    # lossy link's answer time read a redo interval or more (0.4-0.7 s at 40 % loss)
+    pair = fast_pair()
+    link = pair.main._fast.links[pair.main.remote("minion").uid]
+    before = link.ping.rtt
+    assert 0.0 < before < 0.05
+    log: list[tuple[float, Address, bytes]] = []
+    dropped: list[float] = []
+
+    def drop_first_ping(data: bytes, source: Address, _destination: Address) -> None:
+        log.append((pair.net.now, source, data))
+        if not dropped and source == MAIN and len(data) == PING_SIZE:
+            dropped.append(pair.net.now)
+            pair.net.blocked.add(MAIN)  # (the net checks it after its tap: this one is lost)
+
+    pair.net.tap = drop_first_ping
+    pair.run_until(lambda: bool(dropped), timeout=10.0)
+    pair.net.blocked.clear()
+    pair.run_until(lambda: not link.ping.open(), timeout=10.0)
+    assert len(pings_from(log, MAIN)) >= 2  # answered after its redo
+    assert pair.events(MAIN, events.RemoteLost) == []
+    assert link.ping.rtt < 2 * before  # (was 7/8 of it and 1/8 of the 0.25 s to the redo)
+
+
+def test_a_ping_waits_at_most_presence_timeout_max_however_slow_its_link() -> None:
+    config = RoadConfig(fast=True, presence_timeout_max=2.5)
+    pair = allowed_pair(impairment=Impairment(delay=0.4), main_config=config,
+                        minion_config=RoadConfig(fast=True))
+    pair.net.run_for(10.0)
+    assert pair.main._fast.links[pair.main.remote("minion").uid].answer_time() > 0.79
+    log = fast_log(pair)
+    pair.net.blocked.add(MINION)
+    pair.run_until(lambda: bool(pair.events(MAIN, events.RemoteLost)), timeout=10.0)
+    first = pings_from(log, MAIN)[0]
+    assert 2.5 - 0.26 <= pair.net.now - first <= 2.5  # 4 answer times would be 3.2 s

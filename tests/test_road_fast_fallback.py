@@ -222,3 +222,31 @@ def test_a_peer_silent_both_ways_is_asked_by_raet_and_not_fallen_back_from() -> 
     assert pair.main.stats.fast_fallbacks == 0
     assert pair.minion._fast.links
     assert pair.main._fast.links
+
+
+def test_a_peer_silent_for_4_s_is_not_lost_when_presence_checks_are_off() -> None:
+    # The RAET alive the fallback asks is a trial: its silence ends it, and only the
+    # presence checks (none here) say a remote is lost.  (Before: lost after its 2 s.)
+    quiet = RoadConfig(fast=True, keepalive=False)
+    pair, net = fast_pair(main_config=quiet, minion_config=RoadConfig(fast=True,
+                                                                      keepalive=False))
+    net.blocked.add(MAIN)  # a main stalled 4 s (a join storm): silent both ways
+    pair.minion.transmit({"n": 1}, to="main")
+    net.run_to(net.now + 4.0)  # (run_until steps past its timeout to the next timer)
+    assert pair.sent(TransactionKind.ALIVE, PacketKind.REQUEST, source=MINION)  # asked
+    net.blocked.clear()
+    pair.run_until(lambda: bool(pair.events(MINION, events.MessageSent)), timeout=10)
+    assert pair.minion.stats.fast_fallbacks == 0
+    assert pair.events(MINION, events.RemoteLost) == []
+
+
+def test_a_peer_silent_for_4_s_is_not_lost_before_its_presence_period() -> None:
+    slow = RoadConfig(fast=True, period=10.0)  # --presence-period 10, as for 10,000 estates
+    pair, net = fast_pair(main_config=slow, minion_config=RoadConfig(fast=True, period=10.0))
+    net.run_to(net.now + 1.0)
+    net.blocked.add(MAIN)  # a main stalled 4 s: silent both ways
+    pair.minion.transmit({"n": 1}, to="main")
+    net.run_to(net.now + 4.0)  # (run_until steps past its timeout to the next timer)
+    net.blocked.clear()
+    pair.run_until(lambda: bool(pair.events(MINION, events.MessageSent)), timeout=10)
+    assert pair.events(MINION, events.RemoteLost) == []

@@ -4,7 +4,12 @@ gets in once a place is free (docs/road.md, "A main under a join storm")."""
 
 from __future__ import annotations
 
-from raetlike.wire.kinds import TransactionKind
+import dataclasses
+
+import pytest
+
+from raetlike.wire.kinds import PacketKind, TransactionKind
+from raetlike.wire.packet import pack_packet, parse_packet
 from road import events
 from road.stack import RoadConfig
 from road.stats import Drop
@@ -53,3 +58,69 @@ def test_an_allow_whose_cookie_came_late_waits_as_long_again_for_the_ack() -> No
     pair.run_until(lambda: bool(pair.events(MINION, events.Allowed)), timeout=30.0)
     assert pair.events(MINION, events.AllowFailed) == []
     assert pair.main.remote("minion").session_id is not None
+
+
+def pend_of(request: bytes) -> bytes:
+    """The joiner's PEND ("my operator decides on your keys"): unsigned, so anyone who made
+    the request can send it blind, without reading the main's response."""
+    head = dataclasses.replace(parse_packet(request).head, packet_kind=PacketKind.PEND)
+    return pack_packet(head, b"")
+
+
+def test_a_blind_pend_gives_the_join_place_back_and_never_extends_the_join() -> None:
+    pair = make_pair(main_config=RoadConfig(fast=False, max_open_handshakes=3))
+    opened = pair.main._handshakes[TransactionKind.JOIN]
+    request, _ = forged_join("fake0")
+    pair.net.inject(request, fake_address(0), MAIN)
+    pair.net.run_for(0.01)
+    assert len(opened) == 1
+    pair.net.inject(pend_of(request), fake_address(0), MAIN)
+    pair.net.run_for(0.01)
+    assert len(opened) == 0  # an unsigned PEND holds no place
+    (joinent,) = [t for t in pair.main._transactions if t.address == fake_address(0)]
+    limit = pair.net.now + pair.main.config.join_pending_timeout
+    while pair.net.now < limit - 1.0:  # a PEND a second re-arms nothing
+        pair.net.inject(pend_of(request), fake_address(0), MAIN)
+        pair.net.run_for(1.0)
+    pair.net.run_for(2.0)
+    assert joinent.ended
+    assert joinent not in pair.main._transactions
+
+
+@pytest.mark.parametrize(("places", "addresses"), [(32, 1), (256, 3)])
+def test_a_join_gets_in_while_addresses_send_joins_and_blind_pends_at_their_rate(
+        places: int, addresses: int) -> None:
+    """Joins, each with its PEND at once, at the per-source join rate (2 a second) from each
+    address: before, each PEND held its join place 60 s (re-armed by the next), so 32 places
+    (one address) or the default 256 (three) stayed full and every real join was shed."""
+    pair = make_pair(main_config=RoadConfig(fast=False, max_open_handshakes=places))
+    opened = pair.main._handshakes[TransactionKind.JOIN]
+    sent = [0]
+
+    def attack() -> None:
+        n = sent[0]
+        request, _ = forged_join(f"fake{n}")
+        source = (f"10.0.0.{n % addresses + 1}", 40000 + n)
+        pair.net.inject(request, source, MAIN)
+        pair.net.inject(pend_of(request), source, MAIN)
+        sent[0] += 1
+
+    most = 0
+    for _ in range(120 * addresses):  # 2 joins a second each, till full (before) or 60 s
+        attack()
+        pair.net.run_to(pair.net.now + 0.5 / addresses)
+        most = max(most, len(opened))
+        if most == places:
+            break
+    pair.minion.join(MAIN, now=pair.net.now)
+    start = pair.net.now
+    while pair.net.now < start + 120 and not pair.events(MINION, events.Joined):
+        pair.net.step()
+        if len(opened) < places:  # a place is free: take it at once (the main's join-rate
+            attack()              # limit drops what exceeds 2 a second)
+            pair.net.step()
+        most = max(most, len(opened))
+    assert pair.events(MINION, events.Joined), (
+        f"shut out for 120 s by {2 * sent[0]} datagrams from {addresses} address(es) "
+        f"({pair.main.stats.dropped[Drop.HANDSHAKES_BUSY]} shed)")
+    assert most < places

@@ -132,3 +132,54 @@ def test_alone_road_estates_join_and_keep_presence_on_their_timers_alone() -> No
         assert pair.main.stats.fast_datagrams_sent >= 60  # the main's checks went, on time
     finally:
         pair.loop.close()
+
+
+def test_an_alone_driver_removed_after_its_flush_is_never_watched_again(crowd: Crowd) -> None:
+    crowd.loop.run_once(max_wait=0.0)
+    gone = crowd.idle_drivers[0]
+
+    def touch_it() -> TaskBody:  # a task (or a handler) gives its stack a command
+        crowd.loop.touch(gone)
+        return
+        yield  # a generator
+
+    crowd.loop.spawn(touch_it())
+    crowd.loop.run_once(max_wait=0.0)  # flushed at the round's end, watched at the next
+    gone.writes_pending = True  # the kernel refused a datagram (EAGAIN)
+    crowd.loop.remove(gone)  # between rounds, as run_until's condition may
+    crowd.loop.run_once(max_wait=0.0)
+    # (epoll.modify of a removed descriptor raises FileNotFoundError out of the round;
+    # the virtual selector would take it as registered again)
+    assert gone.fileno() not in crowd.selector.keys
+    assert all(fd != gone.fileno() for fd, _ in crowd.selector.modified)
+
+
+class RaisingDriver(MemoryDriver):
+    """A driver whose stack raises an event as it is flushed (as a road stack's
+    MessageExpired when filling a fast window finds a message past its time)."""
+
+    def send(self, now: float) -> int:
+        sent = super().send(now)
+        self.stack._events.append(events.YardUnreachable("b", (), (), 0, "flushed"))
+        return sent
+
+
+def test_an_event_raised_while_an_alone_driver_is_flushed_reaches_its_handler_that_round(
+        crowd: Crowd) -> None:
+    crowd.loop.run_once(max_wait=0.0)
+    got: list[Any] = []
+    stack = CountingLane(LocalYard("r", "crowd", "/lanes"), now=crowd.clock())
+    driver = RaisingDriver(crowd.net, stack, "r")  # type: ignore[arg-type]
+    crowd.loop.add(driver, got.append, alone=True)
+    crowd.loop.run_once(max_wait=0.0)
+    got.clear()
+
+    def command() -> TaskBody:  # a task gives the stack a command: flushed at the round's end
+        crowd.loop.touch(driver)
+        return
+        yield  # a generator
+
+    crowd.loop.spawn(command())
+    crowd.loop.run_once(max_wait=0.0)
+    # before, it waited in the stack for the driver's next visit: none comes to an idle one
+    assert [type(event) for event in got] == [events.YardUnreachable]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import socket
 import sys
 from collections.abc import Sequence
@@ -77,6 +78,8 @@ def _positive(kind: type[int] | type[float], least: float) -> Any:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text} is not a finite number")
         if value < least:
             raise argparse.ArgumentTypeError(f"{text} is too small (at least {least:g})")
         return value
