@@ -30,7 +30,7 @@ from tests.sparkkit import spark  # noqa: F401 - the session fixture
 H0, H1, H2 = HOUR_START, HOUR_START + 3600, HOUR_START + 7200
 
 
-def _deliver(writer: JournalWriter, node: str, source: str, numbers: list[int],
+def _deliver(writer: JournalWriter, node: str, source: str, numbers: list[int], *,
              start: float, step: float) -> None:
     for index, n in enumerate(numbers):
         at = start + index * step
@@ -51,17 +51,20 @@ def _journals(root: Path) -> tuple[Path, Path]:
     """
     main, other = root / "main", root / "other"
     with JournalWriter(main, "main") as writer:
-        _deliver(writer, "main", "minion1", [n for n in range(1, 41) if n != 30], H0 + 10, 10)
-        _deliver(writer, "main", "minion2", [n for n in range(1, 21) if n != 7], H0 + 2000, 3)
-        _deliver(writer, "main", "minion4", list(range(1, 11)), H0 + 3000, 1)
-        _deliver(writer, "main", "minion1", [*range(41, 61), 30], H1 + 10, 10)
-        _deliver(writer, "main", "minion2", list(range(21, 31)), H1 + 1000, 5)
-        _deliver(writer, "main", "minion4", list(range(11, 21)), H1 + 3000, 1)
-        _deliver(writer, "main", "minion1", list(range(61, 71)), H2 + 10, 10)
-        _deliver(writer, "main", "minion2", [10, *range(31, 36)], H2 + 100, 7)
+        _deliver(writer, "main", "minion1", [n for n in range(1, 41) if n != 30],
+                 start=H0 + 10, step=10)
+        _deliver(writer, "main", "minion2", [n for n in range(1, 21) if n != 7],
+                 start=H0 + 2000, step=3)
+        _deliver(writer, "main", "minion4", list(range(1, 11)), start=H0 + 3000, step=1)
+        _deliver(writer, "main", "minion1", [*range(41, 61), 30], start=H1 + 10, step=10)
+        _deliver(writer, "main", "minion2", list(range(21, 31)), start=H1 + 1000, step=5)
+        _deliver(writer, "main", "minion4", list(range(11, 21)), start=H1 + 3000, step=1)
+        _deliver(writer, "main", "minion1", list(range(61, 71)), start=H2 + 10, step=10)
+        _deliver(writer, "main", "minion2", [10, *range(31, 36)], start=H2 + 100, step=7)
     with JournalWriter(other, "other") as writer:
-        _deliver(writer, "other", "minion3", [1, 2, 3, 4, 6, 5, 7, 8, 9, 10], H0 + 500, 2)
-        _deliver(writer, "other", "minion2", [15], H1 + 50, 1)
+        _deliver(writer, "other", "minion3", [1, 2, 3, 4, 6, 5, 7, 8, 9, 10],
+                 start=H0 + 500, step=2)
+        _deliver(writer, "other", "minion2", [15], start=H1 + 50, step=1)
     return main, other
 
 

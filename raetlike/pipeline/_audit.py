@@ -14,6 +14,7 @@ sort of each (source, node)'s first arrivals.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -223,11 +224,12 @@ def clean_pairs(ranges: Iterable[tuple[str, str, int, int, float, float]]
     by_pair: dict[tuple[str, str], list[tuple[float, float, int, int]]] = {}
     for source, node, low, high, earliest, latest in ranges:
         by_pair.setdefault((source, node), []).append((earliest, latest, low, high))
-    clean, dirty = set(), set()
+    clean: set[tuple[str, str]] = set()
+    dirty: set[tuple[str, str]] = set()
     for pair, units in by_pair.items():
         units.sort()
         ok = True
-        for (_, latest, _, _), (earliest, _, _, _) in zip(units, units[1:], strict=False):
+        for (_, latest, _, _), (earliest, _, _, _) in itertools.pairwise(units):
             ok = ok and latest < earliest
         highest = units[0][3]
         for _, _, low, high in units[1:]:
@@ -262,8 +264,7 @@ def audit_partials(records: DataFrame, spans: Mapping[str, SourceSpan], sequence
         found = _gaps(spans, {(row["source"], row["bucket"]): bytes(row["bits"])
                               for row in rows}, most_gaps)
     if found is None:
-        whole = audit(records, spans, most_bitmaps=most_bitmaps, most_gaps=most_gaps)
-        return whole
+        return audit(records, spans, most_bitmaps=most_bitmaps, most_gaps=most_gaps)
     gap_rows, distinct = found
     missing = spark.createDataFrame(gap_rows, MISSING_SCHEMA)
     missing_counts: dict[str, int] = {}

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL = 10.0
 WRITERS = 4  # tables written at once
+_SHOWN = ("latency_histogram", "estates", "kinds", "pairs")  # tables the report lists whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +121,43 @@ def _hour_units(spark: SparkSession, hours: list[StoredHour],
     return units
 
 
+def _write_tables(spark: SparkSession, frames: dict[str, DataFrame],
+                  paths: dict[str, Path]) -> dict[str, list[dict[str, Any]]]:
+    """Write every table; the rows of those the report lists whole (:data:`_SHOWN`)."""
+    shown: dict[str, list[dict[str, Any]]] = {}
+
+    def write(name: str) -> None:
+        frame = frames[name]
+        if name in _SHOWN:  # computed once: collected, then written from the rows
+            rows = frame.collect()
+            shown[name] = [row.asDict(recursive=True) for row in rows]
+            frame = spark.createDataFrame(rows, frame.schema)
+        frame.write.mode("overwrite").parquet(str(paths[name]))
+
+    # Spark runs jobs from several threads at once: small jobs overlap their overheads
+    with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+        list(pool.map(write, frames))
+    return shown
+
+
+def _span(units: list[_Unit]) -> tuple[int, float | None, float | None]:
+    """The units' record count and first and last receive times: stored hours' from the
+    manifest, the others' from one job over their records."""
+    total, first, last = 0, None, None
+    live = [unit.records for unit in units if unit.stored is None]
+    for unit in units:
+        if unit.stored is not None:
+            total += unit.stored.records
+            first = _least(first, unit.stored.first)
+            last = _most(last, unit.stored.last)
+    if live:
+        row = _union(live).agg(F.count("*").alias("records"), F.min("received").alias("first"),
+                               F.max("received").alias("last")).collect()[0]
+        total += int(row["records"])
+        first, last = _least(first, row["first"]), _most(last, row["last"])
+    return total, first, last
+
+
 def _analyse(units: list[_Unit], skipped: int, options: PipelineOptions, started: float,
              progress: Progress | None = None) -> PipelineResult:
     """Compute, write and report from units of records (hours of the store, or records).
@@ -138,19 +176,7 @@ def _analyse(units: list[_Unit], skipped: int, options: PipelineOptions, started
         return cached[-1]
 
     try:
-        total, first, last = 0, None, None
-        live = [index for index, unit in enumerate(units) if unit.stored is None]
-        for unit in units:
-            if unit.stored is not None:
-                total += unit.stored.records
-                first = _least(first, unit.stored.first)
-                last = _most(last, unit.stored.last)
-        if live:
-            span_row = _union([units[index].records for index in live]).agg(
-                F.count("*").alias("records"), F.min("received").alias("first"),
-                F.max("received").alias("last")).collect()[0]
-            total += int(span_row["records"])
-            first, last = _least(first, span_row["first"]), _most(last, span_row["last"])
+        total, first, last = _span(units)
         span = 0.0 if first is None or last is None else float(last) - float(first)
         window = options.window_seconds or tables.choose_window(span)
         if progress is not None:
@@ -204,22 +230,19 @@ def _analyse(units: list[_Unit], skipped: int, options: PipelineOptions, started
                 [tuple(row.values()) for row in checked.summary], SUMMARY_SCHEMA),
         }
         paths = {name: options.out / "tables" / name for name in frames}
-        # Spark runs jobs from several threads at once: small jobs overlap their overheads
-        with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-            list(pool.map(lambda name: frames[name].write.mode("overwrite").parquet(
-                str(paths[name])), frames))
+        shown = _write_tables(spark, frames, paths)
         data = ReportData(
             journals=[str(j) for j in options.journals], records=total, skipped_lines=skipped,
             latency=overall,
-            histogram=sorted(_rows(frames["latency_histogram"]), key=lambda r: r["bucket"]),
+            histogram=sorted(shown["latency_histogram"], key=lambda r: r["bucket"]),
             rate=sorted(_rows(frames["rate"]), key=lambda r: r["window_start"]),
-            estates=sorted(_rows(frames["estates"]), key=lambda r: r["estate"]),
+            estates=sorted(shown["estates"], key=lambda r: r["estate"]),
             audit=checked.summary,
             missing=_rows(checked.missing.orderBy("source", "first_missing"), REPORT_ROWS),
             duplicates=_rows(checked.duplicates.orderBy("source", "sequence"), REPORT_ROWS),
             window_seconds=window,
-            kinds=sorted(_rows(frames["kinds"]), key=lambda r: -int(r["messages"])),
-            pairs=sorted(_rows(frames["pairs"]),
+            kinds=sorted(shown["kinds"], key=lambda r: -int(r["messages"])),
+            pairs=sorted(shown["pairs"],
                          key=lambda r: (str(r["source_estate"]), str(r["destination_estate"]))),
             first_received=None if first is None else float(first),
             last_received=None if last is None else float(last),
