@@ -42,8 +42,8 @@ def _deliver(writer: JournalWriter, node: str, source: str, numbers: list[int], 
 def _journals(root: Path) -> tuple[Path, Path]:
     """Three hours at two nodes.
 
-    - minion1 -> main: 1..70 less 30, which arrives in the second hour, after 41..60:
-      late across hours (its highest before is 60);
+    - minion1 -> main: 1..40 less 30 in the first hour; 30 first in the second hour,
+      then 41..60: late across hours only (its highest before is 40);
     - minion2 -> main: 1..35 less 7, with 10 again in the third hour and 15 again at
       node other: duplicates across hours and nodes;
     - minion3 -> other: 1..10 with 5 after 6, in one hour: late within it;
@@ -56,7 +56,7 @@ def _journals(root: Path) -> tuple[Path, Path]:
         _deliver(writer, "main", "minion2", [n for n in range(1, 21) if n != 7],
                  start=H0 + 2000, step=3)
         _deliver(writer, "main", "minion4", list(range(1, 11)), start=H0 + 3000, step=1)
-        _deliver(writer, "main", "minion1", [*range(41, 61), 30], start=H1 + 10, step=10)
+        _deliver(writer, "main", "minion1", [30, *range(41, 61)], start=H1 + 10, step=10)
         _deliver(writer, "main", "minion2", list(range(21, 31)), start=H1 + 1000, step=5)
         _deliver(writer, "main", "minion4", list(range(11, 21)), start=H1 + 3000, step=1)
         _deliver(writer, "main", "minion1", list(range(61, 71)), start=H2 + 10, step=10)
@@ -126,7 +126,7 @@ def test_merged_partials_give_the_tables_of_a_full_read(
     written = _written(spark, out)
     assert written == _full_read(spark, journals, _window(out))
     late = {(row[0], row[1], row[2], row[3]) for row in written["audit_out_of_order"]}
-    assert late == {("minion1", "main", 30, 60), ("minion3", "other", 5, 6)}
+    assert late == {("minion1", "main", 30, 40), ("minion3", "other", 5, 6)}
     assert {(row[0], row[1], row[2]) for row in written["audit_duplicates"]} == {
         ("minion2", 10, 2), ("minion2", 15, 2)}
     # a second run reads no JSON, only the partials, and writes the same tables
