@@ -158,7 +158,8 @@ def _span(units: list[_Unit]) -> tuple[int, float | None, float | None]:
     return total, first, last
 
 
-def _analyse(units: list[_Unit], skipped: int, options: PipelineOptions, started: float,
+def _analyse(spark: SparkSession, units: list[_Unit], skipped: int,  # noqa: PLR0917
+             options: PipelineOptions, started: float,
              progress: Progress | None = None) -> PipelineResult:
     """Compute, write and report from units of records (hours of the store, or records).
 
@@ -167,8 +168,6 @@ def _analyse(units: list[_Unit], skipped: int, options: PipelineOptions, started
     the merged ``fine_counts`` and ``latency_counts``, kept in memory while the tables
     are written, and the audit's gaps from the merged bitmaps.
     """
-    spark = SparkSession.getActiveSession()
-    assert spark is not None  # noqa: S101 - the caller made it
     cached: list[DataFrame] = []
 
     def keep(frame: DataFrame) -> DataFrame:
@@ -292,7 +291,7 @@ def run_pipeline(options: PipelineOptions, spark: SparkSession | None = None, *,
         shown = Progress(session.sparkContext, stream, input_bytes=size)
     try:
         _, stored = refresh_store(session, directories, options.out)
-        return _analyse(_hour_units(session, stored.hours, options),
+        return _analyse(session, _hour_units(session, stored.hours, options),
                         sum(hour.skipped for hour in stored.hours), options, started, shown)
     finally:
         if shown is not None:
@@ -336,8 +335,8 @@ def follow_journals(options: PipelineOptions, spark: SparkSession | None = None,
         else:
             normalised = normalise(session.createDataFrame([], JOURNAL_SCHEMA))
         skipped = normalised.where(~F.col("valid")).count()
-        result = _analyse([_Unit(normalised.where(_in_range(options)))], skipped, options,
-                          started)
+        result = _analyse(session, [_Unit(normalised.where(_in_range(options)))], skipped,
+                          options, started)
         if on_round is not None:
             on_round(result)
         done += 1
