@@ -14,6 +14,7 @@ Usage::
 
     .venv/bin/python tools/bench_journal.py [--records 200000] [--dir DIR]
     .venv/bin/python tools/bench_journal.py --records 1000000 --sources 10 --pipeline
+    .venv/bin/python tools/bench_journal.py --dir DIR --only-pipeline   # DIR's journal again
     .venv/bin/python tools/bench_journal.py --estate 5 [--pairs 9] [--baseline TREE]
 
 ``--pipeline`` keeps the default-policy journal (spread over ``--sources``
@@ -22,7 +23,9 @@ times ``raetlike.pipeline.run_pipeline`` over it on local Spark, twice (the
 second run finds nothing new), beside one Spark pass over the same files (read
 and count, the first after the session's start, as the issue measured it, and
 a second one warm) and, when DuckDB is installed (``pip install -e '.[bench]'``),
-DuckDB doing the same audit, quantiles, rate and pair tables into Parquet.
+DuckDB doing the same audit, quantiles, rate and pair tables into Parquet (run
+first, before the JVM starts); each pipeline line gives its seconds as a
+multiple of one pass and of DuckDB's.
 
 ``--estate N`` measures instead what the journal costs an estate: the part of
 ``raetlike bench`` that sends fast one-way runs of 60,000 messages to a main
@@ -243,7 +246,7 @@ def _estate_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     baseline(args.baseline.resolve(), args.estate * args.pairs)
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--always-records", type=int, default=5_000,
@@ -253,6 +256,9 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, help="where to write (default: a temporary dir)")
     parser.add_argument("--pipeline", action="store_true",
                         help="then run the pipeline over the default-policy journal")
+    parser.add_argument("--only-pipeline", action="store_true",
+                        help="skip the append runs: the pipeline over the journal an earlier "
+                             "--pipeline run left in --dir")
     parser.add_argument("--estate", type=int, metavar="N",
                         help="measure an estate journaling against one not, N times (only that)")
     parser.add_argument("--pairs", type=int, default=9,
@@ -260,17 +266,25 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, metavar="TREE",
                         help="with --estate: instead, a journaling and a plain main from this "
                              "source tree (an older raetlike) beside ours, alternated")
+    return parser
+
+
+def main() -> None:
+    parser = _parser()
     args = parser.parse_args()
     if args.estate is not None:
         _estate_mode(parser, args)
         return
+    if args.only_pipeline and (args.dir is None or not (args.dir / DEFAULT_FSYNC.value).is_dir()):
+        parser.error("--only-pipeline needs --dir holding an earlier run's journal")
+    args.pipeline = args.pipeline or args.only_pipeline
     base = args.dir or Path(tempfile.mkdtemp(prefix="bench-journal-"))
     try:
         print(f"journal encoder: {'compiled' if COMPILED else 'pure Python'} raw-bytes path")
         runs = [(DEFAULT_FSYNC, False, False), (DEFAULT_FSYNC, True, False),
                 (DEFAULT_FSYNC, True, True), (FsyncPolicy.NEVER, False, False),
                 (FsyncPolicy.ALWAYS, False, False)]
-        for policy, raw, one_time in runs:
+        for policy, raw, one_time in [] if args.only_pipeline else runs:
             count = args.always_records if policy is FsyncPolicy.ALWAYS else args.records
             directory = base / (policy.value + ("-raw" if raw else "")
                                 + ("-round" if one_time else ""))
@@ -293,10 +307,14 @@ def main() -> None:
                 read_json_journal,
             )
 
+            journal = base / DEFAULT_FSYNC.value
+            # DuckDB first, alone on the machine (no JVM beside it)
+            duck = duckdb_run(journal, base / "duckdb")
+            print("DuckDB, the same tables from the same JSON: " + (
+                "not installed (pip install -e '.[bench]')" if duck is None else f"{duck:.1f} s"))
             started = time.perf_counter()
             spark = spark_session()
             print(f"spark session start {time.perf_counter() - started:.1f} s")
-            journal = base / DEFAULT_FSYNC.value
             passes = []
             for _ in range(2):
                 started = time.perf_counter()
@@ -308,12 +326,11 @@ def main() -> None:
             shutil.rmtree(base / "out", ignore_errors=True)
             for run in ("first run", "second run, nothing new"):
                 result = run_pipeline(PipelineOptions((journal,), base / "out"), spark)
+                versus = "" if duck is None else f", {result.seconds / duck:.1f}x DuckDB"
                 print(f"pipeline, {run}, over {result.records:,} records: "
-                      f"{result.seconds:.1f} s = {result.seconds / one_pass:.1f}x one pass, "
-                      f"{result.seconds / passes[1]:.1f}x the warm one (report {result.report})")
-            duck = duckdb_run(journal, base / "duckdb")
-            print("DuckDB, the same tables: " + ("not installed (pip install -e '.[bench]')"
-                                                 if duck is None else f"{duck:.1f} s"))
+                      f"{result.seconds:.1f} s beside one Spark pass of {one_pass:.1f} s = "
+                      f"{result.seconds / one_pass:.1f}x one pass{versus} "
+                      f"({result.seconds / passes[1]:.1f}x the warm pass; report {result.report})")
     finally:
         if args.dir is None and not args.pipeline:
             shutil.rmtree(base, ignore_errors=True)

@@ -14,6 +14,7 @@ sort of each (source, node)'s first arrivals.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -26,7 +27,8 @@ from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from raetlike.pipeline._tables import at_destination
 
 __all__ = ["BITMAP_BITS", "MOST_BITMAPS", "MOST_GAPS", "Audit", "SourceSpan", "audit",
-           "audit_duplicates", "audit_missing", "audit_out_of_order"]
+           "audit_duplicates", "audit_missing", "audit_out_of_order", "audit_partials",
+           "clean_pairs"]
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +205,100 @@ def audit(records: DataFrame, spans: Mapping[str, SourceSpan], *,
                         "distinct": distinct.get(source, 0), "first": span.first,
                         "last": span.last, "missing": gaps, "duplicates": copies,
                         "out_of_order": late.get(source, 0),
+                        "complete": gaps == 0 and copies == 0})
+    return Audit(summary, missing, duplicates, out_of_order)
+
+
+def clean_pairs(ranges: Iterable[tuple[str, str, int, int, float, float]]
+                ) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """Which (source, node) pairs' out-of-order arrivals are the union of each unit's.
+
+    ``ranges`` holds, per unit (an hour, say) and pair, the lowest and highest number
+    and the earliest and latest receive time of its numbered deliveries.  Taken in
+    receive order, a pair's units must not overlap in time, and each must start above
+    the highest number of the units before it: then no delivery is late because of an
+    earlier unit, and each unit's own late arrivals are the pair's.  Returns the pairs
+    that pass and those that do not (their arrivals are sorted afresh; rare: a number
+    delivered an hour late, or a clock that stepped back across an hour).
+    """
+    by_pair: dict[tuple[str, str], list[tuple[float, float, int, int]]] = {}
+    for source, node, low, high, earliest, latest in ranges:
+        by_pair.setdefault((source, node), []).append((earliest, latest, low, high))
+    clean: set[tuple[str, str]] = set()
+    dirty: set[tuple[str, str]] = set()
+    for pair, units in by_pair.items():
+        units.sort()
+        ok = True
+        for (_, latest, _, _), (earliest, _, _, _) in itertools.pairwise(units):
+            ok = ok and latest < earliest
+        highest = units[0][3]
+        for _, _, low, high in units[1:]:
+            ok = ok and low > highest
+            highest = max(highest, high)
+        (clean if ok else dirty).add(pair)
+    return clean, dirty
+
+
+def _pair_key() -> Any:
+    return F.concat_ws("\u0000", F.col("source"), F.col("node"))
+
+
+def audit_partials(records: DataFrame, spans: Mapping[str, SourceSpan], sequences: DataFrame,
+                   late: DataFrame, *, most_bitmaps: int = MOST_BITMAPS,
+                   most_gaps: int = MOST_GAPS) -> Audit:
+    """:func:`audit` from partial aggregates (``_partials``), the same tables.
+
+    ``sequences`` is the union of the units' ``sequences`` partials with a ``unit``
+    column; ``late`` the union of their ``late`` partials.  The gaps come from the
+    bitmaps OR-ed across units; the records are read only for what the partials cannot
+    tell: the duplicates (at sources that have any), the out-of-order arrivals of those
+    sources and of pairs :func:`clean_pairs` rejects, and gaps past the bounds.
+    """
+    spark = records.sparkSession
+    spans = {source: span for source, span in spans.items() if span.records > 0}
+    buckets = sum(_bucket(span.last) - _bucket(span.first) + 1 for span in spans.values())
+    found = None
+    if all(span.first >= 1 for span in spans.values()) and buckets <= most_bitmaps:
+        rows = (sequences.groupBy("source", "bucket")
+                .agg(F.bitmap_or_agg("bits").alias("bits")).collect())
+        found = _gaps(spans, {(row["source"], row["bucket"]): bytes(row["bits"])
+                              for row in rows}, most_gaps)
+    if found is None:
+        return audit(records, spans, most_bitmaps=most_bitmaps, most_gaps=most_gaps)
+    gap_rows, distinct = found
+    missing = spark.createDataFrame(gap_rows, MISSING_SCHEMA)
+    missing_counts: dict[str, int] = {}
+    for source, _first, _last, count in gap_rows:
+        missing_counts[source] = missing_counts.get(source, 0) + count
+    twice = [source for source, span in spans.items() if span.records > distinct.get(source, 0)]
+    duplicates = (audit_duplicates(records.where(F.col("source").isin(twice))) if twice
+                  else spark.createDataFrame([], DUPLICATES_SCHEMA))
+    ranges = (sequences.groupBy("unit", "source", "node")
+              .agg(F.min("sequence_min").alias("low"), F.max("sequence_max").alias("high"),
+                   F.min("received_min").alias("earliest"),
+                   F.max("received_max").alias("latest")).collect())
+    clean, dirty = clean_pairs((row["source"], row["node"], int(row["low"]), int(row["high"]),
+                                float(row["earliest"]), float(row["latest"]))
+                               for row in ranges if row["source"] not in twice)
+    kept = [f"{source}\u0000{node}" for source, node in sorted(clean)]
+    redo = [f"{source}\u0000{node}" for source, node in sorted(dirty)]
+    out_of_order = late.where(_pair_key().isin(kept)) if kept else late.limit(0)
+    if twice or redo:
+        log.info("pipeline: out-of-order arrivals sorted afresh for %d source(s) with "
+                 "duplicates and %d (source, node) pair(s) across units", len(twice), len(redo))
+        again = records.where(F.col("source").isin(twice) | _pair_key().isin(redo))
+        out_of_order = out_of_order.unionByName(audit_out_of_order(
+            again, [source for source, _node in dirty]))
+    out_of_order = out_of_order.persist(StorageLevel.MEMORY_AND_DISK)
+    late_counts = _by_source(out_of_order.groupBy("source").agg(F.count("*").alias("n")).collect())
+    summary = []
+    for source, span in sorted(spans.items()):
+        copies = span.records - distinct.get(source, 0)
+        gaps = missing_counts.get(source, 0)
+        summary.append({"source": source, "records": span.records,
+                        "distinct": distinct.get(source, 0), "first": span.first,
+                        "last": span.last, "missing": gaps, "duplicates": copies,
+                        "out_of_order": late_counts.get(source, 0),
                         "complete": gaps == 0 and copies == 0})
     return Audit(summary, missing, duplicates, out_of_order)
 

@@ -15,7 +15,7 @@ from raetlike.errors import RaetError
 
 __all__ = ["ALL_GLOB", "CORRUPT_COLUMN", "JOURNAL_SCHEMA", "SEALED_GLOB",
            "NoJournalError", "find_journals", "hour_directories", "normalise",
-           "read_json_journal", "stream_json_journal"]
+           "read_json_journal", "stream_json_journal", "valid_line"]
 
 CORRUPT_COLUMN = "_corrupt_record"
 SEALED_GLOB = "*.jsonl"
@@ -118,16 +118,21 @@ def _endpoint(prefix: str) -> Column:
                        F.col(f"{prefix}_share"))
 
 
+def valid_line() -> Column:
+    """True for a raw journal line that parsed and carries the fields every record has."""
+    valid = (F.col(CORRUPT_COLUMN).isNull() & (F.col("version") == 1) & F.col("node").isNotNull()
+             & F.col("received").isNotNull() & F.col("source_estate").isNotNull())
+    return F.coalesce(valid, F.lit(False))
+
+
 def normalise(raw: DataFrame) -> DataFrame:
     """Raw journal lines -> records with ``valid``, ``source``, ``destination``, times, latency.
 
     A line is valid when it parsed and carries the fields every record has; the
     rest (a torn last record) is kept with ``valid`` false so it can be counted.
     """
-    valid = (F.col(CORRUPT_COLUMN).isNull() & (F.col("version") == 1) & F.col("node").isNotNull()
-             & F.col("received").isNotNull() & F.col("source_estate").isNotNull())
     return raw.select(
-        F.coalesce(valid, F.lit(False)).alias("valid"),
+        valid_line().alias("valid"),
         *[F.col(name) for name in (*_STRINGS, *_LONGS, *_DOUBLES)],
         _endpoint("source").alias("source"),
         _endpoint("destination").alias("destination"),

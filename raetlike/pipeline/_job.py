@@ -13,21 +13,22 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
 from raetlike.pipeline import _tables as tables
-from raetlike.pipeline._audit import SUMMARY_SCHEMA, SourceSpan, audit
+from raetlike.pipeline._audit import SUMMARY_SCHEMA, SourceSpan, audit_partials
 from raetlike.pipeline._frames import (
     JOURNAL_SCHEMA,
     hour_directories,
     normalise,
     stream_json_journal,
 )
+from raetlike.pipeline._partials import compute_partials
 from raetlike.pipeline._progress import Progress
 from raetlike.pipeline._report import REPORT_ROWS, ReportData, write_report
 from raetlike.pipeline._session import spark_session
-from raetlike.pipeline._store import refresh_store
+from raetlike.pipeline._store import StoredHour, refresh_store
 
 __all__ = ["DEFAULT_INTERVAL", "PipelineOptions", "PipelineResult",
            "follow_journals", "run_pipeline"]
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL = 10.0
 WRITERS = 4  # tables written at once
+_SHOWN = ("latency_histogram", "estates", "kinds", "pairs")  # tables the report lists whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,21 +82,92 @@ def _rows(frame: DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
     return [row.asDict(recursive=True) for row in selected.collect()]
 
 
-def _analyse(normalised: DataFrame, options: PipelineOptions, started: float,
-             progress: Progress | None = None) -> PipelineResult:
-    """Compute, write and report from normalised journal lines (valid and not).
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    """Records analysed together: an hour of the store, or records read as they are."""
 
-    A pass for the counts and the time range, then two aggregations over the
-    records (:func:`~raetlike.pipeline._tables.fine_counts` and
-    :func:`~raetlike.pipeline._tables.latency_counts`) and the audit's; every
-    table is rolled up from those, kept in memory while the tables are written.
-    """
+    records: DataFrame
+    """Its valid records inside [since, until)."""
+    stored: StoredHour | None = None
+    """The store's hour, when all its records are inside [since, until): its partials
+    stand for its records."""
+
+
+def _in_range(options: PipelineOptions) -> Column:
     valid = F.col("valid")
     if options.since is not None:
         valid = valid & (F.col("received") >= options.since)
     if options.until is not None:
         valid = valid & (F.col("received") < options.until)
-    records = normalised.where(valid)
+    return valid
+
+
+def _hour_units(spark: SparkSession, hours: list[StoredHour],
+                options: PipelineOptions) -> list[_Unit]:
+    """The store's hours as units: whole hours by their partials, hours that ``--since`` or
+    ``--until`` cut by their records (none for hours wholly outside)."""
+    units = []
+    for hour in hours:
+        if hour.first is None or hour.last is None:
+            continue  # no valid records
+        after = options.since is None or hour.first >= options.since
+        before = options.until is None or hour.last < options.until
+        outside = ((options.since is not None and hour.last < options.since)
+                   or (options.until is not None and hour.first >= options.until))
+        if outside:
+            continue
+        records = hour.records_frame(spark).where(_in_range(options))
+        units.append(_Unit(records, hour if after and before else None))
+    return units
+
+
+def _write_tables(spark: SparkSession, frames: dict[str, DataFrame],
+                  paths: dict[str, Path]) -> dict[str, list[dict[str, Any]]]:
+    """Write every table; the rows of those the report lists whole (:data:`_SHOWN`)."""
+    shown: dict[str, list[dict[str, Any]]] = {}
+
+    def write(name: str) -> None:
+        frame = frames[name]
+        if name in _SHOWN:  # computed once: collected, then written from the rows
+            rows = frame.collect()
+            shown[name] = [row.asDict(recursive=True) for row in rows]
+            frame = spark.createDataFrame(rows, frame.schema)
+        frame.write.mode("overwrite").parquet(str(paths[name]))
+
+    # Spark runs jobs from several threads at once: small jobs overlap their overheads
+    with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+        list(pool.map(write, frames))
+    return shown
+
+
+def _span(units: list[_Unit]) -> tuple[int, float | None, float | None]:
+    """The units' record count and first and last receive times: stored hours' from the
+    manifest, the others' from one job over their records."""
+    total, first, last = 0, None, None
+    live = [unit.records for unit in units if unit.stored is None]
+    for unit in units:
+        if unit.stored is not None:
+            total += unit.stored.records
+            first = _least(first, unit.stored.first)
+            last = _most(last, unit.stored.last)
+    if live:
+        row = _union(live).agg(F.count("*").alias("records"), F.min("received").alias("first"),
+                               F.max("received").alias("last")).collect()[0]
+        total += int(row["records"])
+        first, last = _least(first, row["first"]), _most(last, row["last"])
+    return total, first, last
+
+
+def _analyse(spark: SparkSession, units: list[_Unit], skipped: int,  # noqa: PLR0917
+             options: PipelineOptions, started: float,
+             progress: Progress | None = None) -> PipelineResult:
+    """Compute, write and report from units of records (hours of the store, or records).
+
+    The partials (``_partials``) of every unit are merged: stored ones read from the
+    store, the others computed from the unit's records.  Every table is rolled up from
+    the merged ``fine_counts`` and ``latency_counts``, kept in memory while the tables
+    are written, and the audit's gaps from the merged bitmaps.
+    """
     cached: list[DataFrame] = []
 
     def keep(frame: DataFrame) -> DataFrame:
@@ -102,26 +175,32 @@ def _analyse(normalised: DataFrame, options: PipelineOptions, started: float,
         return cached[-1]
 
     try:
-        received = F.when(valid, F.col("received"))
-        span_row = normalised.agg(
-            F.count(F.when(valid, 1)).alias("records"),
-            F.count(F.when(~F.col("valid"), 1)).alias("skipped"),
-            F.min(received).alias("first"), F.max(received).alias("last")).collect()[0]
-        total, skipped = int(span_row["records"]), int(span_row["skipped"])
-        first, last = span_row["first"], span_row["last"]
+        total, first, last = _span(units)
         span = 0.0 if first is None or last is None else float(last) - float(first)
         window = options.window_seconds or tables.choose_window(span)
         if progress is not None:
             progress.records = total
-        counts = keep(tables.fine_counts(records, window))
-        latencies = keep(tables.latency_counts(records))
+        partials = []
+        for unit in units:
+            stored = unit.stored
+            if stored is not None and round(window * 1000) % round(stored.step * 1000) == 0:
+                partials.append(stored.partials(spark))
+            else:
+                partials.append(compute_partials(unit.records, window))
+        empty = compute_partials(empty_records(spark), window)
+        every = partials or [empty]
+        counts = keep(tables.roll_up(_union([p.fine for p in every]), window))
+        latencies = keep(tables.merge_latency(_union([p.latency for p in every])))
+        sequences = keep(_union([p.sequences.withColumn("unit", F.lit(index))
+                                 for index, p in enumerate(every)]))
+        records = _union([unit.records for unit in units]) if units else empty_records(spark)
         sums = counts.groupBy("source").agg(
             F.sum("sequenced").alias("records"), F.min("sequence_min").alias("first"),
             F.max("sequence_max").alias("last")).collect()
         spans = {row["source"]: SourceSpan(int(row["records"]), int(row["first"]),
                                            int(row["last"]))
                  for row in sums if row["records"]}
-        checked = audit(records, spans)
+        checked = audit_partials(records, spans, sequences, _union([p.late for p in every]))
         out_of_order = checked.out_of_order
         cached.append(out_of_order)
         totals = counts.agg(F.sum("timed").alias("messages"), F.max("max_ms").alias("max_ms"),
@@ -146,26 +225,23 @@ def _analyse(normalised: DataFrame, options: PipelineOptions, started: float,
             "audit_missing": checked.missing,
             "audit_duplicates": checked.duplicates,
             "audit_out_of_order": out_of_order,
-            "audit_summary": normalised.sparkSession.createDataFrame(
+            "audit_summary": spark.createDataFrame(
                 [tuple(row.values()) for row in checked.summary], SUMMARY_SCHEMA),
         }
         paths = {name: options.out / "tables" / name for name in frames}
-        # Spark runs jobs from several threads at once: small jobs overlap their overheads
-        with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-            list(pool.map(lambda name: frames[name].write.mode("overwrite").parquet(
-                str(paths[name])), frames))
+        shown = _write_tables(spark, frames, paths)
         data = ReportData(
             journals=[str(j) for j in options.journals], records=total, skipped_lines=skipped,
             latency=overall,
-            histogram=sorted(_rows(frames["latency_histogram"]), key=lambda r: r["bucket"]),
+            histogram=sorted(shown["latency_histogram"], key=lambda r: r["bucket"]),
             rate=sorted(_rows(frames["rate"]), key=lambda r: r["window_start"]),
-            estates=sorted(_rows(frames["estates"]), key=lambda r: r["estate"]),
+            estates=sorted(shown["estates"], key=lambda r: r["estate"]),
             audit=checked.summary,
             missing=_rows(checked.missing.orderBy("source", "first_missing"), REPORT_ROWS),
             duplicates=_rows(checked.duplicates.orderBy("source", "sequence"), REPORT_ROWS),
             window_seconds=window,
-            kinds=sorted(_rows(frames["kinds"]), key=lambda r: -int(r["messages"])),
-            pairs=sorted(_rows(frames["pairs"]),
+            kinds=sorted(shown["kinds"], key=lambda r: -int(r["messages"])),
+            pairs=sorted(shown["pairs"],
                          key=lambda r: (str(r["source_estate"]), str(r["destination_estate"]))),
             first_received=None if first is None else float(first),
             last_received=None if last is None else float(last),
@@ -178,6 +254,23 @@ def _analyse(normalised: DataFrame, options: PipelineOptions, started: float,
     log.info("pipeline: %d records (%d skipped lines) in %.1f s; report %s",
              total, skipped, seconds, report)
     return PipelineResult(report, total, skipped, paths, seconds)
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    return functools.reduce(DataFrame.unionByName, frames)
+
+
+def _least(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(float(a), float(b))
+
+
+def _most(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(float(a), float(b))
+
+
+def empty_records(spark: SparkSession) -> DataFrame:
+    """No records, normalised."""
+    return normalise(spark.createDataFrame([], JOURNAL_SCHEMA)).where("valid")
 
 
 def run_pipeline(options: PipelineOptions, spark: SparkSession | None = None, *,
@@ -197,8 +290,9 @@ def run_pipeline(options: PipelineOptions, spark: SparkSession | None = None, *,
                    if f.is_file())
         shown = Progress(session.sparkContext, stream, input_bytes=size)
     try:
-        normalised, _ = refresh_store(session, directories, options.out)
-        return _analyse(normalised, options, started, shown)
+        _, stored = refresh_store(session, directories, options.out)
+        return _analyse(session, _hour_units(session, stored.hours, options),
+                        sum(hour.skipped for hour in stored.hours), options, started, shown)
     finally:
         if shown is not None:
             shown.close()
@@ -240,7 +334,9 @@ def follow_journals(options: PipelineOptions, spark: SparkSession | None = None,
             normalised = session.read.parquet(str(records_dir)).drop("batch_id")
         else:
             normalised = normalise(session.createDataFrame([], JOURNAL_SCHEMA))
-        result = _analyse(normalised, options, started)
+        skipped = normalised.where(~F.col("valid")).count()
+        result = _analyse(session, [_Unit(normalised.where(_in_range(options)))], skipped,
+                          options, started)
         if on_round is not None:
             on_round(result)
         done += 1

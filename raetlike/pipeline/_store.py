@@ -14,9 +14,13 @@ manifest:
   dropped from what the run analyses (its Parquet stays for a later run
   that wants it back, unless the hour is gone from disk).
 
-So a second run over the same journals reads only what changed since the
-first, and every table and plot of a run is computed from the store, read
-once and cached.  The manifest is written (to a temporary name, then
+When an hour is read from JSON, its partial aggregates (``_partials``) are
+computed from its fresh Parquet and kept beside it (``store/KEY/records`` and
+``store/KEY/fine``, ``latency``, ``sequences``, ``late``), and the manifest
+notes the hour's record count, skipped lines, first and last receive time
+and the width of its fine windows.  So a second run over the same journals
+reads only what changed since the first, and the analysis merges the small
+partials of the hours it did not read.  The manifest is written (to a temporary name, then
 renamed) only after the Parquet it describes is complete: a run that dies
 half way leaves the previous manifest, and the next run redoes what it lacks.
 Paths are the driver's; on a cluster the store, like the journals, must be
@@ -35,20 +39,53 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
-from raetlike.pipeline._frames import JOURNAL_SCHEMA, normalise, read_json_journal
+from raetlike.pipeline._frames import JOURNAL_SCHEMA, normalise, read_json_journal, valid_line
+from raetlike.pipeline._partials import Partials, compute_partials, read_partials, write_partials
+from raetlike.pipeline._tables import fine_step
 
-__all__ = ["MANIFEST", "STORE", "MANIFEST_VERSION", "StoreRun", "refresh_store"]
+__all__ = ["MANIFEST", "MANIFEST_VERSION", "RECORDS", "STORE", "StoreRun", "StoredHour",
+           "refresh_store"]
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 STORE = "store"
-MANIFEST_VERSION = 2  # 2: the store holds the lines' fields, not normalised records
+MANIFEST_VERSION = 3  # 2: the lines' fields, not normalised records; 3: and partials
+RECORDS = "records"  # an hour's lines, beside its partials
 CONVERTERS = 4  # hours converted at once
 
 Files = dict[str, list[int]]  # segment file name -> [size, mtime_ns]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredHour:
+    """One hour directory in the store: where, what its records hold, and its partials."""
+
+    hour: str
+    """The journal hour directory."""
+    path: Path
+    """``OUT/store/KEY``: ``records`` and the partials."""
+    records: int
+    """Valid records."""
+    skipped: int
+    """Lines that were not whole records."""
+    first: float | None
+    """Earliest receive time of a valid record (None: no records)."""
+    last: float | None
+    """Latest receive time of a valid record."""
+    step: float
+    """Window width (seconds) of its ``fine`` partial."""
+
+    def records_frame(self, spark: SparkSession) -> DataFrame:
+        """The hour's lines, normalised (valid and not)."""
+        return normalise(spark.read.schema(JOURNAL_SCHEMA).parquet(str(self.path / RECORDS)))
+
+    def partials(self, spark: SparkSession) -> Partials:
+        """The hour's partials, as stored."""
+        return read_partials(spark, self.path, self.step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +98,8 @@ class StoreRun:
     """Hour directories whose Parquet was up to date."""
     removed: list[str]
     """Hour directories in the manifest that are gone from disk."""
+    hours: list[StoredHour]
+    """The hours asked for, as stored now, in the order asked."""
 
 
 def _files(hour: Path) -> Files:
@@ -106,7 +145,6 @@ def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> tuple[Dat
     manifest = _load(manifest_path)
     known: dict[str, Any] = manifest["hours"]
     reused: list[str] = []
-    parts: list[str] = []
     changed: list[tuple[str, Files]] = []
     for hour in hours:
         files = _files(Path(hour))
@@ -115,15 +153,13 @@ def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> tuple[Dat
             reused.append(hour)
         else:
             changed.append((hour, files))
-        parts.append(str(store / _key(hour)))
     # a few hours at once: each job's start overlaps another's work
     with ThreadPoolExecutor(max_workers=CONVERTERS) as pool:
         futures = {pool.submit(_convert, spark, hour, store / _key(hour)): (hour, files)
                    for hour, files in changed}
         for future in as_completed(futures):
-            future.result()
             hour, files = futures[future]
-            known[hour] = {"key": _key(hour), "files": files}
+            known[hour] = {"key": _key(hour), "files": files, **future.result()}
             _save(manifest_path, manifest)  # each hour as soon as its Parquet is whole
     read = [hour for hour, _ in changed]
     removed = [hour for hour in list(known) if not Path(hour).is_dir()]
@@ -133,14 +169,38 @@ def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> tuple[Dat
         _save(manifest_path, manifest)
     log.info("pipeline: %d hour(s) read from JSON, %d reused from %s, %d removed",
              len(read), len(reused), store, len(removed))
-    if not parts:
-        return normalise(spark.createDataFrame([], JOURNAL_SCHEMA)), StoreRun(read, reused, removed)
-    return (normalise(spark.read.schema(JOURNAL_SCHEMA).parquet(*parts)),
-            StoreRun(read, reused, removed))
+    stored = [StoredHour(hour, store / known[hour]["key"], int(known[hour]["records"]),
+                         int(known[hour]["skipped"]), known[hour]["first"],
+                         known[hour]["last"], float(known[hour]["step"])) for hour in hours]
+    run = StoreRun(read, reused, removed, stored)
+    if not stored:
+        return normalise(spark.createDataFrame([], JOURNAL_SCHEMA)), run
+    return (normalise(spark.read.schema(JOURNAL_SCHEMA).parquet(
+        *[str(hour.path / RECORDS) for hour in stored])), run)
 
 
-def _convert(spark: SparkSession, hour: str, part: Path) -> None:
-    """One hour directory's segments (sealed and open) -> Parquet at ``part``, the lines'
-    fields as they are (normalised when read: the derived columns cost less computed
-    than written and read)."""
-    read_json_journal(spark, [hour]).write.mode("overwrite").parquet(str(part))
+def _convert(spark: SparkSession, hour: str, part: Path) -> dict[str, Any]:
+    """One hour directory's segments (sealed and open) -> Parquet at ``part/records``, the
+    lines' fields as they are (normalised when read: the derived columns cost less computed
+    than written and read), then its partials beside it; what the manifest notes of it.
+
+    The JSON is parsed once; the counts and time range are observed while it is written,
+    and the partials are made from the fresh Parquet in one partition (an hour's records
+    need no shuffle: another hour converts on the other core)."""
+    valid = valid_line()
+    received = F.when(valid, F.col("received"))
+    seen = Observation(f"hour-{_key(hour)}")
+    (read_json_journal(spark, [hour])
+     .observe(seen, F.count(F.when(valid, 1)).alias("records"),
+              F.count(F.when(~valid, 1)).alias("skipped"),
+              F.min(received).alias("first"), F.max(received).alias("last"))
+     .write.mode("overwrite").parquet(str(part / RECORDS)))
+    stats = seen.get
+    first, last = stats["first"], stats["last"]
+    step = fine_step(0.0 if first is None or last is None else float(last) - float(first))
+    records = (normalise(spark.read.schema(JOURNAL_SCHEMA).parquet(str(part / RECORDS)))
+               .where("valid").coalesce(1))
+    write_partials(compute_partials(records, step), part)
+    return {"records": int(stats["records"]), "skipped": int(stats["skipped"]),
+            "first": None if first is None else float(first),
+            "last": None if last is None else float(last), "step": step}

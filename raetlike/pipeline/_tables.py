@@ -10,12 +10,15 @@ which needs each sequence number, is in ``_audit``.  Nothing runs a Python UDF.
 
 from __future__ import annotations
 
+import math
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
 __all__ = ["LATENCY_EDGES_MS", "TABLES", "WINDOW_STEPS", "at_destination",
-           "choose_window", "estates", "fine_counts", "kinds", "latency", "latency_counts",
-           "latency_histogram", "pairs", "quantiles", "rate_over_time", "remotes", "traffic"]
+           "choose_window", "estates", "fine_counts", "fine_step", "fine_sums", "kinds",
+           "latency", "latency_counts", "latency_histogram", "latency_sums", "merge_latency",
+           "pairs", "quantiles", "rate_over_time", "remotes", "roll_up", "traffic"]
 
 LATENCY_EDGES_MS = (0.0, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0,
                     1_000.0, 2_000.0, 5_000.0, 10_000.0)
@@ -47,6 +50,20 @@ def choose_window(span_seconds: float, most: int = MOST_WINDOWS) -> float:
     return days * (span_seconds // (days * (most - 1)) + 1)
 
 
+def fine_step(span_seconds: float) -> float:
+    """A window width that divides every width :func:`choose_window` can give for a span
+    of at least ``span_seconds`` (a run holding these records spans at least as long), so
+    :func:`fine_sums` at it roll up to the run's window: the greatest common divisor of the
+    round widths from ``choose_window(span_seconds)`` up (and of whole days past them).
+    An hour of records (span up to 3600 s, window 2 min or wider) gets 60 s."""
+    chosen = round(choose_window(span_seconds) * 1000)
+    step = round(WINDOW_STEPS[-1] * 1000)  # past the round widths: whole days
+    for width in WINDOW_STEPS:
+        if round(width * 1000) >= chosen:
+            step = math.gcd(step, round(width * 1000))
+    return step / 1000
+
+
 def _interval(window_seconds: float) -> str:
     """A Spark interval string for ``window_seconds`` (milliseconds keep fractions exact)."""
     return f"{round(window_seconds * 1000)} milliseconds"
@@ -75,17 +92,20 @@ def _ends(frame: DataFrame) -> DataFrame:
     }).drop("source_yard", "source_share", "destination_yard", "destination_share")
 
 
-def fine_counts(records: DataFrame, window_seconds: float) -> DataFrame:
-    """Per time window and stream (node, source, destination, their estates, kind, topic):
-    messages, bytes, segments, resends, timed
-    messages, the highest latency, and the numbered deliveries at their destination
-    (count, lowest and highest number) that the audit starts from.
+_SUMS = ("messages", "bytes", "segments", "multi_segment_messages", "resends",
+         "messages_with_resends", "timed", "sequenced")
+_MAXIMA = ("segments_max", "resends_max", "max_ms", "sequence_max")
+_MINIMA = ("sequence_min",)
+_PARTS = ("node", "kind", "topic", *_ENDS, "destination_estate")
 
-    One pass over the records, with partial aggregation before the shuffle: its
-    rows number streams times windows, and every count table is a roll-up of them.
-    """
+
+def fine_sums(records: DataFrame, window_seconds: float) -> DataFrame:
+    """:func:`fine_counts` before the ends are joined: one row per window and the stream's
+    parts (node, kind, topic, source and destination estate, yard and share).  Every column
+    is a sum, a maximum or a minimum, so rows of windows that divide a wider one roll up to
+    it (:func:`roll_up`): the store keeps these per hour (``_partials``)."""
     sequenced = at_destination() & F.col("sequence").isNotNull()
-    sums = (records.groupBy(F.window("received_at", _interval(window_seconds))
+    return (records.groupBy(F.window("received_at", _interval(window_seconds))
                             .start.alias("window_start"), "node", "kind", "topic", *_ENDS,
                             _destination_estate())
             .agg(F.count("*").alias("messages"), F.sum("body_bytes").alias("bytes"),
@@ -97,19 +117,56 @@ def fine_counts(records: DataFrame, window_seconds: float) -> DataFrame:
                  F.count(F.when(sequenced, 1)).alias("sequenced"),
                  F.min(F.when(sequenced, F.col("sequence"))).alias("sequence_min"),
                  F.max(F.when(sequenced, F.col("sequence"))).alias("sequence_max")))
-    return _ends(sums)
+
+
+def roll_up(sums: DataFrame, window_seconds: float) -> DataFrame:
+    """Rows of :func:`fine_sums` (at any window width that divides ``window_seconds``, from
+    any number of hours) -> :func:`fine_counts` at ``window_seconds``: the same rows as
+    computed from the records.  Windows are aligned to the epoch, so a narrow window lies
+    in exactly one wide one."""
+    wide = F.window("window_start", _interval(window_seconds)).start.alias("window_start")
+    merged = sums.groupBy(wide, *_PARTS).agg(
+        *[F.sum(name).alias(name) for name in _SUMS],
+        *[F.max(name).alias(name) for name in _MAXIMA],
+        *[F.min(name).alias(name) for name in _MINIMA])
+    return _ends(merged.select("window_start", *_PARTS, "messages", "bytes", "segments",
+                               "segments_max", "multi_segment_messages", "resends",
+                               "resends_max", "messages_with_resends", "timed", "max_ms",
+                               "sequenced", "sequence_min", "sequence_max"))
+
+
+def fine_counts(records: DataFrame, window_seconds: float) -> DataFrame:
+    """Per time window and stream (node, source, destination, their estates, kind, topic):
+    messages, bytes, segments, resends, timed
+    messages, the highest latency, and the numbered deliveries at their destination
+    (count, lowest and highest number) that the audit starts from.
+
+    One pass over the records, with partial aggregation before the shuffle: its
+    rows number streams times windows, and every count table is a roll-up of them.
+    """
+    return _ends(fine_sums(records, window_seconds))
+
+
+def latency_sums(records: DataFrame) -> DataFrame:
+    """:func:`latency_counts` before the ends are joined (what the store keeps per hour)."""
+    latency = F.greatest(F.least(F.col("latency_ms"), F.lit(_MOST_MS)), F.lit(-_MOST_MS))
+    return (records.where(F.col("latency_ms").isNotNull())
+            .groupBy("kind", "topic", *_ENDS, _destination_estate(),
+                     F.floor(latency * 1000).alias("us"))
+            .agg(F.count("*").alias("n")))
+
+
+def merge_latency(sums: DataFrame) -> DataFrame:
+    """Rows of :func:`latency_sums` from any number of hours -> :func:`latency_counts`."""
+    keys = ("kind", "topic", *_ENDS, "destination_estate", "us")
+    return _ends(sums.groupBy(*keys).agg(F.sum("n").alias("n")))
 
 
 def latency_counts(records: DataFrame) -> DataFrame:
     """Timed messages per (source, destination, their estates, kind, topic) and latency
     microsecond (``us``, the
     latency in ms times 1000, rounded down): the quantiles are read from it."""
-    latency = F.greatest(F.least(F.col("latency_ms"), F.lit(_MOST_MS)), F.lit(-_MOST_MS))
-    counts = (records.where(F.col("latency_ms").isNotNull())
-              .groupBy("kind", "topic", *_ENDS, _destination_estate(),
-                       F.floor(latency * 1000).alias("us"))
-              .agg(F.count("*").alias("n")))
-    return _ends(counts)
+    return _ends(latency_sums(records))
 
 
 def quantiles(latencies: DataFrame, *keys: str) -> DataFrame:

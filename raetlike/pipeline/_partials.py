@@ -1,0 +1,116 @@
+"""Partial aggregates: what every table needs from a set of records, small and mergeable.
+
+A journal hour's records are read from JSON once (``_store``); at that time
+the hour's partials are computed from them and kept beside its Parquet:
+
+- ``fine``: :func:`~raetlike.pipeline._tables.fine_sums` at a window width
+  (``step``) that every window a run holding the hour can choose is a multiple
+  of (:func:`~raetlike.pipeline._tables.fine_step`);
+- ``latency``: :func:`~raetlike.pipeline._tables.latency_sums`, timed messages
+  per stream and latency microsecond;
+- ``sequences``: per (source, node, bitmap bucket) the numbered deliveries at
+  their destination: a bitmap of the numbers seen (Spark's
+  ``bitmap_construct_agg``), their count, lowest and highest number, and
+  earliest and latest receive time;
+- ``late``: the out-of-order arrivals among these records alone, every numbered
+  delivery taken as a first arrival (exact for a source that delivered no
+  number twice; the audit recomputes the others from the records).
+
+Every column is a count, a sum, a minimum, a maximum or a bitmap, so the
+partials of any number of hours merge (``_job``, ``_audit``) into the same
+tables a pass over all their records would give.  Nothing here runs a Python
+UDF.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
+
+from raetlike.pipeline import _tables as tables
+
+__all__ = ["PARTS", "Partials", "compute_partials", "late_arrivals", "read_partials",
+           "sequence_sums", "write_partials"]
+
+PARTS = ("fine", "latency", "sequences", "late")
+"""The partials' Parquet directories, beside an hour's ``records`` in its store directory."""
+
+
+@dataclass(frozen=True, slots=True)
+class Partials:
+    """One set of records' partial aggregates (Spark frames, lazy or read from Parquet)."""
+
+    step: float
+    """Window width (seconds) of ``fine``."""
+    fine: DataFrame
+    """:func:`~raetlike.pipeline._tables.fine_sums` at ``step``."""
+    latency: DataFrame
+    """:func:`~raetlike.pipeline._tables.latency_sums`."""
+    sequences: DataFrame
+    """:func:`sequence_sums`."""
+    late: DataFrame
+    """:func:`late_arrivals`."""
+
+
+_SOURCE = ("source_estate", "source_yard", "source_share")
+
+
+def _sequenced(records: DataFrame) -> DataFrame:
+    return records.where(F.col("sequence").isNotNull() & tables.at_destination())
+
+
+def _source() -> Column:
+    """``source`` made from its parts after a group-by on them (cheaper than per record)."""
+    return F.concat_ws("/", *_SOURCE).alias("source")
+
+
+def sequence_sums(records: DataFrame) -> DataFrame:
+    """Per (source, node, bitmap bucket of 32,768 numbers): ``bits``, the numbers seen at
+    their destination; ``n`` deliveries; ``sequence_min``/``_max``; ``received_min``/``_max``."""
+    sums = (_sequenced(records)
+            .groupBy(*_SOURCE, "node", F.bitmap_bucket_number("sequence").alias("bucket"))
+            .agg(F.bitmap_construct_agg(F.bitmap_bit_position("sequence")).alias("bits"),
+                 F.count("*").alias("n"),
+                 F.min("sequence").alias("sequence_min"), F.max("sequence").alias("sequence_max"),
+                 F.min("received").alias("received_min"),
+                 F.max("received").alias("received_max")))
+    return sums.select(_source(), "node", "bucket", "bits", "n", "sequence_min", "sequence_max",
+                       "received_min", "received_max")
+
+
+def late_arrivals(records: DataFrame) -> DataFrame:
+    """Numbered deliveries at their destination lower than one the same node had before
+    (by receive time, then number), every delivery taken as a first arrival: the audit's
+    out-of-order table for sources that delivered no number twice."""
+    before = (Window.partitionBy(*_SOURCE, "node").orderBy("received", "sequence")
+              .rowsBetween(Window.unboundedPreceding, -1))
+    return (_sequenced(records)
+            .select(*_SOURCE, "node", "sequence", "received")
+            .withColumn("highest_before", F.max("sequence").over(before))
+            .where(F.col("sequence") < F.col("highest_before"))
+            .select(_source(), "node", "sequence", "highest_before",
+                    F.timestamp_seconds("received").alias("received_at")))
+
+
+def compute_partials(records: DataFrame, step: float) -> Partials:
+    """The partials of valid ``records`` (normalised), ``fine`` at ``step`` seconds."""
+    return Partials(step, tables.fine_sums(records, step), tables.latency_sums(records),
+                    sequence_sums(records), late_arrivals(records))
+
+
+def write_partials(partials: Partials, directory: Path) -> None:
+    """Each partial as Parquet under ``directory/NAME``, the four jobs at once (each is one
+    task over an hour's records: together they keep every core busy even for one hour)."""
+    with ThreadPoolExecutor(max_workers=len(PARTS)) as pool:
+        list(pool.map(lambda name: getattr(partials, name).write.mode("overwrite").parquet(
+            str(directory / name)), PARTS))
+
+
+def read_partials(spark: SparkSession, directory: Path, step: float) -> Partials:
+    """Partials written by :func:`write_partials`."""
+    frames = {name: spark.read.parquet(str(directory / name)) for name in PARTS}
+    return Partials(step, **frames)

@@ -1,0 +1,197 @@
+"""Partial aggregates per journal hour (issue 19): merged, they give the tables a full
+read of the records gives, across hours, with late arrivals and duplicates that cross
+hours, with --since/--until cutting hours, and after segments change."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
+
+from raetlike.journal import JournalWriter
+from raetlike.pipeline import PipelineOptions, run_pipeline
+from raetlike.pipeline import _tables as tables
+from raetlike.pipeline._audit import SUMMARY_SCHEMA, SourceSpan, audit, clean_pairs
+from raetlike.pipeline._frames import hour_directories, normalise, read_json_journal
+from raetlike.pipeline._store import MANIFEST
+from raetlike.pipeline._tables import TABLES, WINDOW_STEPS, choose_window, fine_step
+from tests.journalkit import HOUR_START, record
+from tests.sparkkit import spark  # noqa: F401 - the session fixture
+
+H0, H1, H2 = HOUR_START, HOUR_START + 3600, HOUR_START + 7200
+
+
+def _deliver(writer: JournalWriter, node: str, source: str, numbers: list[int], *,
+             start: float, step: float) -> None:
+    for index, n in enumerate(numbers):
+        at = start + index * step
+        writer.append(record(n, node=node, source=source, received=at,
+                             sent=at - (n % 7 + 1) / 1000, segments=1 + n % 2,
+                             resends=1 if n % 9 == 0 else 0, topic=f"t{n % 2}"))
+
+
+def _journals(root: Path) -> tuple[Path, Path]:
+    """Three hours at two nodes.
+
+    - minion1 -> main: 1..40 less 30 in the first hour; 30 first in the second hour,
+      then 41..60: late across hours only (its highest before is 40);
+    - minion2 -> main: 1..35 less 7, with 10 again in the third hour and 15 again at
+      node other: duplicates across hours and nodes;
+    - minion3 -> other: 1..10 with 5 after 6, in one hour: late within it;
+    - minion4 -> main: 1..20 in two hours, nothing wrong.
+    """
+    main, other = root / "main", root / "other"
+    with JournalWriter(main, "main") as writer:
+        _deliver(writer, "main", "minion1", [n for n in range(1, 41) if n != 30],
+                 start=H0 + 10, step=10)
+        _deliver(writer, "main", "minion2", [n for n in range(1, 21) if n != 7],
+                 start=H0 + 2000, step=3)
+        _deliver(writer, "main", "minion4", list(range(1, 11)), start=H0 + 3000, step=1)
+        _deliver(writer, "main", "minion1", [30, *range(41, 61)], start=H1 + 10, step=10)
+        _deliver(writer, "main", "minion2", list(range(21, 31)), start=H1 + 1000, step=5)
+        _deliver(writer, "main", "minion4", list(range(11, 21)), start=H1 + 3000, step=1)
+        _deliver(writer, "main", "minion1", list(range(61, 71)), start=H2 + 10, step=10)
+        _deliver(writer, "main", "minion2", [10, *range(31, 36)], start=H2 + 100, step=7)
+    with JournalWriter(other, "other") as writer:
+        _deliver(writer, "other", "minion3", [1, 2, 3, 4, 6, 5, 7, 8, 9, 10],
+                 start=H0 + 500, step=2)
+        _deliver(writer, "other", "minion2", [15], start=H1 + 50, step=1)
+    return main, other
+
+
+def _rows(frame: Any) -> list[tuple[Any, ...]]:
+    return sorted((tuple(row) for row in frame.collect()), key=repr)
+
+
+def _full_read(spark: Any, journals: tuple[Path, ...], window: float,  # noqa: F811
+               since: float | None = None, until: float | None = None) -> dict[str, Any]:
+    """Every table computed the way the pipeline did before partials: from all records."""
+    valid = F.col("valid")
+    if since is not None:
+        valid = valid & (F.col("received") >= since)
+    if until is not None:
+        valid = valid & (F.col("received") < until)
+    records = normalise(read_json_journal(spark, hour_directories(journals))).where(valid)
+    counts = tables.fine_counts(records, window)
+    latencies = tables.latency_counts(records)
+    spans = {row["source"]: SourceSpan(int(row["n"]), int(row["lo"]), int(row["hi"]))
+             for row in counts.groupBy("source").agg(
+                 F.sum("sequenced").alias("n"), F.min("sequence_min").alias("lo"),
+                 F.max("sequence_max").alias("hi")).collect() if row["n"]}
+    checked = audit(records, spans, most_bitmaps=0)  # the sorting path: no bitmaps at all
+    frames = {
+        "traffic": tables.traffic(counts, window),
+        "rate": tables.rate_over_time(counts, window),
+        "latency": tables.latency(counts, latencies),
+        "latency_histogram": tables.latency_histogram(latencies),
+        "remotes": tables.remotes(counts),
+        "estates": tables.estates(counts, latencies),
+        "kinds": tables.kinds(counts, latencies),
+        "pairs": tables.pairs(counts, latencies),
+        "audit_missing": checked.missing,
+        "audit_duplicates": checked.duplicates,
+        "audit_out_of_order": checked.out_of_order,
+        "audit_summary": spark.createDataFrame(
+            [tuple(row.values()) for row in checked.summary], SUMMARY_SCHEMA),
+    }
+    return {name: _rows(frame) for name, frame in frames.items()}
+
+
+def _written(spark: Any, out: Path) -> dict[str, Any]:  # noqa: F811
+    return {name: _rows(spark.read.parquet(str(out / "tables" / name))) for name in TABLES}
+
+
+def _window(out: Path) -> float:
+    return float(json.loads((out / "summary.json").read_text())["rate"]["window_seconds"])
+
+
+@pytest.fixture(scope="module")
+def journals(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ...]:
+    return _journals(tmp_path_factory.mktemp("partials"))
+
+
+def test_merged_partials_give_the_tables_of_a_full_read(
+        journals: tuple[Path, ...], tmp_path: Path, spark: Any) -> None:  # noqa: F811
+    out = tmp_path / "out"
+    first = run_pipeline(PipelineOptions(journals, out), spark)
+    written = _written(spark, out)
+    assert written == _full_read(spark, journals, _window(out))
+    late = {(row[0], row[1], row[2], row[3]) for row in written["audit_out_of_order"]}
+    assert late == {("minion1", "main", 30, 40), ("minion3", "other", 5, 6)}
+    assert {(row[0], row[1], row[2]) for row in written["audit_duplicates"]} == {
+        ("minion2", 10, 2), ("minion2", 15, 2)}
+    # a second run reads no JSON, only the partials, and writes the same tables
+    again = run_pipeline(PipelineOptions(journals, out), spark)
+    assert again.records == first.records == 70 + 35 + 20 + 11
+    assert _written(spark, out) == written
+
+
+def test_since_and_until_cutting_hours_give_the_tables_of_a_full_read(
+        journals: tuple[Path, ...], tmp_path: Path, spark: Any) -> None:  # noqa: F811
+    since, until = H0 + 205, H2 + 45  # inside minion1's first hour and its last
+    out = tmp_path / "out"
+    run_pipeline(PipelineOptions(journals, out), spark)  # the store holds every hour whole
+    result = run_pipeline(PipelineOptions(journals, out, since=since, until=until), spark)
+    written = _written(spark, out)
+    assert written == _full_read(spark, journals, _window(out), since, until)
+    assert result.records == sum(row[1] for row in written["audit_summary"]) < 136
+
+
+def test_a_window_the_stored_partials_cannot_roll_up_to_is_computed_from_the_records(
+        journals: tuple[Path, ...], tmp_path: Path, spark: Any) -> None:  # noqa: F811
+    out = tmp_path / "out"
+    run_pipeline(PipelineOptions(journals, out, window_seconds=7.0), spark)
+    assert _window(out) == 7.0
+    assert _written(spark, out) == _full_read(spark, journals, 7.0)
+
+
+def test_a_changed_or_deleted_segment_changes_the_tables(tmp_path: Path,
+                                                         spark: Any) -> None:  # noqa: F811
+    root = tmp_path / "journals"
+    journals = _journals(root)
+    out = tmp_path / "out"
+    run_pipeline(PipelineOptions(journals, out), spark)
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert all(entry["records"] > 0 for entry in manifest["hours"].values())
+    [segment] = sorted(Path(hour_directories([journals[1]])[0]).glob("*.jsonl"))
+    lines = segment.read_bytes().splitlines(keepends=True)
+    segment.write_bytes(b"".join(lines[:4]))  # minion3 keeps 1..4: nothing late any more
+    result = run_pipeline(PipelineOptions(journals, out), spark)
+    assert result.records == 136 - 6
+    written = _written(spark, out)
+    assert written == _full_read(spark, journals, _window(out))
+    assert all(row[0] != "minion3" for row in written["audit_out_of_order"])
+    shutil.rmtree(hour_directories([journals[0]])[2])  # main's third hour: gone
+    result = run_pipeline(PipelineOptions(journals, out), spark)
+    assert result.records == 136 - 6 - 16
+    assert _written(spark, out) == _full_read(spark, journals, _window(out))
+
+
+def test_units_that_overlap_or_run_back_are_sorted_afresh() -> None:
+    ranges = [
+        ("a", "n", 1, 10, 0.0, 9.0), ("a", "n", 11, 20, 10.0, 19.0),  # in order
+        ("b", "n", 1, 10, 0.0, 9.0), ("b", "n", 5, 20, 10.0, 19.0),  # 5 comes back
+        ("c", "n", 1, 10, 0.0, 9.0), ("c", "n", 11, 20, 9.0, 19.0),  # overlap at 9.0
+        ("d", "n", 11, 20, 10.0, 19.0), ("d", "n", 1, 10, 0.0, 9.0),  # any order given
+    ]
+    assert clean_pairs(ranges) == ({("a", "n"), ("d", "n")}, {("b", "n"), ("c", "n")})
+
+
+@given(st.floats(min_value=0, max_value=1e9), st.floats(min_value=0, max_value=1e9))
+def test_every_window_a_longer_run_chooses_is_a_multiple_of_the_fine_step(
+        span: float, more: float) -> None:
+    step = round(fine_step(span) * 1000)
+    wider = round(choose_window(span + more) * 1000)
+    assert wider % step == 0
+    assert step <= round(choose_window(span) * 1000)
+    assert round(fine_step(3600) * 1000) == 60_000  # an hour's records: minute windows
+    assert WINDOW_STEPS[0] * 1000 <= step
