@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import IO, Any
 
@@ -89,7 +90,8 @@ def worker(first: int, count: int, mains: list[tuple[str, int]], in_flight: int,
     print(f"worker {first} up", flush=True)
     while not stopping:
         loop.run_once(max_wait=0.05)
-        ready = sum(1 for e in estates[:started] if e.ready())
+        if ready < count:  # each estate's two upstreams, counted only until all have them
+            ready = sum(1 for e in estates[:started] if e.ready())
         while started < count and started - ready < in_flight:
             estates[started].road.start(clock())
             estates[started].started = True
@@ -263,8 +265,9 @@ def _fan_out(base: Path, estates: int, timeout: float) -> dict[str, Any]:
         asker.loop.run_until(lambda: len(replies) >= estates, timeout=timeout)
         took = time.monotonic() - start
         ok = sum(1 for reply in replies if reply.errno is Errno.OK)
+        errors = Counter(reply.errno.name for reply in replies if reply.errno is not Errno.OK)
         return {"fan_out_answered": ok, "fan_out_errors": len(replies) - ok,
-                "fan_out_s": round(took, 2)}
+                "fan_out_error_kinds": dict(errors), "fan_out_s": round(took, 2)}
     finally:
         asker.loop.close()
 
