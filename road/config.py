@@ -12,6 +12,9 @@ from raetlike.wire.kinds import AutoMode, BodyKind, HeadKind
 __all__ = ["LocalEstate", "RoadConfig"]
 
 
+MAX_PENDING_SAVES = 4096
+"""``RoadConfig.max_pending_saves``' default (also the keep's when opened without a config)."""
+
 @dataclass(slots=True)
 class LocalEstate:
     """Who we are on the road."""
@@ -147,6 +150,10 @@ class RoadConfig:
     join_burst_per_source: int = 20
     """The bucket size of ``join_rate_per_source``."""
     max_unvalidated_addresses: int = 4096
+    max_pending_saves: int = MAX_PENDING_SAVES
+    """Remote records (a save or removal of one remote's files) waiting for the keep's writer
+    thread (``road.persist.FileRoadKeep``); a later save of the same remote replaces a
+    pending one, and past the bound the stack waits for the writer to write one."""
     """Addresses not yet validated whose byte budgets (3x bytes received, RFC 9000 8.1) and
     join-rate buckets are kept; past it the oldest is forgotten."""
 

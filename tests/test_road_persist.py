@@ -95,6 +95,7 @@ def test_restored_remotes_keep_uids_and_advance_session_ids(tmp_path: Path) -> N
     minion.join(("127.0.0.1", 7530), now=0.0)
     _exchange(main, minion, 0.0)
     kept = minion.remote("main")
+    minion.keep.flush()
     _, minion_keep = open_estate(tmp_path / "n", "minion", main=False,
                                  host_address=("127.0.0.1", 7531))
     (restored,) = minion_keep.kept_remotes()
@@ -144,6 +145,8 @@ def test_a_remote_that_is_removed_loses_its_record(tmp_path: Path) -> None:
     minion.join(("127.0.0.1", 7530), now=0.0)
     _exchange(main, minion, 0.0)
     path = tmp_path / "m" / "main" / "remote" / "estate.minion.json"
+    main_keep.flush()
     assert path.exists()
     main_keep.remove_remote(main.remote("minion"))
+    main_keep.flush()
     assert not path.exists()

@@ -151,10 +151,10 @@ class _Estate:
                sock: socket.socket, journal: JournalWriter | None) -> None:
         keep_dir = options.keep_dir or default_keep_dir()
         auto = default_auto(options.main) if options.auto is None else options.auto
+        config = RoadConfig(auto=auto, fast=not options.raet_mode)
         local, self.keep = open_estate(keep_dir, options.name, main=options.main,
                                        host_address=(options.host, options.port),
-                                       auto=auto)
-        config = RoadConfig(auto=auto, fast=not options.raet_mode)
+                                       auto=auto, max_pending_saves=config.max_pending_saves)
         if options.presence_period is not None:
             config.period = options.presence_period
         self.stack = RoadStack(local, config, keep=self.keep, now=clock())
