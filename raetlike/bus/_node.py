@@ -115,6 +115,11 @@ class BusNode:
         self._subscriptions: dict[str, list[OnEvent]] = {}
         self._routes: dict[str, str] = {}  # a name below a relay link -> that link
         self._advertised: frozenset[str] = frozenset()
+        # prefix -> links below (not _above) subscribed to it, kept as links change so a
+        # keepalive need not walk every link: a main of 2,000 estates spent 3.6 M calls
+        # (9.6 s of a 253 s run) in that walk (docs/relay.md)
+        self._below_prefixes: dict[str, int] = {}
+        self._prefixes_changed = False  # a prefix came or went since the last _readvertise
         self._next_keepalive = now + self.config.keepalive_interval
         self._tell_below_at: float | None = None  # when upstream hears of the names below
         # no link falls silent before this: a lower bound (last_heard only grows), so
@@ -172,7 +177,7 @@ class BusNode:
         """
         neighbour = self._links[name]
         neighbour.trusted = True
-        neighbour.subscriptions = frozenset()
+        self._set_subscriptions(name, neighbour, frozenset())
         self._set_below(name, neighbour, ())
         self._above.add(name)
         if upstream and name not in self.upstreams:
@@ -184,8 +189,10 @@ class BusNode:
 
     def remove_link(self, name: str) -> None:
         """Forget the neighbour ``name`` (and the routes through it)."""
-        neighbour = self._links.pop(name, None)
+        neighbour = self._links.get(name)
         if neighbour is not None:
+            self._set_subscriptions(name, neighbour, frozenset())
+            del self._links[name]
             self._set_below(name, neighbour, ())
             if name in self.upstreams:
                 self.upstreams.remove(name)
@@ -289,6 +296,8 @@ class BusNode:
     def subscribe(self, prefix: str, callback: OnEvent, *, now: float | None = None) -> None:
         """Call ``callback`` with every event whose topic starts with ``prefix``."""
         self._tick(now)
+        if prefix not in self._subscriptions:
+            self._prefixes_changed = True
         self._subscriptions.setdefault(prefix, []).append(callback)
         self._readvertise()
 
@@ -300,8 +309,8 @@ class BusNode:
         kept = [] if callback is None else [c for c in callbacks if c != callback]
         if kept:
             self._subscriptions[prefix] = kept
-        else:
-            self._subscriptions.pop(prefix, None)
+        elif self._subscriptions.pop(prefix, None) is not None:
+            self._prefixes_changed = True
         self._readvertise()
 
     # == input from the stack ==============================================
@@ -351,7 +360,7 @@ class BusNode:
     def _keepalive_from(self, link_name: str, neighbour: _Neighbour,
                         keepalive: BusMessage) -> None:
         """A keepalive from a link below: what it subscribes to, and (a relay) who is below."""
-        neighbour.subscriptions = frozenset(keepalive.subscriptions)
+        self._set_subscriptions(link_name, neighbour, frozenset(keepalive.subscriptions))
         if neighbour.trusted:
             self._set_below(link_name, neighbour, keepalive.below)
         else:  # only a relay we trust speaks for names below it
@@ -547,10 +556,37 @@ class BusNode:
 
     # == keepalives and subscriptions ======================================
 
+    def _set_subscriptions(self, link_name: str, neighbour: _Neighbour,
+                           subscriptions: frozenset[str]) -> None:
+        """What the link subscribes to now, counted in ``_below_prefixes`` while it is below."""
+        old = neighbour.subscriptions
+        if subscriptions == old:
+            return
+        neighbour.subscriptions = subscriptions
+        if link_name in self._above:
+            return
+        counts = self._below_prefixes
+        for prefix in old - subscriptions:
+            left = counts[prefix] - 1
+            if left:
+                counts[prefix] = left
+            else:
+                del counts[prefix]
+                self._prefixes_changed = True
+        for prefix in subscriptions - old:
+            if prefix in counts:
+                counts[prefix] += 1
+            else:
+                counts[prefix] = 1
+                self._prefixes_changed = True
+
     def _readvertise(self) -> None:
-        """Tell upstream at once when the prefixes wanted at or below this node change."""
-        wanted = frozenset(self._subscriptions).union(
-            *(n.subscriptions for name, n in self._links.items() if name not in self._above))
+        """Tell upstream at once when the prefixes wanted at or below this node change
+        (counted as they change: no walk of the links)."""
+        if not self._prefixes_changed:
+            return
+        self._prefixes_changed = False
+        wanted = frozenset(self._subscriptions).union(self._below_prefixes)
         if wanted != self._advertised:
             self._advertised = wanted
             for name in self.upstreams:
