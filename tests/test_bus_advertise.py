@@ -103,3 +103,20 @@ def test_a_keepalive_from_a_link_below_walks_no_other_link() -> None:
     assert _told(up)[-1] == ("ev.",)
     node.remove_link("estate1999")
     assert _told(up)[-1] == ()
+
+
+def test_nodes_started_together_spread_their_keepalives_over_the_interval() -> None:
+    sent_at: list[float] = []
+    for index in range(200):
+        node = BusNode(f"e{index}", now=0.0)
+        up = FakeLink("up")
+        node.add_link(up, upstream=True, now=0.0)
+        first = node.get_timer()
+        assert first is not None
+        assert 5.0 * 0.5 <= first <= 5.0  # BusConfig's 5 s interval
+        node.handle_timer(first)
+        assert node.get_timer() == first + 5.0  # an interval apart from then on
+        sent_at.append(first)
+    assert sum(1 for at in sent_at if at < 3.75) > 60  # not all in one instant
+    assert sum(1 for at in sent_at if at >= 3.75) > 60
+    assert len(set(sent_at)) > 190

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import secrets
+import zlib
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -86,6 +87,11 @@ class _Registered:
     roles: frozenset[str] | None
 
 
+def keepalive_phase(name: str) -> float:
+    """When in its first interval (0.5 to 1.0 of it) the node ``name`` sends keepalives."""
+    return 0.5 + 0.5 * zlib.crc32(name.encode("utf-8")) / 2**32
+
+
 class BusNode:
     """One node of the bus tree; see the module docstring."""
 
@@ -120,7 +126,12 @@ class BusNode:
         # (9.6 s of a 253 s run) in that walk (docs/relay.md)
         self._below_prefixes: dict[str, int] = {}
         self._prefixes_changed = False  # a prefix came or went since the last _readvertise
-        self._next_keepalive = now + self.config.keepalive_interval
+        # the first round at a point of the interval fixed by the name (half to all of
+        # it), and every round an interval after: nodes started together (a worker of
+        # 2,000 estates, minions after a power cut) do not all send theirs at once.  In
+        # step, 2,000 estates' 4,000 keepalives stalled their worker for ~2 s every
+        # round and both mains declared ~480 of them lost (docs/relay.md)
+        self._next_keepalive = now + self.config.keepalive_interval * keepalive_phase(name)
         self._tell_below_at: float | None = None  # when upstream hears of the names below
         # no link falls silent before this: a lower bound (last_heard only grows), so
         # get_timer need not look at every link: with 1,000 links (a relay) 3.5 us a
