@@ -13,6 +13,9 @@ from raetlike.wire.kinds import AutoMode, BodyKind, HeadKind
 __all__ = ["LocalEstate", "RoadConfig"]
 
 
+MAX_PENDING_SAVES = 4096
+"""The bound of the keep's writer thread where it is on (``raetlike estate``)."""
+
 @dataclass(slots=True)
 class LocalEstate:
     """Who we are on the road."""
@@ -159,6 +162,12 @@ class RoadConfig:
     max_unvalidated_addresses: int = 4096
     """Addresses not yet validated whose byte budgets (3x bytes received, RFC 9000 8.1) and
     join-rate buckets are kept; past it the oldest is forgotten."""
+    max_pending_saves: int = 0
+    """0: a kept estate writes remote records on the loop, at once (as RAET does).  N > 0:
+    a writer thread writes them (``road.persist.FileRoadKeep``), at most N remotes' writes
+    waiting; a later save of the same remote replaces a pending one, and past the bound the
+    stack waits for the writer to write one.  ``raetlike estate`` uses MAX_PENDING_SAVES
+    (4096): a main in a join storm otherwise blocks ~5 ms a file in fsync."""
 
     def __setattr__(self, name: str, value: object) -> None:
         """Each setting is checked against its type when set (raetlike._fields)."""

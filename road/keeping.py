@@ -34,6 +34,14 @@ class RoadKeep(Protocol):
         """Forget ``remote``."""
         ...
 
+    def flush(self) -> None:
+        """Return once every save and removal asked for so far is done."""
+        ...
+
+    def close(self) -> None:
+        """Finish pending saves (the stack is closing); later ones are done at once."""
+        ...
+
     @property
     def auto(self) -> AutoMode:
         """How keys never seen before are treated."""
@@ -217,6 +225,12 @@ class MemoryKeep:
 
     def remove_remote(self, remote: Remote) -> None:
         self.remotes.pop(remote.name, None)
+
+    def flush(self) -> None:
+        """Nothing waits: saves are done at once."""
+
+    def close(self) -> None:
+        """Nothing to finish."""
 
     def accept(self, role: str) -> None:
         """Operator: accept the keys last seen for ``role``."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -36,21 +38,131 @@ MAX_KEPT_CAPABILITIES = 16
 """Capabilities read back per remote from a keep (``RoadConfig.max_join_extras``' default)."""
 
 
+class KeepWriter:
+    """One thread that writes a keep's remote records off the stack's loop.
+
+    Each write (temporary file, fsync, rename, directory fsync: ~5 ms a file on a
+    busy disk) blocked the loop of a main in a join storm; here the thread waits
+    in fsync with the GIL released.  Work is keyed by the file it touches: a new
+    write for a key still pending replaces the old one and goes to the back, so
+    the latest wins (a save then a removal of the same name: the removal) and
+    the latest writes of different keys run in the order they were asked for (a
+    rename's removal of the former name after the new name's file).  At most
+    ``limit`` keys wait; past it the caller waits for the thread to free one (the
+    time of one write, as writing inline would take, without letting a write
+    overtake one queued before it).  A write's error is logged by the write
+    itself; anything else it raises is logged here, never raised.
+    """
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.name = name
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._pending: dict[str, Callable[[], None]] = {}  # key -> write, oldest first
+        self._busy = False  # the thread is running a write taken from _pending
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self.written = 0
+        """Writes run (a replaced, still pending one is not counted)."""
+        self.coalesced = 0
+        """Writes replaced by a later one for the same key before they ran."""
+        self.waited = 0
+        """Submissions that waited for room (``limit`` keys pending)."""
+
+    def submit(self, key: str, write: Callable[[], None]) -> None:
+        """Run ``write`` on the thread (inline once closed), replacing a pending one for ``key``."""
+        with self._changed:
+            if not self._closed:
+                if self._pending.pop(key, None) is not None:
+                    self.coalesced += 1
+                while len(self._pending) >= self.limit and not self._closed:
+                    self.waited += 1
+                    self._changed.wait()
+                if not self._closed:
+                    self._pending[key] = write
+                    if self._thread is None:
+                        self._thread = threading.Thread(target=self._run, daemon=True,
+                                                        name=f"keep writer {self.name}")
+                        self._thread.start()
+                    self._changed.notify_all()
+                    return
+        self._write(write)
+
+    def flush(self) -> None:
+        """Return once every write asked for so far has run."""
+        with self._changed:
+            while (self._pending or self._busy) and self._thread_alive():
+                self._changed.wait()
+
+    def close(self) -> None:
+        """Run what is pending, stop the thread; later writes run inline."""
+        self.flush()
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    @property
+    def pending(self) -> int:
+        """Keys waiting for the thread."""
+        return len(self._pending)
+
+    def _thread_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._pending and not self._closed:
+                    self._changed.wait()
+                if not self._pending:
+                    return
+                key = next(iter(self._pending))
+                write = self._pending.pop(key)
+                self._busy = True
+            try:
+                self._write(write)
+            finally:
+                with self._changed:
+                    self._busy = False
+                    self.written += 1
+                    self._changed.notify_all()
+
+    def _write(self, write: Callable[[], None]) -> None:
+        try:
+            write()
+        except Exception:  # a bug of ours: logged, and the thread goes on
+            log.exception("%s: keep write failed", self.name)
+
+
 class FileRoadKeep:
     """The on-disk keep of one estate, as a :class:`road.keeping.RoadKeep`.
 
     Every acceptance decision reads the role file again, so an operator's
     ``raetlike keys accept`` in another process is seen by a running stack at
-    its next re-check.  Remote records are written in RAET's layout.
+    its next re-check: role and acceptance files are written synchronously.
+    Remote records are written in RAET's layout: at once with
+    ``max_pending_saves`` 0 (``RoadConfig``'s field; the default), else by a
+    :class:`KeepWriter` thread, at most that many waiting; :meth:`flush` waits
+    for them, :meth:`close` (the stack's close) too.
     """
 
-    def __init__(self, keep: Keep) -> None:
+    def __init__(self, keep: Keep, *,
+                 max_pending_saves: int = 0) -> None:
+        if max_pending_saves < 0:
+            raise ValueError(f"max_pending_saves must be at least 0, not {max_pending_saves}")
         self.keep = keep
         self._saved_names: dict[int, str] = {}  # uid -> name its record is kept under
-        # uid -> the record and capabilities last written: a save that changes nothing on
-        # disk writes nothing (each file costs two fsyncs; a 2,000-estate loopback run's
-        # main spent 35 % of its time in them, docs/relay.md)
+        # uid -> the record and capabilities last asked to be written: a save that changes
+        # nothing on disk writes nothing (each file costs two fsyncs, docs/relay.md)
         self._written: dict[int, tuple[RemoteEstate, list[str]]] = {}
+        self.writer = (None if max_pending_saves == 0
+                       else KeepWriter(keep.stack_name, max_pending_saves))
+        self._highest_uid = 0  # the highest remote uid asked to be noted in local/estate
+        self._local_lock = threading.Lock()  # local/estate.json: read, change, write
 
     @property
     def auto(self) -> AutoMode:
@@ -68,41 +180,77 @@ class FileRoadKeep:
             return Acceptance.REJECTED
 
     def save_remote(self, remote: Remote) -> None:
-        """Write ``remote/estate.<name>.json`` (and drop the file of a former name)."""
-        try:
-            record = RemoteEstate(
-                name=remote.name, uid=remote.uid, host_address=remote.host_address,
-                role=remote.role or remote.name, far_uid=remote.far_uid,
-                session_id=remote.session_id, main=remote.main, kind=remote.kind,
-                joined=remote.joined, fqdn=remote.fqdn,
-            )
-            capabilities = sorted(remote.capabilities)
-            written = self._written.get(remote.uid)
-            if written is not None and written[0] == record and written[1] == capabilities:
-                return
-            if written is None or written[0] != record:
-                self.keep.dump_remote(record)
-            # the fast-mode capability must outlive a restart: a peer that kept
-            # it would otherwise speak fast mode to us while we speak RAET's
-            if written is None or written[1] != capabilities or written[0].name != record.name:
-                self.keep.dump_remote_traits(remote.name, {"capabilities": capabilities})
-            self._written[remote.uid] = (record, capabilities)
-            former = self._saved_names.get(remote.uid)
-            if former is not None and former != remote.name:
-                self.keep.remove_remote(former)
-            self._saved_names[remote.uid] = remote.name
-            self._note_uid(remote.uid)
-        except KeepError as exc:
-            log.error("%s: cannot keep remote %r: %s", self.keep.stack_name, remote.name, exc)
+        """Write ``remote/estate.<name>.json`` and its traits (and drop a former name's file),
+        on the writer thread from a snapshot taken now."""
+        record = RemoteEstate(
+            name=remote.name, uid=remote.uid, host_address=remote.host_address,
+            role=remote.role or remote.name, far_uid=remote.far_uid,
+            session_id=remote.session_id, main=remote.main, kind=remote.kind,
+            joined=remote.joined, fqdn=remote.fqdn,
+        )
+        capabilities = sorted(remote.capabilities)
+        if self._written.get(remote.uid) == (record, capabilities):
+            return  # nothing on disk would change
+        self._written[remote.uid] = (record, capabilities)
+        # the fast-mode capability must outlive a restart: a peer that kept
+        # it would otherwise speak fast mode to us while we speak RAET's
+        traits: dict[str, object] = {"capabilities": capabilities}
+        self._submit(_remote_key(remote.name),
+                           lambda: self._write_remote(record, traits))
+        former = self._saved_names.get(remote.uid)
+        if former is not None and former != remote.name:  # after the new name's file
+            self._submit(_remote_key(former), lambda: self._remove_name(former))
+        self._saved_names[remote.uid] = remote.name
+        if remote.uid > self._highest_uid:
+            self._highest_uid = remote.uid
+            self._submit("local", self._write_highest_uid)
 
     def remove_remote(self, remote: Remote) -> None:
-        """Delete the remote's record (its role file and acceptance stay)."""
+        """Delete the remote's record (its role file and acceptance stay), after any save
+        of it still pending (which this replaces)."""
         name = self._saved_names.pop(remote.uid, remote.name)
         self._written.pop(remote.uid, None)
+        self._submit(_remote_key(name), lambda: self._remove_name(name))
+
+    def flush(self) -> None:
+        """Return once every remote record asked for so far is on disk."""
+        if self.writer is not None:
+            self.writer.flush()
+
+    def close(self) -> None:
+        """Write what is pending and stop the writer thread (later saves are written inline)."""
+        if self.writer is not None:
+            self.writer.close()
+
+    def _submit(self, key: str, write: Callable[[], None]) -> None:
+        """``write`` now (no writer thread) or on the writer thread."""
+        if self.writer is None:
+            write()  # (its errors are logged by the write itself)
+        else:
+            self.writer.submit(key, write)
+
+    def _write_remote(self, record: RemoteEstate, traits: dict[str, object]) -> None:
+        try:
+            self.keep.dump_remote(record)
+            self.keep.dump_remote_traits(record.name, traits)
+        except KeepError as exc:
+            # not on disk: the next save of the same state must write it (a write asked
+            # since then, of another state, keeps its entry)
+            if self._written.get(record.uid) == (record, traits["capabilities"]):
+                self._written.pop(record.uid, None)
+            log.error("%s: cannot keep remote %r: %s", self.keep.stack_name, record.name, exc)
+
+    def _remove_name(self, name: str) -> None:
         try:
             self.keep.remove_remote(name)
         except KeepError as exc:
             log.error("%s: cannot remove remote %r: %s", self.keep.stack_name, name, exc)
+
+    def _write_highest_uid(self) -> None:
+        try:
+            self._note_uid(self._highest_uid)
+        except KeepError as exc:
+            log.error("%s: cannot keep the last uid: %s", self.keep.stack_name, exc)
 
     def role_status(self, role: str) -> Acceptance | None:
         """The role's acceptance on disk now (None: no role file), recording nothing."""
@@ -153,6 +301,7 @@ class FileRoadKeep:
         id, so the far side can tell traffic of this run from the last one.
         """
         restored: list[Remote] = []
+        self.flush()
         for record in self.keep.load_remotes().values():
             role = self.keep.load_role(record.role)
             remote = Remote(
@@ -197,14 +346,22 @@ class FileRoadKeep:
 
     def record_address(self, address: Address) -> None:
         """Keep the address the estate is bound to now (e.g. after binding port 0)."""
-        local = self.keep.load_local()
-        if local is not None and local.host_address != address:
-            self.keep.dump_local(replace(local, host_address=address, listen_host_address=None))
+        with self._local_lock:  # the writer thread may be noting a uid in the same file
+            local = self.keep.load_local()
+            if local is not None and local.host_address != address:
+                self.keep.dump_local(replace(local, host_address=address,
+                                             listen_host_address=None))
 
     def _note_uid(self, uid: int) -> None:
-        local = self.keep.load_local()
-        if local is not None and uid > local.last_uid:
-            self.keep.dump_local(replace(local, last_uid=uid))
+        with self._local_lock:
+            local = self.keep.load_local()
+            if local is not None and uid > local.last_uid:
+                self.keep.dump_local(replace(local, last_uid=uid))
+
+
+def _remote_key(name: str) -> str:
+    """The writer's key for the files of the remote estate ``name``."""
+    return f"remote {name}"
 
 
 def open_estate(
@@ -214,6 +371,7 @@ def open_estate(
     main: bool,
     host_address: Address,
     auto: AutoMode = AutoMode.ONCE,
+    max_pending_saves: int = 0,
 ) -> tuple[LocalEstate, FileRoadKeep]:
     """The estate ``name`` kept under ``keep_dir``, created with new keys on first use.
 
@@ -222,7 +380,8 @@ def open_estate(
     parse, or an estate kept under another name raises
     :class:`~raetlike.errors.KeepError` naming the file; nothing is
     regenerated behind the caller's back.  ``main`` and ``host_address`` are
-    recorded as given.  Restore the kept remotes into the stack with
+    recorded as given; ``max_pending_saves`` is the config's (remote records waiting
+    for the keep's writer thread).  Restore the kept remotes into the stack with
     :meth:`FileRoadKeep.restore_remotes` once the stack exists.
     """
     keep = Keep(keep_dir, name, auto=auto)
@@ -250,4 +409,4 @@ def open_estate(
         name=kept.name, signing_key=keys.signing_key, private_key=keys.private_key,
         main=main, kind=traits.kind or 0, role=keys.role, uid=kept.uid, fqdn=kept.fqdn,
     )
-    return local, FileRoadKeep(keep)
+    return local, FileRoadKeep(keep, max_pending_saves=max_pending_saves)

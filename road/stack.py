@@ -230,6 +230,7 @@ class RoadStack:
                 outgoing = remote.outbox.popleft()
                 self._expire(remote, outgoing, "stack closed")
         self._fast.close()
+        self.keep.close()  # remote records still waiting for the keep's writer
         self.closed = True
 
     def remote(self, name: str) -> Remote:

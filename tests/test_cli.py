@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from raetlike.cli import build_parser, main
+from raetlike.cli.estate import EstateOptions, _Estate
 from road.persist import open_estate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,6 +198,8 @@ def test_keys_needs_to_know_which_estate_when_the_keep_holds_several(
         (["ping", "127.0.0.1:1", "--count", "0"], "--count"),
         (["estate", "x", "--port", "1", "--auto", "sometimes"], "--auto"),
         (["keys", "promote"], "action"),
+        (["estate", "x", "--port", "1", "--bus-keepalive", "30"], "--bus-keepalive needs --bus"),
+        (["estate", "x", "--port", "1", "--bus", "--bus-keepalive", "0.01"], "too small"),
         (["frobnicate"], "COMMAND"),
     ],
 )
@@ -264,3 +267,19 @@ def test_verbosity_flags_count_before_or_after_the_command(
 ) -> None:
     parsed = build_parser().parse_args(args)
     assert (parsed.verbose, parsed.quiet) == (verbose, quiet)
+
+
+def test_bus_keepalive_sets_the_bus_nodes_interval_and_three_times_it_as_the_timeout(
+        tmp_path: Path) -> None:
+    parsed = build_parser().parse_args(["estate", "m", "--port", "0", "--main", "--bus",
+                                        "--bus-keepalive", "30"])
+    assert parsed.bus_keepalive == 30.0
+    running = _Estate(EstateOptions(name="m", host="127.0.0.1", port=0, main=True,
+                                    keep_dir=tmp_path / "keep", bus=True, bus_keepalive=30.0),
+                      time.monotonic)
+    try:
+        assert running.bus is not None
+        config = running.bus.node.config
+        assert (config.keepalive_interval, config.keepalive_timeout) == (30.0, 90.0)
+    finally:
+        running.close()

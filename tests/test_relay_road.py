@@ -49,6 +49,7 @@ def test_a_relay_joins_again_when_its_main_came_back_without_it(tmp_path: Path) 
     road = Road(tmp_path)
     assert road.relay.remote("top").sought
     assert not road.top.remote("relay").sought
+    road.top.keep.flush()  # its records were written before the crash
     road.net.stacks.pop(TOP)  # kill -9, and the top's record of the relay is lost
     for record in ("remote/estate.relay.json", "raetlike/remote.relay.json"):
         (tmp_path / "top" / "top" / record).unlink()

@@ -21,6 +21,10 @@ MINION = ("127.0.0.1", 7531)
 
 
 def _main(tmp_path: Path, net: SimNet) -> RoadStack:
+    """The main from its keep, replacing (as after a crash once its records were written)
+    the one at MAIN."""
+    if MAIN in net.stacks:
+        net.stacks[MAIN].keep.flush()
     local, keep = open_estate(tmp_path / "m", "main", main=True, host_address=MAIN)
     stack = RoadStack(local, RoadConfig(fast=True), keep=keep, now=net.now)
     keep.restore_remotes(stack)

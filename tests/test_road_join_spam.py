@@ -159,6 +159,7 @@ def test_a_join_body_with_thousands_of_extra_keys_keeps_a_few_short_ones(tmp_pat
     assert len(at_main.capabilities) == 16
     assert "rlk" in at_main.capabilities
     assert main._fast.links  # fast mode negotiated all the same
+    keep.flush()
     traits = tmp_path / "main" / "raetlike" / "remote.minion.json"
     assert len(json.loads(traits.read_text())["capabilities"]) == 16
     assert traits.stat().st_size < 400

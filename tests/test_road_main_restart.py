@@ -47,6 +47,7 @@ class Pair:
         """kill -9: the main's stack is gone, its keep stays (unless ``lose_keep``: then
         it comes back with new keys; ``forget_minion``: without its record of the minion,
         its role's keys still accepted); back after ``down`` s."""
+        self.main.keep.flush()  # its records were written before the crash
         self.net.stacks.pop(MAIN, None)
         if lose_keep:
             shutil.rmtree(self.root / "main")

@@ -465,6 +465,10 @@ def _add_multi(estate: argparse.ArgumentParser) -> None:
                         metavar="S", help="check each remote's presence every S seconds "
                         "(RoadConfig.period, default 1; a main of thousands of estates "
                         "wants more: docs/relay.md)")
+    estate.add_argument("--bus-keepalive", type=_positive(float, 0.05), default=None,
+                        metavar="S", help="with --bus: a keepalive to every link every S "
+                        "seconds, a link silent 3 S is lost (BusConfig.keepalive_interval, "
+                        "default 5; a main of thousands of estates wants more: docs/relay.md)")
 
 
 def _check_estate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -480,6 +484,8 @@ def _check_estate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         parser.error("estate: --failback goes with two or more --join in failover mode")
     if args.durable is not None and len(joins) > 1:
         parser.error("estate: --durable works with one --join only (not several mains yet)")
+    if args.bus_keepalive is not None and not args.bus:
+        parser.error("estate: --bus-keepalive needs --bus")
     if args.relays and not args.bus:
         parser.error("estate: --trust-relay needs --bus")
 
@@ -497,6 +503,7 @@ def _estate(args: argparse.Namespace) -> int:
         mains=joins if multi is not None else (), multi=multi,
         auto=None if args.auto is None else _AUTO[args.auto], keep_dir=args.keep,
         echo=args.echo, raet_mode=args.raet_mode, presence_period=args.presence_period,
+        bus_keepalive=args.bus_keepalive,
         lane=args.lane, lane_dir=args.lane_dir, journal_dir=args.journal, bus=args.bus,
         metrics=args.metrics, stats_every=args.stats_every,
         durable=durable, durable_config=args.durable_sync, relays=tuple(args.relays),

@@ -44,6 +44,7 @@ from raetlike.udp import Address, UdpDriver, bind_udp, format_address
 from raetlike.uxd import check_socket_path
 from raetlike.wire.kinds import AutoMode
 from road import events
+from road.config import MAX_PENDING_SAVES
 from road.persist import open_estate
 from road.stack import RoadConfig, RoadStack
 
@@ -89,6 +90,9 @@ class EstateOptions:
     """Never negotiate the fast mode: speak RAET 0.6.8's protocol with every remote."""
     presence_period: float | None = None
     """Seconds between presence checks of a remote (``RoadConfig.period``); None: its default."""
+    bus_keepalive: float | None = None
+    """With ``bus``: seconds between keepalives to every link (``BusConfig.keepalive_interval``;
+    a link silent three times that is lost); None: the bus defaults."""
     lane: str | None = None
     """Also run the main yard of this lane: the estate becomes a manor (docs/manor.md)."""
     lane_dir: Path | None = None
@@ -148,10 +152,12 @@ class _Estate:
                sock: socket.socket, journal: JournalWriter | None) -> None:
         keep_dir = options.keep_dir or default_keep_dir()
         auto = default_auto(options.main) if options.auto is None else options.auto
+        # remote records written off the loop: a main in a join storm blocked in fsync
+        config = RoadConfig(auto=auto, fast=not options.raet_mode,
+                            max_pending_saves=MAX_PENDING_SAVES)
         local, self.keep = open_estate(keep_dir, options.name, main=options.main,
                                        host_address=(options.host, options.port),
-                                       auto=auto)
-        config = RoadConfig(auto=auto, fast=not options.raet_mode)
+                                       auto=auto, max_pending_saves=config.max_pending_saves)
         if options.presence_period is not None:
             config.period = options.presence_period
         self.stack = RoadStack(local, config, keep=self.keep, now=clock())
@@ -179,7 +185,12 @@ class _Estate:
         self.pending: dict[str, str] = {}  # remote name -> role of a pending join, logged once
         # durable: the road delivers each bus message once across restarts, so the bus
         # resends nothing (a resend is a new message, which a restarted peer would run again)
-        bus_config = BusConfig(retry_interval=math.inf) if self.durable is not None else None
+        bus_config = BusConfig()
+        if self.durable is not None:
+            bus_config.retry_interval = math.inf
+        if options.bus_keepalive is not None:
+            bus_config.keepalive_interval = options.bus_keepalive
+            bus_config.keepalive_timeout = 3 * options.bus_keepalive
         self.bus = None if not options.bus else EstateBus(
             BusNode(self.stack.name, config=bus_config, now=clock()), self.road,
             None if self.house is None else self.house.lane, relays=options.relays)

@@ -113,7 +113,7 @@ class RaetlikeRoadStackSetup(_RoadDeed):
             from road.persist import open_estate  # noqa: PLC0415 - only kept estates need files
 
             local, keep = open_estate(keep_dir, name, main=main, host_address=(host, port),
-                                      auto=auto)
+                                      auto=auto, max_pending_saves=config.max_pending_saves)
             stack = RoadStack(local, config, keep=keep, now=self.now)
             keep.restore_remotes(stack)
         else:
