@@ -21,7 +21,7 @@ from raetlike.journal import JournalWriter
 from raetlike.pipeline import PipelineOptions, run_pipeline
 from raetlike.pipeline import _tables as tables
 from raetlike.pipeline._audit import SUMMARY_SCHEMA, SourceSpan, audit, clean_pairs
-from raetlike.pipeline._frames import hour_directories, normalise, read_json_journal
+from raetlike.pipeline._frames import find_journals, hour_directories, normalise, read_json_journal
 from raetlike.pipeline._store import MANIFEST
 from raetlike.pipeline._tables import TABLES, WINDOW_STEPS, choose_window, fine_step
 from tests.journalkit import HOUR_START, record
@@ -174,6 +174,20 @@ def test_a_changed_or_deleted_segment_changes_the_tables(tmp_path: Path,
     result = run_pipeline(PipelineOptions(journals, out), spark)
     assert result.records == 136 - 6 - 16
     assert _written(spark, out) == _full_read(spark, journals, _window(out))
+
+
+def test_a_journal_given_twice_is_counted_once(journals: tuple[Path, ...], tmp_path: Path,
+                                               spark: Any) -> None:  # noqa: F811
+    main, other = journals
+    out = tmp_path / "out"
+    run_pipeline(PipelineOptions((main, other), out), spark)
+    full = _full_read(spark, (main, other), _window(out))
+    for again in ((main, other, main), (main, other, main.parent / "." / main.name)):
+        result = run_pipeline(PipelineOptions(again, out), spark)
+        assert result.records == 136
+        assert _written(spark, out) == full
+    # the CLI's journal list: a journal given and inside a directory given is listed once
+    assert find_journals([main.parent, main, other]) == [main, other]
 
 
 def test_units_that_overlap_or_run_back_are_sorted_afresh() -> None:
