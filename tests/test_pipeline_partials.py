@@ -5,6 +5,7 @@ hours, with --since/--until cutting hours, and after segments change."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,23 @@ def test_a_journal_given_twice_is_counted_once(journals: tuple[Path, ...], tmp_p
         assert _written(spark, out) == full
     # the CLI's journal list: a journal given and inside a directory given is listed once
     assert find_journals([main.parent, main, other]) == [main, other]
+
+
+def test_a_receive_time_that_is_not_finite_is_a_skipped_line(tmp_path: Path,
+                                                             spark: Any) -> None:  # noqa: F811
+    journals = _journals(tmp_path / "journals")
+    [segment] = sorted(Path(hour_directories([journals[0]])[0]).glob("*.jsonl"))
+    line = segment.read_bytes().splitlines()[0]
+    assert re.search(rb'"received":[0-9.e+]+', line) is not None
+    bad = [re.sub(rb'"received":[0-9.e+]+', b'"received":' + value, line)
+           for value in (b"NaN", b"Infinity", b"-Infinity")]
+    with segment.open("ab") as file:
+        file.write(b"\n".join(bad) + b"\n")  # Spark's JSON reader parses all three
+    out = tmp_path / "out"
+    for _ in range(2):  # converted, then from the store
+        result = run_pipeline(PipelineOptions(journals, out), spark)
+        assert (result.records, result.skipped_lines) == (136, 3)
+        assert _written(spark, out) == _full_read(spark, journals, _window(out))
 
 
 def test_units_that_overlap_or_run_back_are_sorted_afresh() -> None:

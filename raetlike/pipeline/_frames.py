@@ -136,9 +136,12 @@ def _endpoint(prefix: str) -> Column:
 
 
 def valid_line() -> Column:
-    """True for a raw journal line that parsed and carries the fields every record has."""
+    """True for a raw journal line that parsed and carries the fields every record has,
+    with a finite receive time (Spark's JSON reader takes ``NaN`` and ``Infinity``)."""
+    received = F.col("received")
+    finite = ~F.isnan(received) & (F.abs(received) != F.lit(float("inf")))
     valid = (F.col(CORRUPT_COLUMN).isNull() & (F.col("version") == 1) & F.col("node").isNotNull()
-             & F.col("received").isNotNull() & F.col("source_estate").isNotNull())
+             & received.isNotNull() & finite & F.col("source_estate").isNotNull())
     return F.coalesce(valid, F.lit(False))
 
 
