@@ -4,6 +4,7 @@ hours, with --since/--until cutting hours, and after segments change."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -18,7 +19,7 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
-from raetlike.journal import JournalWriter
+from raetlike.journal import Endpoint, JournalWriter
 from raetlike.pipeline import PipelineOptions, run_pipeline
 from raetlike.pipeline import _tables as tables
 from raetlike.pipeline._audit import SUMMARY_SCHEMA, SourceSpan, audit, clean_pairs
@@ -206,6 +207,25 @@ def test_a_receive_time_that_is_not_finite_is_a_skipped_line(tmp_path: Path,
         result = run_pipeline(PipelineOptions(journals, out), spark)
         assert (result.records, result.skipped_lines) == (136, 3)
         assert _written(spark, out) == _full_read(spark, journals, _window(out))
+
+
+def test_sources_joined_alike_are_one_source_for_late_arrivals(
+        tmp_path: Path, spark: Any) -> None:  # noqa: F811
+    journal = tmp_path / "journals" / "main"
+    with JournalWriter(journal, "main") as writer:
+        for index, (n, endpoint) in enumerate([(1, Endpoint("a", None, "b")),
+                                               (2, Endpoint("a", None, "b")),
+                                               (4, Endpoint("a", None, "b")),
+                                               (5, Endpoint("a", None, "b")),
+                                               (3, Endpoint("a", "b", None))]):
+            writer.append(dataclasses.replace(record(n, received=H0 + 10 + index),
+                                              source=endpoint))
+    out = tmp_path / "out"
+    run_pipeline(PipelineOptions((journal,), out), spark)
+    written = _written(spark, out)
+    assert written == _full_read(spark, (journal,), _window(out))
+    # both endpoints are source "a/b": 3 came after 5 at main
+    assert [row[:4] for row in written["audit_out_of_order"]] == [("a/b", "main", 3, 5)]
 
 
 def test_units_that_overlap_or_run_back_are_sorted_afresh() -> None:

@@ -85,14 +85,16 @@ def sequence_sums(records: DataFrame) -> DataFrame:
 def late_arrivals(records: DataFrame) -> DataFrame:
     """Numbered deliveries at their destination lower than one the same node had before
     (by receive time, then number), every delivery taken as a first arrival: the audit's
-    out-of-order table for sources that delivered no number twice."""
-    before = (Window.partitionBy(*_SOURCE, "node").orderBy("received", "sequence")
+    out-of-order table for sources that delivered no number twice.  Partitioned by the
+    joined ``source``, as the audit is: endpoints whose parts differ only in where a part
+    is missing (``a``/none/``b`` and ``a``/``b``/none) are one source ``a/b`` there."""
+    before = (Window.partitionBy("source", "node").orderBy("received", "sequence")
               .rowsBetween(Window.unboundedPreceding, -1))
     return (_sequenced(records)
-            .select(*_SOURCE, "node", "sequence", "received")
+            .select(_source(), "node", "sequence", "received")
             .withColumn("highest_before", F.max("sequence").over(before))
             .where(F.col("sequence") < F.col("highest_before"))
-            .select(_source(), "node", "sequence", "highest_before",
+            .select("source", "node", "sequence", "highest_before",
                     F.timestamp_seconds("received").alias("received_at")))
 
 
