@@ -228,6 +228,35 @@ def test_sources_joined_alike_are_one_source_for_late_arrivals(
     assert [row[:4] for row in written["audit_out_of_order"]] == [("a/b", "main", 3, 5)]
 
 
+def _jobs_of_a_second_run(spark: Any, root: Path, hours: int) -> int:  # noqa: F811
+    """Spark jobs of a run over ``hours`` hours of journal when nothing is new."""
+    journal, out = root / "journal", root / "out"
+    with JournalWriter(journal, "main") as writer:
+        for hour in range(hours):
+            _deliver(writer, "main", "minion1", list(range(1 + 10 * hour, 11 + 10 * hour)),
+                     start=H0 + 3600 * hour + 10, step=60)
+    assert len(hour_directories([journal])) == hours
+    run_pipeline(PipelineOptions((journal,), out), spark)
+    group = f"second-run-{hours}"
+    context = spark.sparkContext
+    context.setJobGroup(group, group)
+    try:
+        result = run_pipeline(PipelineOptions((journal,), out), spark)
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        context.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+    assert result.records == 10 * hours
+    return len(context.statusTracker().getJobIdsForGroup(group))
+
+
+def test_a_second_run_with_nothing_new_costs_no_spark_job_per_hour(
+        tmp_path: Path, spark: Any) -> None:  # noqa: F811
+    two = _jobs_of_a_second_run(spark, tmp_path / "two", 2)
+    eight = _jobs_of_a_second_run(spark, tmp_path / "eight", 8)
+    assert two > 0
+    assert eight <= two + 2, (two, eight)
+
+
 def test_units_that_overlap_or_run_back_are_sorted_afresh() -> None:
     ranges = [
         ("a", "n", 1, 10, 0.0, 9.0), ("a", "n", 11, 20, 10.0, 19.0),  # in order
