@@ -23,7 +23,7 @@ from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from raetlike.journal import JournalWriter
 from raetlike.pipeline._audit import BITMAP_BITS, SourceSpan, _gaps, audit
 from raetlike.pipeline._frames import hour_directories
-from raetlike.pipeline._store import refresh_store
+from raetlike.pipeline._store import refresh_store, stored_records
 from tests.journalkit import HOUR_START, record
 from tests.sparkkit import spark  # noqa: F401 - the session fixture
 
@@ -100,8 +100,9 @@ def _audit(spark: Any, tmp_path: Path, **bounds: int) -> tuple[Any, ...]:  # noq
     journal = tmp_path / "journal"
     if not journal.exists():
         _journal(journal)
-    records, _ = refresh_store(spark, hour_directories([journal / "main", journal / "other"]),
-                               tmp_path / f"out{len(bounds)}")
+    run = refresh_store(spark, hour_directories([journal / "main", journal / "other"]),
+                        tmp_path / f"out{len(bounds)}")
+    records = stored_records(spark, run.hours)
     valid = records.where("valid")
     spans = {row["source"]: SourceSpan(row["n"], row["lo"], row["hi"])
              for row in valid.groupBy("source").agg(

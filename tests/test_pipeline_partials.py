@@ -4,7 +4,9 @@ hours, with --since/--until cutting hours, and after segments change."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -17,11 +19,11 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
-from raetlike.journal import JournalWriter
+from raetlike.journal import Endpoint, JournalWriter
 from raetlike.pipeline import PipelineOptions, run_pipeline
 from raetlike.pipeline import _tables as tables
 from raetlike.pipeline._audit import SUMMARY_SCHEMA, SourceSpan, audit, clean_pairs
-from raetlike.pipeline._frames import hour_directories, normalise, read_json_journal
+from raetlike.pipeline._frames import find_journals, hour_directories, normalise, read_json_journal
 from raetlike.pipeline._store import MANIFEST
 from raetlike.pipeline._tables import TABLES, WINDOW_STEPS, choose_window, fine_step
 from tests.journalkit import HOUR_START, record
@@ -174,6 +176,85 @@ def test_a_changed_or_deleted_segment_changes_the_tables(tmp_path: Path,
     result = run_pipeline(PipelineOptions(journals, out), spark)
     assert result.records == 136 - 6 - 16
     assert _written(spark, out) == _full_read(spark, journals, _window(out))
+
+
+def test_a_journal_given_twice_is_counted_once(journals: tuple[Path, ...], tmp_path: Path,
+                                               spark: Any) -> None:  # noqa: F811
+    main, other = journals
+    out = tmp_path / "out"
+    run_pipeline(PipelineOptions((main, other), out), spark)
+    full = _full_read(spark, (main, other), _window(out))
+    for again in ((main, other, main), (main, other, main.parent / "." / main.name)):
+        result = run_pipeline(PipelineOptions(again, out), spark)
+        assert result.records == 136
+        assert _written(spark, out) == full
+    # the CLI's journal list: a journal given and inside a directory given is listed once
+    assert find_journals([main.parent, main, other]) == [main, other]
+
+
+def test_a_receive_time_that_is_not_finite_is_a_skipped_line(tmp_path: Path,
+                                                             spark: Any) -> None:  # noqa: F811
+    journals = _journals(tmp_path / "journals")
+    [segment] = sorted(Path(hour_directories([journals[0]])[0]).glob("*.jsonl"))
+    line = segment.read_bytes().splitlines()[0]
+    assert re.search(rb'"received":[0-9.e+]+', line) is not None
+    bad = [re.sub(rb'"received":[0-9.e+]+', b'"received":' + value, line)
+           for value in (b"NaN", b"Infinity", b"-Infinity")]
+    with segment.open("ab") as file:
+        file.write(b"\n".join(bad) + b"\n")  # Spark's JSON reader parses all three
+    out = tmp_path / "out"
+    for _ in range(2):  # converted, then from the store
+        result = run_pipeline(PipelineOptions(journals, out), spark)
+        assert (result.records, result.skipped_lines) == (136, 3)
+        assert _written(spark, out) == _full_read(spark, journals, _window(out))
+
+
+def test_sources_joined_alike_are_one_source_for_late_arrivals(
+        tmp_path: Path, spark: Any) -> None:  # noqa: F811
+    journal = tmp_path / "journals" / "main"
+    with JournalWriter(journal, "main") as writer:
+        for index, (n, endpoint) in enumerate([(1, Endpoint("a", None, "b")),
+                                               (2, Endpoint("a", None, "b")),
+                                               (4, Endpoint("a", None, "b")),
+                                               (5, Endpoint("a", None, "b")),
+                                               (3, Endpoint("a", "b", None))]):
+            writer.append(dataclasses.replace(record(n, received=H0 + 10 + index),
+                                              source=endpoint))
+    out = tmp_path / "out"
+    run_pipeline(PipelineOptions((journal,), out), spark)
+    written = _written(spark, out)
+    assert written == _full_read(spark, (journal,), _window(out))
+    # both endpoints are source "a/b": 3 came after 5 at main
+    assert [row[:4] for row in written["audit_out_of_order"]] == [("a/b", "main", 3, 5)]
+
+
+def _jobs_of_a_second_run(spark: Any, root: Path, hours: int) -> int:  # noqa: F811
+    """Spark jobs of a run over ``hours`` hours of journal when nothing is new."""
+    journal, out = root / "journal", root / "out"
+    with JournalWriter(journal, "main") as writer:
+        for hour in range(hours):
+            _deliver(writer, "main", "minion1", list(range(1 + 10 * hour, 11 + 10 * hour)),
+                     start=H0 + 3600 * hour + 10, step=60)
+    assert len(hour_directories([journal])) == hours
+    run_pipeline(PipelineOptions((journal,), out), spark)
+    group = f"second-run-{hours}"
+    context = spark.sparkContext
+    context.setJobGroup(group, group)
+    try:
+        result = run_pipeline(PipelineOptions((journal,), out), spark)
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        context.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+    assert result.records == 10 * hours
+    return len(context.statusTracker().getJobIdsForGroup(group))
+
+
+def test_a_second_run_with_nothing_new_costs_no_spark_job_per_hour(
+        tmp_path: Path, spark: Any) -> None:  # noqa: F811
+    two = _jobs_of_a_second_run(spark, tmp_path / "two", 2)
+    eight = _jobs_of_a_second_run(spark, tmp_path / "eight", 8)
+    assert two > 0
+    assert eight <= two + 2, (two, eight)
 
 
 def test_units_that_overlap_or_run_back_are_sorted_afresh() -> None:

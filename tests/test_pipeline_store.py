@@ -16,7 +16,13 @@ pytest.importorskip("pyspark")
 from raetlike.journal import JournalWriter
 from raetlike.pipeline import PipelineOptions, run_pipeline
 from raetlike.pipeline._frames import hour_directories
-from raetlike.pipeline._store import MANIFEST, MANIFEST_VERSION, STORE, refresh_store
+from raetlike.pipeline._store import (
+    MANIFEST,
+    MANIFEST_VERSION,
+    STORE,
+    refresh_store,
+    stored_records,
+)
 from tests.journalkit import HOUR_START, record
 from tests.sparkkit import spark  # noqa: F401 - the session fixture
 
@@ -28,8 +34,8 @@ def _write(journal: Path, first: int, count: int, hour: int = 0) -> None:
 
 
 def _refresh(spark: Any, journal: Path, out: Path) -> tuple[int, Any]:  # noqa: F811
-    frame, run = refresh_store(spark, hour_directories([journal]), out)
-    return frame.where("valid").count(), run
+    run = refresh_store(spark, hour_directories([journal]), out)
+    return stored_records(spark, run.hours).where("valid").count(), run
 
 
 def test_a_second_run_reads_only_the_hours_whose_segments_changed(

@@ -54,15 +54,24 @@ def find_journals(paths: Iterable[Path]) -> list[Path]:
     journal.  A directory that is not, but whose immediate subdirectories
     are (the demo's ``OUT/journal`` with one journal per estate), stands for
     those subdirectories, sorted.  Anything else raises
-    :class:`NoJournalError` naming the path.
+    :class:`NoJournalError` naming the path.  A journal meant twice (given twice, or
+    given and inside a directory given) is listed once, where it first appears.
     """
     found: list[Path] = []
+    seen: set[Path] = set()
+
+    def add(journal: Path) -> None:
+        resolved = journal.resolve()
+        if resolved not in seen:
+            seen.add(resolved)
+            found.append(journal)
+
     for given in paths:
         path = Path(given)
         if not path.is_dir():
             raise NoJournalError(f"no such journal directory: {path}")
         if _has_segments(path):
-            found.append(path)
+            add(path)
             continue
         inner = [child for child in sorted(path.iterdir())
                  if child.is_dir() and _has_segments(child)]
@@ -70,14 +79,19 @@ def find_journals(paths: Iterable[Path]) -> list[Path]:
             raise NoJournalError(
                 f"{path}: no journal segments (no date=YYYY-MM-DD/hour=HH/*.jsonl in it "
                 "or in its subdirectories)")
-        found.extend(inner)
+        for journal in inner:
+            add(journal)
     return found
 
 
 def hour_directories(journals: Iterable[Path], since: float | None = None,
                      until: float | None = None) -> list[str]:
-    """The ``date=/hour=`` directories under ``journals`` that may hold [since, until)."""
+    """The ``date=/hour=`` directories under ``journals`` that may hold [since, until).
+
+    Each directory once (by its resolved path) however often its journal is given:
+    a journal given twice is not counted twice."""
     chosen = []
+    seen: set[Path] = set()
     for journal in journals:
         for directory in sorted(Path(journal).glob("date=*/hour=*")):
             match = _HOUR_DIRECTORY.match(f"{directory.parent.name}/{directory.name}")
@@ -86,7 +100,10 @@ def hour_directories(journals: Iterable[Path], since: float | None = None,
             start = datetime.strptime(f"{match[1]} {match[2]}", "%Y-%m-%d %H").replace(
                 tzinfo=UTC).timestamp()
             if (since is None or start + 3600 > since) and (until is None or start < until):
-                chosen.append(str(directory))
+                resolved = directory.resolve()
+                if resolved not in seen:
+                    seen.add(resolved)
+                    chosen.append(str(directory))
     return chosen
 
 
@@ -119,9 +136,12 @@ def _endpoint(prefix: str) -> Column:
 
 
 def valid_line() -> Column:
-    """True for a raw journal line that parsed and carries the fields every record has."""
+    """True for a raw journal line that parsed and carries the fields every record has,
+    with a finite receive time (Spark's JSON reader takes ``NaN`` and ``Infinity``)."""
+    received = F.col("received")
+    finite = ~F.isnan(received) & (F.abs(received) != F.lit(float("inf")))
     valid = (F.col(CORRUPT_COLUMN).isNull() & (F.col("version") == 1) & F.col("node").isNotNull()
-             & F.col("received").isNotNull() & F.col("source_estate").isNotNull())
+             & received.isNotNull() & finite & F.col("source_estate").isNotNull())
     return F.coalesce(valid, F.lit(False))
 
 

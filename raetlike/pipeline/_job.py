@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import sys
@@ -24,11 +25,11 @@ from raetlike.pipeline._frames import (
     normalise,
     stream_json_journal,
 )
-from raetlike.pipeline._partials import compute_partials
+from raetlike.pipeline._partials import Partials, compute_partials
 from raetlike.pipeline._progress import Progress
 from raetlike.pipeline._report import REPORT_ROWS, ReportData, write_report
-from raetlike.pipeline._session import spark_session
-from raetlike.pipeline._store import StoredHour, refresh_store
+from raetlike.pipeline._session import inheriting, spark_session
+from raetlike.pipeline._store import StoredHour, refresh_store, stored_partials, stored_records
 
 __all__ = ["DEFAULT_INTERVAL", "PipelineOptions", "PipelineResult",
            "follow_journals", "run_pipeline"]
@@ -83,14 +84,19 @@ def _rows(frame: DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Unit:
-    """Records analysed together: an hour of the store, or records read as they are."""
+class _Input:
+    """What a run analyses: stored hours by their partials, other records as they are."""
 
-    records: DataFrame
-    """Its valid records inside [since, until)."""
-    stored: StoredHour | None = None
-    """The store's hour, when all its records are inside [since, until): its partials
-    stand for its records."""
+    whole: list[StoredHour]
+    """Stored hours all of whose valid records are inside [since, until): their partials
+    stand for their records (when their ``fine`` width divides the run's window)."""
+    live: DataFrame | None
+    """Valid records inside [since, until) analysed as they are: those of hours that
+    ``--since`` or ``--until`` cut, or all of them (``follow``)."""
+    records: Callable[[list[StoredHour]], DataFrame]
+    """The valid records inside [since, until) of stored hours (one read over all)."""
+    everything: DataFrame
+    """Every valid record inside [since, until) (read only for what partials cannot tell)."""
 
 
 def _in_range(options: PipelineOptions) -> Column:
@@ -102,23 +108,27 @@ def _in_range(options: PipelineOptions) -> Column:
     return valid
 
 
-def _hour_units(spark: SparkSession, hours: list[StoredHour],
-                options: PipelineOptions) -> list[_Unit]:
-    """The store's hours as units: whole hours by their partials, hours that ``--since`` or
-    ``--until`` cut by their records (none for hours wholly outside)."""
-    units = []
+def _store_input(spark: SparkSession, hours: list[StoredHour],
+                 options: PipelineOptions) -> _Input:
+    """The store's hours as input: whole hours by their partials, hours that ``--since`` or
+    ``--until`` cut by their records (none for hours wholly outside or without records)."""
+    whole: list[StoredHour] = []
+    cut: list[StoredHour] = []
     for hour in hours:
         if hour.first is None or hour.last is None:
             continue  # no valid records
-        after = options.since is None or hour.first >= options.since
-        before = options.until is None or hour.last < options.until
         outside = ((options.since is not None and hour.last < options.since)
                    or (options.until is not None and hour.first >= options.until))
         if outside:
             continue
-        records = hour.records_frame(spark).where(_in_range(options))
-        units.append(_Unit(records, hour if after and before else None))
-    return units
+        after = options.since is None or hour.first >= options.since
+        before = options.until is None or hour.last < options.until
+        (whole if after and before else cut).append(hour)
+
+    def records(chosen: list[StoredHour]) -> DataFrame:
+        return stored_records(spark, chosen).where(_in_range(options))
+
+    return _Input(whole, records(cut) if cut else None, records, records(whole + cut))
 
 
 def _write_tables(spark: SparkSession, frames: dict[str, DataFrame],
@@ -136,37 +146,52 @@ def _write_tables(spark: SparkSession, frames: dict[str, DataFrame],
 
     # Spark runs jobs from several threads at once: small jobs overlap their overheads
     with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-        list(pool.map(write, frames))
+        list(pool.map(inheriting(spark)(write), frames))
     return shown
 
 
-def _span(units: list[_Unit]) -> tuple[int, float | None, float | None]:
-    """The units' record count and first and last receive times: stored hours' from the
+def _span(given: _Input) -> tuple[int, float | None, float | None]:
+    """The input's record count and first and last receive times: stored hours' from the
     manifest, the others' from one job over their records."""
     total, first, last = 0, None, None
-    live = [unit.records for unit in units if unit.stored is None]
-    for unit in units:
-        if unit.stored is not None:
-            total += unit.stored.records
-            first = _least(first, unit.stored.first)
-            last = _most(last, unit.stored.last)
-    if live:
-        row = _union(live).agg(F.count("*").alias("records"), F.min("received").alias("first"),
-                               F.max("received").alias("last")).collect()[0]
+    for hour in given.whole:
+        total += hour.records
+        first = _least(first, hour.first)
+        last = _most(last, hour.last)
+    if given.live is not None:
+        row = given.live.agg(F.count("*").alias("records"), F.min("received").alias("first"),
+                             F.max("received").alias("last")).collect()[0]
         total += int(row["records"])
         first, last = _least(first, row["first"]), _most(last, row["last"])
     return total, first, last
 
 
-def _analyse(spark: SparkSession, units: list[_Unit], skipped: int,  # noqa: PLR0917
+def _partials(spark: SparkSession, given: _Input, window: float) -> list[Partials]:
+    """The input's partials: the whole hours' whose ``fine`` width divides ``window`` read
+    from the store (each kind once over all of them), the rest computed from the records
+    as one unit; their ``sequences`` with a ``unit`` column."""
+    width = round(window * 1000)
+    stored = [hour for hour in given.whole if width % round(hour.step * 1000) == 0]
+    redo = [hour for hour in given.whole if width % round(hour.step * 1000) != 0]
+    live = [frame for frame in (given.live, given.records(redo) if redo else None)
+            if frame is not None]
+    every = [stored_partials(spark, stored)] if stored else []
+    if live or not every:
+        made = compute_partials(_union(live) if live else empty_records(spark), window)
+        every.append(dataclasses.replace(
+            made, sequences=made.sequences.withColumn("unit", F.lit("records"))))
+    return every
+
+
+def _analyse(spark: SparkSession, given: _Input, skipped: int,  # noqa: PLR0917
              options: PipelineOptions, started: float,
              progress: Progress | None = None) -> PipelineResult:
-    """Compute, write and report from units of records (hours of the store, or records).
+    """Compute, write and report from stored hours and records (:class:`_Input`).
 
-    The partials (``_partials``) of every unit are merged: stored ones read from the
-    store, the others computed from the unit's records.  Every table is rolled up from
-    the merged ``fine_counts`` and ``latency_counts``, kept in memory while the tables
-    are written, and the audit's gaps from the merged bitmaps.
+    The partials (``_partials``) are merged: stored ones read from the store, the
+    others computed from the records.  Every table is rolled up from the merged
+    ``fine_counts`` and ``latency_counts``, kept in memory while the tables are
+    written, and the audit's gaps from the merged bitmaps.
     """
     cached: list[DataFrame] = []
 
@@ -175,25 +200,16 @@ def _analyse(spark: SparkSession, units: list[_Unit], skipped: int,  # noqa: PLR
         return cached[-1]
 
     try:
-        total, first, last = _span(units)
+        total, first, last = _span(given)
         span = 0.0 if first is None or last is None else float(last) - float(first)
         window = options.window_seconds or tables.choose_window(span)
         if progress is not None:
             progress.records = total
-        partials = []
-        for unit in units:
-            stored = unit.stored
-            if stored is not None and round(window * 1000) % round(stored.step * 1000) == 0:
-                partials.append(stored.partials(spark))
-            else:
-                partials.append(compute_partials(unit.records, window))
-        empty = compute_partials(empty_records(spark), window)
-        every = partials or [empty]
+        every = _partials(spark, given, window)
         counts = keep(tables.roll_up(_union([p.fine for p in every]), window))
         latencies = keep(tables.merge_latency(_union([p.latency for p in every])))
-        sequences = keep(_union([p.sequences.withColumn("unit", F.lit(index))
-                                 for index, p in enumerate(every)]))
-        records = _union([unit.records for unit in units]) if units else empty_records(spark)
+        sequences = keep(_union([p.sequences for p in every]))
+        records = given.everything
         sums = counts.groupBy("source").agg(
             F.sum("sequenced").alias("records"), F.min("sequence_min").alias("first"),
             F.max("sequence_max").alias("last")).collect()
@@ -290,8 +306,8 @@ def run_pipeline(options: PipelineOptions, spark: SparkSession | None = None, *,
                    if f.is_file())
         shown = Progress(session.sparkContext, stream, input_bytes=size)
     try:
-        _, stored = refresh_store(session, directories, options.out)
-        return _analyse(session, _hour_units(session, stored.hours, options),
+        stored = refresh_store(session, directories, options.out)
+        return _analyse(session, _store_input(session, stored.hours, options),
                         sum(hour.skipped for hour in stored.hours), options, started, shown)
     finally:
         if shown is not None:
@@ -312,6 +328,10 @@ def _ingest(session: SparkSession, options: PipelineOptions) -> None:
              .option("checkpointLocation", str(options.out / "_checkpoint"))
              .trigger(availableNow=True).start())
     query.awaitTermination()
+
+
+def _no_hours(_hours: list[StoredHour]) -> DataFrame:
+    raise AssertionError("follow_journals analyses no stored hours")  # pragma: no cover
 
 
 def follow_journals(options: PipelineOptions, spark: SparkSession | None = None, *,
@@ -335,8 +355,9 @@ def follow_journals(options: PipelineOptions, spark: SparkSession | None = None,
         else:
             normalised = normalise(session.createDataFrame([], JOURNAL_SCHEMA))
         skipped = normalised.where(~F.col("valid")).count()
-        result = _analyse(session, [_Unit(normalised.where(_in_range(options)))], skipped,
-                          options, started)
+        live = normalised.where(_in_range(options))
+        result = _analyse(session, _Input([], live, _no_hours, live),
+                          skipped, options, started)
         if on_round is not None:
             on_round(result)
         done += 1

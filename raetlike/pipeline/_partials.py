@@ -30,10 +30,14 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
+from pyspark.sql.types import StructType
 
 from raetlike.pipeline import _tables as tables
+from raetlike.pipeline._frames import JOURNAL_SCHEMA, normalise
+from raetlike.pipeline._session import inheriting
 
-__all__ = ["PARTS", "Partials", "compute_partials", "late_arrivals", "read_partials",
+__all__ = ["PARTS", "Partials", "compute_partials", "late_arrivals", "partial_schemas",
+           "read_partials",
            "sequence_sums", "write_partials"]
 
 PARTS = ("fine", "latency", "sequences", "late")
@@ -85,14 +89,16 @@ def sequence_sums(records: DataFrame) -> DataFrame:
 def late_arrivals(records: DataFrame) -> DataFrame:
     """Numbered deliveries at their destination lower than one the same node had before
     (by receive time, then number), every delivery taken as a first arrival: the audit's
-    out-of-order table for sources that delivered no number twice."""
-    before = (Window.partitionBy(*_SOURCE, "node").orderBy("received", "sequence")
+    out-of-order table for sources that delivered no number twice.  Partitioned by the
+    joined ``source``, as the audit is: endpoints whose parts differ only in where a part
+    is missing (``a``/none/``b`` and ``a``/``b``/none) are one source ``a/b`` there."""
+    before = (Window.partitionBy("source", "node").orderBy("received", "sequence")
               .rowsBetween(Window.unboundedPreceding, -1))
     return (_sequenced(records)
-            .select(*_SOURCE, "node", "sequence", "received")
+            .select(_source(), "node", "sequence", "received")
             .withColumn("highest_before", F.max("sequence").over(before))
             .where(F.col("sequence") < F.col("highest_before"))
-            .select(_source(), "node", "sequence", "highest_before",
+            .select("source", "node", "sequence", "highest_before",
                     F.timestamp_seconds("received").alias("received_at")))
 
 
@@ -105,12 +111,35 @@ def compute_partials(records: DataFrame, step: float) -> Partials:
 def write_partials(partials: Partials, directory: Path) -> None:
     """Each partial as Parquet under ``directory/NAME``, the four jobs at once (each is one
     task over an hour's records: together they keep every core busy even for one hour)."""
+    spark = partials.fine.sparkSession
     with ThreadPoolExecutor(max_workers=len(PARTS)) as pool:
-        list(pool.map(lambda name: getattr(partials, name).write.mode("overwrite").parquet(
-            str(directory / name)), PARTS))
+        list(pool.map(inheriting(spark)(
+            lambda name: getattr(partials, name).write.mode("overwrite").parquet(
+                str(directory / name))), PARTS))
 
 
-def read_partials(spark: SparkSession, directory: Path, step: float) -> Partials:
-    """Partials written by :func:`write_partials`."""
-    frames = {name: spark.read.parquet(str(directory / name)) for name in PARTS}
+_SCHEMAS: dict[str, StructType] = {}
+
+
+def partial_schemas(spark: SparkSession) -> dict[str, StructType]:
+    """Each partial's schema, as :func:`compute_partials` makes it (taken from its plan over
+    no records, once: no job), so the stored partials are read without inferring one."""
+    if not _SCHEMAS:
+        empty = normalise(spark.createDataFrame([], JOURNAL_SCHEMA)).where("valid")
+        made = compute_partials(empty, 60.0)
+        _SCHEMAS.update({name: getattr(made, name).schema for name in PARTS})
+    return _SCHEMAS
+
+
+def read_partials(spark: SparkSession, directories: list[Path], step: float) -> Partials:
+    """The partials written by :func:`write_partials` into ``directories`` (stored hours),
+    each kind read once over all of them with its fixed schema (no schema inference: no job
+    per hour).  ``sequences`` gets a ``unit`` column, the name of the directory its rows
+    came from (one hour each, for :func:`~raetlike.pipeline._audit.audit_partials`);
+    ``step`` is the widest of their ``fine`` widths."""
+    schemas = partial_schemas(spark)
+    frames = {name: spark.read.schema(schemas[name]).parquet(
+        *[str(directory / name) for directory in directories]) for name in PARTS}
+    unit = F.regexp_extract(F.col("_metadata.file_path"), r"([^/]+)/sequences/[^/]+$", 1)
+    frames["sequences"] = frames["sequences"].withColumn("unit", unit)
     return Partials(step, **frames)

@@ -10,12 +10,16 @@ import logging
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_MASTER", "spark_session"]
+__all__ = ["DEFAULT_MASTER", "inheriting", "spark_session"]
+
+_T = TypeVar("_T")
 
 log = logging.getLogger(__name__)
 
@@ -116,3 +120,24 @@ def spark_session(master: str | None = None, app_name: str = "raetlike-pipeline"
     session = _without_stderr(builder) if quiet else builder.getOrCreate()
     session.sparkContext.setLogLevel(level.upper())
     return session
+
+
+def inheriting(spark: SparkSession) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
+    """A wrapper for work handed to a thread pool: it runs with the calling thread's Spark
+    local properties (job group, description, scheduler pool), as
+    :class:`pyspark.InheritableThread` does for a thread, so the jobs a pool thread starts
+    belong to the caller's job group (counted and cancelled with it).  The pool thread's
+    properties are emptied afterwards."""
+    context = spark.sparkContext._jsc.sc()  # as InheritableThread does
+    properties = context.getLocalProperties().clone()
+
+    def wrap(work: Callable[..., _T]) -> Callable[..., _T]:
+        def run(*args: Any, **kwargs: Any) -> _T:
+            # a copy each: Spark sets properties of its own (the SQL execution id) on them
+            context.setLocalProperties(properties.clone())
+            try:
+                return work(*args, **kwargs)
+            finally:
+                context.getLocalProperties().clear()
+        return run
+    return wrap

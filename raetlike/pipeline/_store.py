@@ -44,10 +44,11 @@ from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
 from raetlike.pipeline._frames import JOURNAL_SCHEMA, normalise, read_json_journal, valid_line
 from raetlike.pipeline._partials import Partials, compute_partials, read_partials, write_partials
+from raetlike.pipeline._session import inheriting
 from raetlike.pipeline._tables import fine_step
 
 __all__ = ["MANIFEST", "MANIFEST_VERSION", "RECORDS", "STORE", "StoreRun", "StoredHour",
-           "refresh_store"]
+           "refresh_store", "stored_partials", "stored_records"]
 
 log = logging.getLogger(__name__)
 
@@ -79,14 +80,6 @@ class StoredHour:
     step: float
     """Window width (seconds) of its ``fine`` partial."""
 
-    def records_frame(self, spark: SparkSession) -> DataFrame:
-        """The hour's lines, normalised (valid and not)."""
-        return normalise(spark.read.schema(JOURNAL_SCHEMA).parquet(str(self.path / RECORDS)))
-
-    def partials(self, spark: SparkSession) -> Partials:
-        """The hour's partials, as stored."""
-        return read_partials(spark, self.path, self.step)
-
 
 @dataclass(frozen=True, slots=True)
 class StoreRun:
@@ -100,6 +93,21 @@ class StoreRun:
     """Hour directories in the manifest that are gone from disk."""
     hours: list[StoredHour]
     """The hours asked for, as stored now, in the order asked."""
+
+
+def stored_records(spark: SparkSession, hours: list[StoredHour]) -> DataFrame:
+    """The lines of ``hours``, normalised (valid and not): one read over all of them."""
+    if not hours:
+        return normalise(spark.createDataFrame([], JOURNAL_SCHEMA))
+    return normalise(spark.read.schema(JOURNAL_SCHEMA).parquet(
+        *[str(hour.path / RECORDS) for hour in hours]))
+
+
+def stored_partials(spark: SparkSession, hours: list[StoredHour]) -> Partials:
+    """The partials of ``hours``, each kind read once over all of them
+    (:func:`~raetlike.pipeline._partials.read_partials`)."""
+    return read_partials(spark, [hour.path for hour in hours],
+                         max((hour.step for hour in hours), default=0.0))
 
 
 def _files(hour: Path) -> Files:
@@ -135,8 +143,9 @@ def _save(path: Path, manifest: dict[str, Any]) -> None:
     os.replace(temporary, path)
 
 
-def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> tuple[DataFrame, StoreRun]:
-    """Bring ``OUT/store`` up to date for ``hours``; the normalised records of those hours.
+def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> StoreRun:
+    """Bring ``OUT/store`` up to date for ``hours``; what it did and the hours as stored
+    (their records: :func:`stored_records`).
 
     ``hours`` are ``date=/hour=`` directories (:func:`hour_directories`).
     """
@@ -155,7 +164,8 @@ def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> tuple[Dat
             changed.append((hour, files))
     # a few hours at once: each job's start overlaps another's work
     with ThreadPoolExecutor(max_workers=CONVERTERS) as pool:
-        futures = {pool.submit(_convert, spark, hour, store / _key(hour)): (hour, files)
+        convert = inheriting(spark)(_convert)
+        futures = {pool.submit(convert, spark, hour, store / _key(hour)): (hour, files)
                    for hour, files in changed}
         for future in as_completed(futures):
             hour, files = futures[future]
@@ -172,11 +182,7 @@ def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> tuple[Dat
     stored = [StoredHour(hour, store / known[hour]["key"], int(known[hour]["records"]),
                          int(known[hour]["skipped"]), known[hour]["first"],
                          known[hour]["last"], float(known[hour]["step"])) for hour in hours]
-    run = StoreRun(read, reused, removed, stored)
-    if not stored:
-        return normalise(spark.createDataFrame([], JOURNAL_SCHEMA)), run
-    return (normalise(spark.read.schema(JOURNAL_SCHEMA).parquet(
-        *[str(hour.path / RECORDS) for hour in stored])), run)
+    return StoreRun(read, reused, removed, stored)
 
 
 def _convert(spark: SparkSession, hour: str, part: Path) -> dict[str, Any]:
