@@ -196,17 +196,8 @@ def audit(records: DataFrame, spans: Mapping[str, SourceSpan], *,
     out_of_order = audit_out_of_order(
         records, [source for source in spans if source not in twice]).persist(
         StorageLevel.MEMORY_AND_DISK)
-    late = _by_source(out_of_order.groupBy("source").agg(F.count("*").alias("n")).collect())
-    summary = []
-    for source, span in sorted(spans.items()):
-        copies = span.records - distinct.get(source, 0)
-        gaps = missing_counts.get(source, 0)
-        summary.append({"source": source, "records": span.records,
-                        "distinct": distinct.get(source, 0), "first": span.first,
-                        "last": span.last, "missing": gaps, "duplicates": copies,
-                        "out_of_order": late.get(source, 0),
-                        "complete": gaps == 0 and copies == 0})
-    return Audit(summary, missing, duplicates, out_of_order)
+    return Audit(_summary(spans, distinct, missing_counts, out_of_order),
+                 missing, duplicates, out_of_order)
 
 
 def clean_pairs(ranges: Iterable[tuple[str, str, int, int, float, float]]
@@ -290,7 +281,14 @@ def audit_partials(records: DataFrame, spans: Mapping[str, SourceSpan], sequence
         out_of_order = out_of_order.unionByName(audit_out_of_order(
             again, [source for source, _node in dirty]))
     out_of_order = out_of_order.persist(StorageLevel.MEMORY_AND_DISK)
-    late_counts = _by_source(out_of_order.groupBy("source").agg(F.count("*").alias("n")).collect())
+    return Audit(_summary(spans, distinct, missing_counts, out_of_order),
+                 missing, duplicates, out_of_order)
+
+
+def _summary(spans: Mapping[str, SourceSpan], distinct: Mapping[str, int],
+             missing_counts: Mapping[str, int], out_of_order: DataFrame) -> list[dict[str, Any]]:
+    """The audit_summary rows: one per source with sequence numbers."""
+    late = _by_source(out_of_order.groupBy("source").agg(F.count("*").alias("n")).collect())
     summary = []
     for source, span in sorted(spans.items()):
         copies = span.records - distinct.get(source, 0)
@@ -298,9 +296,9 @@ def audit_partials(records: DataFrame, spans: Mapping[str, SourceSpan], sequence
         summary.append({"source": source, "records": span.records,
                         "distinct": distinct.get(source, 0), "first": span.first,
                         "last": span.last, "missing": gaps, "duplicates": copies,
-                        "out_of_order": late_counts.get(source, 0),
+                        "out_of_order": late.get(source, 0),
                         "complete": gaps == 0 and copies == 0})
-    return Audit(summary, missing, duplicates, out_of_order)
+    return summary
 
 
 def _by_source(rows: Iterable[Any]) -> dict[str, int]:
