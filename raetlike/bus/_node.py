@@ -680,7 +680,11 @@ class BusNode:
         """Send keepalives, resend and time out requests, report silent links."""
         self._tick(now)
         if now >= self._next_keepalive:
-            self._next_keepalive = now + self.config.keepalive_interval
+            # on the node's own grid (its phase, keepalive_phase): nodes held up together
+            # (a stalled loop) do not all send in step ever after; rounds missed are skipped
+            interval = self.config.keepalive_interval
+            missed = (now - self._next_keepalive) // interval
+            self._next_keepalive += (missed + 1) * interval
             self._tell_below_at = None  # (the keepalive to upstream carries the names)
             for name in list(self._links):
                 self._send_keepalive(name)
