@@ -130,15 +130,20 @@ def _store_input(spark: SparkSession, hours: list[StoredHour],
     return _Input(whole, records(cut) if cut else None, records, records(whole + cut))
 
 
-def _write_tables(spark: SparkSession, frames: dict[str, DataFrame], paths: dict[str, Path],
-                  reads: dict[str, DataFrame]) -> dict[str, list[dict[str, Any]]]:
+_Frame = Callable[[], DataFrame]
+"""A table's frame, made where it is used: in a writer thread, so the driver plans some
+while others run."""
+
+
+def _write_tables(spark: SparkSession, frames: dict[str, _Frame], paths: dict[str, Path],
+                  reads: dict[str, _Frame]) -> dict[str, list[dict[str, Any]]]:
     """Write every table and collect ``reads`` (small frames the report shows), all at
     once; the rows of the tables the report lists whole (:data:`_SHOWN`) and of ``reads``,
     by name."""
     shown: dict[str, list[dict[str, Any]]] = {}
 
     def write(name: str) -> None:
-        frame = frames[name]
+        frame = frames[name]()
         if name in _SHOWN:  # computed once: collected, then written from the rows
             rows = frame.collect()
             shown[name] = [row.asDict(recursive=True) for row in rows]
@@ -146,7 +151,7 @@ def _write_tables(spark: SparkSession, frames: dict[str, DataFrame], paths: dict
         frame.write.mode("overwrite").parquet(str(paths[name]))
 
     def read(name: str) -> None:
-        shown[name] = _rows(reads[name])
+        shown[name] = _rows(reads[name]())
 
     # Spark runs jobs from several threads at once: small jobs overlap their overheads
     # (the reads first: the report waits for them, and they are not written)
@@ -237,26 +242,28 @@ def _analyse(spark: SparkSession, given: _Input, skipped: int,  # noqa: PLR0917
             "p90_ms": None, "p99_ms": None, "max_ms": max(highest) if highest else None}
         resent = {"resends": sum(int(row["resends"] or 0) for row in sums),
                   "messages_with_resends": sum(int(row["with_resends"] or 0) for row in sums)}
-        frames = {
-            "traffic": tables.traffic(counts, window),
-            "rate": tables.rate_over_time(counts, window),
-            "latency": tables.latency(counts, latencies),
-            "latency_histogram": tables.latency_histogram(latencies),
-            "remotes": tables.remotes(counts),
-            "estates": tables.estates(counts, latencies),
-            "kinds": tables.kinds(counts, latencies),
-            "pairs": tables.pairs(counts, latencies),
-            "audit_missing": checked.missing,
-            "audit_duplicates": checked.duplicates,
-            "audit_out_of_order": out_of_order,
-            "audit_summary": spark.createDataFrame(
+        frames: dict[str, _Frame] = {
+            "traffic": functools.partial(tables.traffic, counts, window),
+            "rate": functools.partial(tables.rate_over_time, counts, window),
+            "latency": functools.partial(tables.latency, counts, latencies),
+            "latency_histogram": functools.partial(tables.latency_histogram, latencies),
+            "remotes": functools.partial(tables.remotes, counts),
+            "estates": functools.partial(tables.estates, counts, latencies),
+            "kinds": functools.partial(tables.kinds, counts, latencies),
+            "pairs": functools.partial(tables.pairs, counts, latencies),
+            "audit_missing": lambda: checked.missing,
+            "audit_duplicates": lambda: checked.duplicates,
+            "audit_out_of_order": lambda: out_of_order,
+            "audit_summary": lambda: spark.createDataFrame(
                 [tuple(row.values()) for row in checked.summary], SUMMARY_SCHEMA),
         }
         paths = {name: options.out / "tables" / name for name in frames}
         shown = _write_tables(spark, frames, paths, {
-            "quantiles": tables.quantiles(latencies),
-            "missing": checked.missing.orderBy("source", "first_missing").limit(REPORT_ROWS),
-            "duplicates": checked.duplicates.orderBy("source", "sequence").limit(REPORT_ROWS)})
+            "quantiles": functools.partial(tables.quantiles, latencies),
+            "missing": lambda: checked.missing.orderBy("source", "first_missing")
+            .limit(REPORT_ROWS),
+            "duplicates": lambda: checked.duplicates.orderBy("source", "sequence")
+            .limit(REPORT_ROWS)})
         for row in shown["quantiles"]:
             overall.update(row)
         data = ReportData(
