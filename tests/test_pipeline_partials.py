@@ -237,7 +237,7 @@ def _jobs_of_a_second_run(spark: Any, root: Path, hours: int) -> int:  # noqa: F
                      start=H0 + 3600 * hour + 10, step=60)
     assert len(hour_directories([journal])) == hours
     run_pipeline(PipelineOptions((journal,), out), spark)
-    group = f"second-run-{hours}"
+    group = f"second-run-{hours}-{root}"  # a job group counts every job ever in it
     context = spark.sparkContext
     context.setJobGroup(group, group)
     try:
