@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
+from raetlike.pipeline._session import inheriting
 from raetlike.pipeline._tables import at_destination
 
 __all__ = ["BITMAP_BITS", "MOST_BITMAPS", "MOST_GAPS", "Audit", "SourceSpan", "audit",
@@ -250,8 +252,11 @@ def audit_partials(records: DataFrame, spans: Mapping[str, SourceSpan], sequence
     buckets = sum(_bucket(span.last) - _bucket(span.first) + 1 for span in spans.values())
     found = None
     if all(span.first >= 1 for span in spans.values()) and buckets <= most_bitmaps:
-        rows = (sequences.groupBy("source", "bucket")
-                .agg(F.bitmap_or_agg("bits").alias("bits")).collect())
+        with ThreadPoolExecutor(max_workers=1) as pool:  # the two jobs at once
+            ranged = pool.submit(inheriting(spark)(_ranges(sequences).collect))
+            rows = (sequences.groupBy("source", "bucket")
+                    .agg(F.bitmap_or_agg("bits").alias("bits")).collect())
+            ranges = ranged.result()
         found = _gaps(spans, {(row["source"], row["bucket"]): bytes(row["bits"])
                               for row in rows}, most_gaps)
     if found is None:
@@ -264,10 +269,6 @@ def audit_partials(records: DataFrame, spans: Mapping[str, SourceSpan], sequence
     twice = [source for source, span in spans.items() if span.records > distinct.get(source, 0)]
     duplicates = (audit_duplicates(records.where(F.col("source").isin(twice))) if twice
                   else spark.createDataFrame([], DUPLICATES_SCHEMA))
-    ranges = (sequences.groupBy("unit", "source", "node")
-              .agg(F.min("sequence_min").alias("low"), F.max("sequence_max").alias("high"),
-                   F.min("received_min").alias("earliest"),
-                   F.max("received_max").alias("latest")).collect())
     clean, dirty = clean_pairs((row["source"], row["node"], int(row["low"]), int(row["high"]),
                                 float(row["earliest"]), float(row["latest"]))
                                for row in ranges if row["source"] not in twice)
@@ -283,6 +284,14 @@ def audit_partials(records: DataFrame, spans: Mapping[str, SourceSpan], sequence
     out_of_order = out_of_order.persist(StorageLevel.MEMORY_AND_DISK)
     return Audit(_summary(spans, distinct, missing_counts, out_of_order),
                  missing, duplicates, out_of_order)
+
+
+def _ranges(sequences: DataFrame) -> DataFrame:
+    """Per unit, source and node: the lowest and highest number and receive time."""
+    return (sequences.groupBy("unit", "source", "node")
+            .agg(F.min("sequence_min").alias("low"), F.max("sequence_max").alias("high"),
+                 F.min("received_min").alias("earliest"),
+                 F.max("received_max").alias("latest")))
 
 
 def _summary(spans: Mapping[str, SourceSpan], distinct: Mapping[str, int],

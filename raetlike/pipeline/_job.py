@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL = 10.0
 WRITERS = 4  # tables written at once
-_SHOWN = ("latency_histogram", "estates", "kinds", "pairs")  # tables the report lists whole
+_SHOWN = ("latency_histogram", "estates", "kinds", "pairs", "rate")  # the report lists whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +78,8 @@ class PipelineResult:
     """Wall time of the run (without Spark's start)."""
 
 
-def _rows(frame: DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
-    selected = frame if limit is None else frame.limit(limit)
-    return [row.asDict(recursive=True) for row in selected.collect()]
+def _rows(frame: DataFrame) -> list[dict[str, Any]]:
+    return [row.asDict(recursive=True) for row in frame.collect()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,22 +130,37 @@ def _store_input(spark: SparkSession, hours: list[StoredHour],
     return _Input(whole, records(cut) if cut else None, records, records(whole + cut))
 
 
-def _write_tables(spark: SparkSession, frames: dict[str, DataFrame],
-                  paths: dict[str, Path]) -> dict[str, list[dict[str, Any]]]:
-    """Write every table; the rows of those the report lists whole (:data:`_SHOWN`)."""
+_Frame = Callable[[], DataFrame]
+"""A table's frame, made where it is used: in a writer thread, so the driver plans some
+while others run."""
+
+
+def _write_tables(spark: SparkSession, frames: dict[str, _Frame], paths: dict[str, Path],
+                  reads: dict[str, _Frame]) -> dict[str, list[dict[str, Any]]]:
+    """Write every table and collect ``reads`` (small frames the report shows), all at
+    once; the rows of the tables the report lists whole (:data:`_SHOWN`) and of ``reads``,
+    by name."""
     shown: dict[str, list[dict[str, Any]]] = {}
 
     def write(name: str) -> None:
-        frame = frames[name]
+        frame = frames[name]()
         if name in _SHOWN:  # computed once: collected, then written from the rows
             rows = frame.collect()
             shown[name] = [row.asDict(recursive=True) for row in rows]
             frame = spark.createDataFrame(rows, frame.schema)
         frame.write.mode("overwrite").parquet(str(paths[name]))
 
+    def read(name: str) -> None:
+        shown[name] = _rows(reads[name]())
+
     # Spark runs jobs from several threads at once: small jobs overlap their overheads
+    # (the reads first: the report waits for them, and they are not written)
     with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-        list(pool.map(inheriting(spark)(write), frames))
+        wrap = inheriting(spark)
+        done = [pool.submit(wrap(read), name) for name in reads]
+        done += [pool.submit(wrap(write), name) for name in frames]
+        for future in done:
+            future.result()
     return shown
 
 
@@ -210,51 +224,57 @@ def _analyse(spark: SparkSession, given: _Input, skipped: int,  # noqa: PLR0917
         latencies = keep(tables.merge_latency(_union([p.latency for p in every])))
         sequences = keep(_union([p.sequences for p in every]))
         records = given.everything
+        # per source: the audit's spans and the report's totals (summed here), one job
         sums = counts.groupBy("source").agg(
             F.sum("sequenced").alias("records"), F.min("sequence_min").alias("first"),
-            F.max("sequence_max").alias("last")).collect()
+            F.max("sequence_max").alias("last"), F.sum("timed").alias("messages"),
+            F.max("max_ms").alias("max_ms"), F.sum("resends").alias("resends"),
+            F.sum("messages_with_resends").alias("with_resends")).collect()
         spans = {row["source"]: SourceSpan(int(row["records"]), int(row["first"]),
                                            int(row["last"]))
                  for row in sums if row["records"]}
         checked = audit_partials(records, spans, sequences, _union([p.late for p in every]))
         out_of_order = checked.out_of_order
         cached.append(out_of_order)
-        totals = counts.agg(F.sum("timed").alias("messages"), F.max("max_ms").alias("max_ms"),
-                            F.sum("resends").alias("resends"),
-                            F.sum("messages_with_resends").alias("with_resends")
-                            ).collect()[0]
-        overall = {"messages": int(totals["messages"] or 0), "p50_ms": None, "p90_ms": None,
-                   "p99_ms": None, "max_ms": totals["max_ms"]}
-        for row in tables.quantiles(latencies).collect():
-            overall.update(row.asDict())
-        resent = {"resends": int(totals["resends"] or 0),
-                  "messages_with_resends": int(totals["with_resends"] or 0)}
-        frames = {
-            "traffic": tables.traffic(counts, window),
-            "rate": tables.rate_over_time(counts, window),
-            "latency": tables.latency(counts, latencies),
-            "latency_histogram": tables.latency_histogram(latencies),
-            "remotes": tables.remotes(counts),
-            "estates": tables.estates(counts, latencies),
-            "kinds": tables.kinds(counts, latencies),
-            "pairs": tables.pairs(counts, latencies),
-            "audit_missing": checked.missing,
-            "audit_duplicates": checked.duplicates,
-            "audit_out_of_order": out_of_order,
-            "audit_summary": spark.createDataFrame(
+        highest = [row["max_ms"] for row in sums if row["max_ms"] is not None]
+        overall: dict[str, Any] = {
+            "messages": sum(int(row["messages"] or 0) for row in sums), "p50_ms": None,
+            "p90_ms": None, "p99_ms": None, "max_ms": max(highest) if highest else None}
+        resent = {"resends": sum(int(row["resends"] or 0) for row in sums),
+                  "messages_with_resends": sum(int(row["with_resends"] or 0) for row in sums)}
+        frames: dict[str, _Frame] = {
+            "traffic": functools.partial(tables.traffic, counts, window),
+            "rate": functools.partial(tables.rate_over_time, counts, window),
+            "latency": functools.partial(tables.latency, counts, latencies),
+            "latency_histogram": functools.partial(tables.latency_histogram, latencies),
+            "remotes": functools.partial(tables.remotes, counts),
+            "estates": functools.partial(tables.estates, counts, latencies),
+            "kinds": functools.partial(tables.kinds, counts, latencies),
+            "pairs": functools.partial(tables.pairs, counts, latencies),
+            "audit_missing": lambda: checked.missing,
+            "audit_duplicates": lambda: checked.duplicates,
+            "audit_out_of_order": lambda: out_of_order,
+            "audit_summary": lambda: spark.createDataFrame(
                 [tuple(row.values()) for row in checked.summary], SUMMARY_SCHEMA),
         }
         paths = {name: options.out / "tables" / name for name in frames}
-        shown = _write_tables(spark, frames, paths)
+        shown = _write_tables(spark, frames, paths, {
+            "quantiles": functools.partial(tables.quantiles, latencies),
+            "missing": lambda: checked.missing.orderBy("source", "first_missing")
+            .limit(REPORT_ROWS),
+            "duplicates": lambda: checked.duplicates.orderBy("source", "sequence")
+            .limit(REPORT_ROWS)})
+        for row in shown["quantiles"]:
+            overall.update(row)
         data = ReportData(
             journals=[str(j) for j in options.journals], records=total, skipped_lines=skipped,
             latency=overall,
             histogram=sorted(shown["latency_histogram"], key=lambda r: r["bucket"]),
-            rate=sorted(_rows(frames["rate"]), key=lambda r: r["window_start"]),
+            rate=sorted(shown["rate"], key=lambda r: r["window_start"]),
             estates=sorted(shown["estates"], key=lambda r: r["estate"]),
             audit=checked.summary,
-            missing=_rows(checked.missing.orderBy("source", "first_missing"), REPORT_ROWS),
-            duplicates=_rows(checked.duplicates.orderBy("source", "sequence"), REPORT_ROWS),
+            missing=shown["missing"],
+            duplicates=shown["duplicates"],
             window_seconds=window,
             kinds=sorted(shown["kinds"], key=lambda r: -int(r["messages"])),
             pairs=sorted(shown["pairs"],

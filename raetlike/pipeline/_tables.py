@@ -176,6 +176,10 @@ def quantiles(latencies: DataFrame, *keys: str) -> DataFrame:
     the group's at or below it, to the microsecond below (so never above the
     group's highest).  Exact, and cheap: the microseconds are few.
     """
+    # Without keys (the run's overall quantiles) there is one group, and Spark, finding
+    # the constant ``_all`` its only partition key, warns that the window moves all data
+    # to a single partition: it must (a running sum over every microsecond), and the
+    # data is one row per distinct microsecond, not per record.
     names = list(keys) or ["_all"]
     group = [F.col(key) for key in keys] or [F.lit(0).alias("_all")]
     counts = latencies.groupBy(*group, "us").agg(F.sum("n").alias("n"))
