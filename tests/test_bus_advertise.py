@@ -120,3 +120,37 @@ def test_nodes_started_together_spread_their_keepalives_over_the_interval() -> N
     assert sum(1 for at in sent_at if at < 3.75) > 60  # not all in one instant
     assert sum(1 for at in sent_at if at >= 3.75) > 60
     assert len(set(sent_at)) > 190
+
+
+def test_a_main_of_many_links_spreads_its_keepalives_to_them_over_the_interval() -> None:
+    # A main of 5,000 estates sent all its keepalives in one tick: 5,000 fast datagrams at
+    # once to workers that then answered presence checks late (docs/relay.md).  Each link
+    # now has its own round, an interval apart, the first fixed by the two names.
+    node = BusNode("hota", now=0.0)
+    links = [FakeLink(f"e{index}") for index in range(1000)]
+    for link in links:
+        node.add_link(link, now=0.0)
+    counts: list[int] = []
+    interval = node.config.keepalive_interval
+    for step in range(1, 401):  # three intervals, in steps of 1/40 of an interval
+        before = sum(len(link.of(MessageType.KEEPALIVE)) for link in links)
+        node.handle_timer(step * interval / 40)
+        counts.append(sum(len(link.of(MessageType.KEEPALIVE)) for link in links) - before)
+    assert max(counts) < 100  # was 1,000 in one step; 1,000 / 20 = 50 expected
+    # (every link one keepalive an interval, the first in the second half of the first)
+    assert sum(counts[:20]) == 0
+    for rounds in range(1, 10):
+        done = sum(counts[: 20 + 40 * rounds])
+        assert done == 1000 * rounds, (rounds, done)
+
+
+def test_a_link_removed_and_added_again_gets_one_round_not_two() -> None:
+    node = BusNode("main", now=0.0)
+    link = FakeLink("e1")
+    for _ in range(50):
+        node.add_link(link, now=0.0)
+        node.remove_link("e1")
+    node.add_link(link, now=0.0)
+    node.handle_timer(10 * node.config.keepalive_interval)
+    assert len(link.of(MessageType.KEEPALIVE)) == 1  # (late: one, not one per stale entry)
+    assert len(node._keepalive_heap) <= 2 * len(node._keepalive_due) + 16
