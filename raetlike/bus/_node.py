@@ -269,7 +269,7 @@ class BusNode:
         """Send a request to ``destination`` (ANY, UPSTREAM or a node name); returns its matchtag.
 
         ``on_reply`` runs exactly once: with the response, or with an error
-        reply (ETIMEDOUT after ``timeout``, EHOSTUNREACH, ENOSYS, EPERM).
+        reply (ETIMEDOUT after ``timeout``, EHOSTUNREACH, ENOBUFS, ENOSYS, EPERM).
         ``now`` defaults to the node's latest time (from its last call).
         """
         self._tick(now)
@@ -447,21 +447,26 @@ class BusNode:
             self._forward(name, event)
 
     def _forward(self, link_name: str, message: BusMessage) -> None:
-        """Send ``message`` one hop on; a refused request fails with 113."""
+        """Send ``message`` one hop on; a refused request fails with 113, or with 105
+        (ENOBUFS) when it is our own and the link's outbox is full: a busy asker, not an
+        unreachable target (a fan-out past the outbox read as estates that did not answer)."""
         neighbour = self._links.get(link_name)
-        accepted = False
+        accepted = full = False
         if neighbour is not None:
             try:
                 accepted = neighbour.link.send(encode(replace(message, hops=message.hops + 1)))
             except BackpressureError:
-                accepted = False
+                full = True
         if accepted:
             self.stats.sent += 1
             return
         self.stats.undeliverable += 1
         logger.debug("%s: %s to %s not taken", self.name, message.type.value, link_name)
         if message.type is MessageType.REQUEST:
-            self._fail(message, Errno.EHOSTUNREACH, f"{link_name} refused the request")
+            if full and not message.route:  # (ours: it came in on no link)
+                self._fail(message, Errno.ENOBUFS, f"the outbox to {link_name} is full")
+            else:
+                self._fail(message, Errno.EHOSTUNREACH, f"{link_name} refused the request")
 
     def _fail(self, request: BusMessage, errno: Errno, error: str) -> None:
         """Answer ``request`` with an error, back along its route."""
