@@ -375,9 +375,10 @@ class FastLink:
             self.stack.stats.drop(Drop.INVALID_BODY)
             return
         self.ping.answered(ranges[0][1], now)  # (the verdict "alive": _heard, after the frames)
-        acked = self.recovery.on_ack(ranges, now)
-        if acked:  # (an ack of pings alone says nothing of data: the fallback still watches)
-            self.answered = True
+        recovery = self.recovery
+        acked = recovery.on_ack(ranges, now)
+        if acked or recovery.acked_probed:  # (an ack of pings alone says nothing of data:
+            self.answered = True  # the fallback still watches)
             self.unanswered_since = None
             done: list[Sending] = []
             settle = self.sending.settle
@@ -389,7 +390,7 @@ class FastLink:
                 name, sent_event = self.remote.name, events.MessageSent
                 stack._emit_all([sent_event(name, sending.outgoing.message_id)
                                  for sending in done])
-        self._lost(self.recovery.detect_losses(now))
+        self._lost(recovery.detect_losses(now))
 
     def _lost(self, lost: list[Sent]) -> None:
         if lost:

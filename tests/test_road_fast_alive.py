@@ -523,3 +523,25 @@ def test_a_given_alive_timeout_is_the_least_wait_a_slower_link_waits_its_answer_
     pair.run_until(lambda: bool(pair.events(MINION, events.RemoteLost)), timeout=20.0)
     first = pings_from(log, MINION)[0]
     assert 4 * link.answer_time() - 0.26 <= pair.net.now - first <= 4 * link.answer_time() + 1e-9
+
+
+def test_a_peer_slower_to_ack_than_the_probe_timeout_is_answered_and_probed_less_often(
+) -> None:
+    # Each probe forgot the datagram it sent again, so the ack of a peer slower than the
+    # probe timeout (0.3-0.5 s) always named a forgotten datagram: the link was never
+    # acked, fell back to RAET mode or (once acked before) was "not acknowledged" after 40
+    # probes; and the backoff's 0.5 s cap probed it every 0.5 s, each probe a duplicate for
+    # it (a worker of 5,000 estates on loopback got 124,669 in 100 s).
+    pair = allowed_pair(impairment=Impairment(delay=0.6),
+                        main_config=RoadConfig(fast=True), minion_config=RoadConfig(fast=True))
+    for index in range(5):
+        pair.main.transmit({"n": index}, "minion", now=pair.net.now)
+        pair.net.run_for(3.0)
+    assert pair.events(MAIN, events.FastModeFallback) == []  # was: after the first message
+    assert len(pair.events(MAIN, events.MessageSent)) == 5
+    recovery = pair.main._fast.links[pair.main.remote("minion").uid].recovery
+    assert recovery.control.smoothed_rtt > 1.1  # measured from the late acks
+    pair.net.blocked.add(MINION)
+    pair.main.transmit({"n": 99}, "minion", now=pair.net.now)
+    pair.net.run_for(6.0)
+    assert 1 <= recovery.probe_count <= 5  # one probe per probe timeout (1.2 s and more)
