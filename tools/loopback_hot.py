@@ -256,7 +256,8 @@ def _keep_logs(base: Path) -> None:
 FAN_OUT_WINDOW = 500
 """Fan-out requests in flight at once: under the asker's lane outbox bound
 (``LaneConfig.outbox_limit``, 1024), past which the bus fails a request at once with
-EHOSTUNREACH (2,000 sent at once: 1,024 answered, 976 EHOSTUNREACH, no estate lost)."""
+ENOBUFS, 105 (before, EHOSTUNREACH: 2,000 sent at once, 1,024 answered and 976
+"unreachable", no estate lost)."""
 
 
 def _fan_out(base: Path, estates: int, timeout: float) -> dict[str, Any]:
