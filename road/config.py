@@ -164,7 +164,9 @@ class RoadConfig:
     join-rate buckets are kept; past it the oldest is forgotten."""
     max_pending_saves: int = 0
     """0: a kept estate writes remote records on the loop, at once (as RAET does).  N > 0:
-    a writer thread writes them (``road.persist.FileRoadKeep``), at most N remotes' writes
+    a writer thread writes them (``road.persist.FileRoadKeep``; the caller passes the field
+    to ``open_estate``, as ``raetlike estate`` and the flo deeds do: the stack itself does
+    not read it), at most N remotes' writes
     waiting; a later save of the same remote replaces a pending one, and past the bound the
     stack waits for the writer to write one.  ``raetlike estate`` uses MAX_PENDING_SAVES
     (4096): a main in a join storm otherwise blocks ~5 ms a file in fsync."""

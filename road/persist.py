@@ -9,6 +9,7 @@ regenerated, it raises :class:`~raetlike.errors.KeepError` naming the file.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -46,12 +47,13 @@ class KeepWriter:
     in fsync with the GIL released.  Work is keyed by the file it touches: a new
     write for a key still pending replaces the old one and goes to the back, so
     the latest wins (a save then a removal of the same name: the removal) and
-    the latest writes of different keys run in the order they were asked for (a
-    rename's removal of the former name after the new name's file).  At most
+    the latest writes of different keys run in the order they were asked for.  At most
     ``limit`` keys wait; past it the caller waits for the thread to free one (the
     time of one write, as writing inline would take, without letting a write
     overtake one queued before it).  A write's error is logged by the write
-    itself; anything else it raises is logged here, never raised.
+    itself; anything else it raises is logged here, never raised.  A thread that
+    cannot be started (out of threads or memory) is logged and the writes run
+    inline from then on, as with no writer.
     """
 
     def __init__(self, name: str, limit: int) -> None:
@@ -59,7 +61,7 @@ class KeepWriter:
         self.limit = limit
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        self._pending: dict[str, Callable[[], None]] = {}  # key -> write, oldest first
+        self._pending: dict[str, Callable[[], object]] = {}  # key -> write, oldest first
         self._busy = False  # the thread is running a write taken from _pending
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -70,9 +72,11 @@ class KeepWriter:
         self.waited = 0
         """Submissions that waited for room (``limit`` keys pending)."""
 
-    def submit(self, key: str, write: Callable[[], None]) -> None:
+    def submit(self, key: str, write: Callable[[], object]) -> None:
         """Run ``write`` on the thread (inline once closed), replacing a pending one for ``key``."""
         with self._changed:
+            if not self._closed and self._thread is None:
+                self._start()
             if not self._closed:
                 if self._pending.pop(key, None) is not None:
                     self.coalesced += 1
@@ -81,10 +85,6 @@ class KeepWriter:
                     self._changed.wait()
                 if not self._closed:
                     self._pending[key] = write
-                    if self._thread is None:
-                        self._thread = threading.Thread(target=self._run, daemon=True,
-                                                        name=f"keep writer {self.name}")
-                        self._thread.start()
                     self._changed.notify_all()
                     return
         self._write(write)
@@ -110,6 +110,19 @@ class KeepWriter:
         """Keys waiting for the thread."""
         return len(self._pending)
 
+    def _start(self) -> None:
+        """Start the thread (the lock held, nothing pending); if it cannot start, close:
+        every write then runs inline."""
+        thread = threading.Thread(target=self._run, daemon=True, name=f"keep writer {self.name}")
+        try:
+            thread.start()
+        except RuntimeError as exc:  # can't start new thread
+            log.error("%s: keep writer thread not started (%s): writing on the loop",
+                      self.name, exc)
+            self._closed = True
+        else:
+            self._thread = thread
+
     def _thread_alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
@@ -131,7 +144,7 @@ class KeepWriter:
                     self.written += 1
                     self._changed.notify_all()
 
-    def _write(self, write: Callable[[], None]) -> None:
+    def _write(self, write: Callable[[], object]) -> None:
         try:
             write()
         except Exception:  # a bug of ours: logged, and the thread goes on
@@ -162,6 +175,10 @@ class FileRoadKeep:
         self.writer = (None if max_pending_saves == 0
                        else KeepWriter(keep.stack_name, max_pending_saves))
         self._highest_uid = 0  # the highest remote uid asked to be noted in local/estate
+        # uid -> former names of a renamed remote whose files go once its record is written
+        # under its name (a write that fails leaves them: the remote stays on disk)
+        self._formers: dict[int, set[str]] = {}
+        self._formers_lock = threading.Lock()  # the loop adds, the writer removes
         self._local_lock = threading.Lock()  # local/estate.json: read, change, write
 
     @property
@@ -195,12 +212,14 @@ class FileRoadKeep:
         # the fast-mode capability must outlive a restart: a peer that kept
         # it would otherwise speak fast mode to us while we speak RAET's
         traits: dict[str, object] = {"capabilities": capabilities}
-        self._submit(_remote_key(remote.name),
-                           lambda: self._write_remote(record, traits))
         former = self._saved_names.get(remote.uid)
-        if former is not None and former != remote.name:  # after the new name's file
-            self._submit(_remote_key(former), lambda: self._remove_name(former))
+        if former is not None and former != remote.name:
+            with self._formers_lock:
+                formers = self._formers.setdefault(remote.uid, set())
+                formers.add(former)
+                formers.discard(remote.name)  # a name taken back is written, not removed
         self._saved_names[remote.uid] = remote.name
+        self._submit(_remote_key(remote.name), lambda: self._write_remote(record, traits))
         if remote.uid > self._highest_uid:
             self._highest_uid = remote.uid
             self._submit("local", self._write_highest_uid)
@@ -210,7 +229,10 @@ class FileRoadKeep:
         of it still pending (which this replaces)."""
         name = self._saved_names.pop(remote.uid, remote.name)
         self._written.pop(remote.uid, None)
-        self._submit(_remote_key(name), lambda: self._remove_name(name))
+        with self._formers_lock:
+            names = {name} | self._formers.pop(remote.uid, set())
+        for each in sorted(names):
+            self._submit(_remote_key(each), functools.partial(self._remove_name, each))
 
     def flush(self) -> None:
         """Return once every remote record asked for so far is on disk."""
@@ -222,7 +244,7 @@ class FileRoadKeep:
         if self.writer is not None:
             self.writer.close()
 
-    def _submit(self, key: str, write: Callable[[], None]) -> None:
+    def _submit(self, key: str, write: Callable[[], object]) -> None:
         """``write`` now (no writer thread) or on the writer thread."""
         if self.writer is None:
             write()  # (its errors are logged by the write itself)
@@ -239,12 +261,30 @@ class FileRoadKeep:
             if self._written.get(record.uid) == (record, traits["capabilities"]):
                 self._written.pop(record.uid, None)
             log.error("%s: cannot keep remote %r: %s", self.keep.stack_name, record.name, exc)
+            return
+        # only now the files of its former names (a rename): never no record on disk; a
+        # write of a name since changed leaves them to the write of the name it has now
+        if self._saved_names.get(record.uid) != record.name:
+            return
+        with self._formers_lock:
+            formers = sorted(self._formers.get(record.uid, set()) - {record.name})
+        for former in formers:
+            if self._remove_name(former):
+                with self._formers_lock:
+                    left = self._formers.get(record.uid)
+                    if left is not None:
+                        left.discard(former)
+                        if not left:
+                            del self._formers[record.uid]
 
-    def _remove_name(self, name: str) -> None:
+    def _remove_name(self, name: str) -> bool:
+        """Delete ``name``'s record; False (logged) when it could not be."""
         try:
             self.keep.remove_remote(name)
         except KeepError as exc:
             log.error("%s: cannot remove remote %r: %s", self.keep.stack_name, name, exc)
+            return False
+        return True
 
     def _write_highest_uid(self) -> None:
         try:

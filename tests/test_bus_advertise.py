@@ -154,3 +154,24 @@ def test_a_link_removed_and_added_again_gets_one_round_not_two() -> None:
     node.handle_timer(10 * node.config.keepalive_interval)
     assert len(link.of(MessageType.KEEPALIVE)) == 1  # (late: one, not one per stale entry)
     assert len(node._keepalive_heap) <= 2 * len(node._keepalive_due) + 16
+
+
+def test_a_stalled_loop_does_not_bring_the_keepalives_into_step() -> None:
+    """Nodes whose rounds all fell due during a 2 s stall keep their own phases after it
+    (the round is kept on the node's grid, not restarted from the late visit)."""
+    nodes = []
+    for index in range(200):
+        node = BusNode(f"e{index}", now=0.0)
+        node.add_link(FakeLink("up"), upstream=True, now=0.0)
+        nodes.append(node)
+    phases = {node._keepalive_heap[0][0] for node in nodes}
+    for node in nodes:  # every first round falls due in the stall; the loop comes back at 6 s
+        node.handle_timer(6.0)
+    after = [node._keepalive_heap[0][0] for node in nodes]
+    assert len(set(after)) > 190  # not in step
+    assert {at - 5.0 for at in after} == phases  # each on its grid, the missed round skipped
+    for node in nodes:  # a stall of several intervals skips the rounds it missed
+        node.handle_timer(23.0)
+    later = [node._keepalive_heap[0][0] for node in nodes]  # (get_timer: silence checks too)
+    assert all(23.0 < at <= 28.0 for at in later)
+    assert {round(at % 5.0, 6) for at in later} == {round(at % 5.0, 6) for at in phases}

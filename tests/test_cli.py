@@ -200,6 +200,8 @@ def test_keys_needs_to_know_which_estate_when_the_keep_holds_several(
         (["keys", "promote"], "action"),
         (["estate", "x", "--port", "1", "--bus-keepalive", "30"], "--bus-keepalive needs --bus"),
         (["estate", "x", "--port", "1", "--bus", "--bus-keepalive", "0.01"], "too small"),
+        (["estate", "x", "--port", "1", "--bus", "--bus-keepalive", "1e308"], "too large"),
+        (["estate", "x", "--port", "1", "--presence-period", "86401"], "too large"),
         (["frobnicate"], "COMMAND"),
     ],
 )

@@ -113,6 +113,78 @@ def test_a_rename_removes_the_former_name_after_writing_the_new_one(tmp_path: Pa
     assert _record(tmp_path, "after").exists()
 
 
+@pytest.mark.parametrize("limit", [0, 4096])
+def test_a_rename_whose_write_fails_keeps_the_former_record(tmp_path: Path, limit: int) -> None:
+    """The remote is never left with no record on disk: the former name's file goes only
+    once the new name's is written (the next save that writes it), inline or threaded."""
+    file_keep, keep = _keep(tmp_path, limit)
+    remote = Remote(uid=2, name="before", host_address=MINION)
+    file_keep.save_remote(remote)
+    file_keep.flush()
+    _record(tmp_path, "after").mkdir()  # the new name's file cannot be written
+    remote.name = "after"
+    file_keep.save_remote(remote)
+    file_keep.flush()
+    _record(tmp_path, "after").rmdir()
+    assert sorted(Keep(tmp_path, "main").load_remotes()) == ["before"]
+    remote.session_id = 7  # the next save writes the new name, then drops the former
+    file_keep.save_remote(remote)
+    file_keep.flush()
+    assert sorted(Keep(tmp_path, "main").load_remotes()) == ["after"]
+    assert keep.calls[-2:] == [("dump", "after"), ("remove", "before")]
+
+
+def test_saving_a_renamed_remote_again_never_removes_the_former_file_first(
+        tmp_path: Path) -> None:
+    file_keep, keep = _keep(tmp_path)
+    remote = Remote(uid=2, name="before", host_address=MINION)
+    file_keep.save_remote(remote)
+    file_keep.flush()
+    release = _hold(file_keep)
+    remote.name = "after"
+    file_keep.save_remote(remote)
+    remote.session_id = 3  # a later save of the renamed remote while the rename is pending
+    file_keep.save_remote(remote)
+    release.set()
+    file_keep.flush()
+    assert keep.calls == [("dump", "before"), ("dump", "after"), ("remove", "before")]
+    assert sorted(Keep(tmp_path, "main").load_remotes()) == ["after"]
+
+
+def test_renamed_back_and_removed_leaves_no_file(tmp_path: Path) -> None:
+    file_keep, _ = _keep(tmp_path)
+    remote = Remote(uid=2, name="before", host_address=MINION)
+    file_keep.save_remote(remote)
+    file_keep.flush()
+    release = _hold(file_keep)
+    for name in ("after", "before", "third"):
+        remote.name = name
+        file_keep.save_remote(remote)
+    release.set()
+    file_keep.flush()
+    assert sorted(Keep(tmp_path, "main").load_remotes()) == ["third"]
+    file_keep.remove_remote(remote)
+    file_keep.flush()
+    assert Keep(tmp_path, "main").load_remotes() == {}
+
+
+def test_a_writer_thread_that_cannot_start_writes_inline(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    file_keep, _ = _keep(tmp_path, limit=2)
+    size = threading.stack_size()
+    threading.stack_size(1 << 44)  # no thread can be made with this stack
+    try:
+        with caplog.at_level(logging.ERROR, logger="road.persist"):
+            for uid in range(2, 7):  # more than the bound: nothing waits for a thread
+                file_keep.save_remote(Remote(uid=uid, name=f"m{uid}", host_address=MINION))
+    finally:
+        threading.stack_size(size)
+    assert "keep writer thread not started" in caplog.text
+    file_keep.flush()
+    file_keep.close()
+    assert sorted(Keep(tmp_path, "main").load_remotes()) == [f"m{uid}" for uid in range(2, 7)]
+
+
 def test_a_write_that_fails_is_logged_not_raised_and_the_writer_goes_on(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     file_keep, _ = _keep(tmp_path)

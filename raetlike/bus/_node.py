@@ -665,7 +665,8 @@ class BusNode:
             heapq.heappush(heap, (due, link_name))
 
     def _keepalive_round(self, now: float) -> None:
-        """Send the keepalives due by ``now``, each link's next an interval after its last."""
+        """Send the keepalives due by ``now``; each link's next is the next point of its grid
+        (its first round plus whole intervals) after ``now``."""
         heap, due_at, interval = self._keepalive_heap, self._keepalive_due, \
             self.config.keepalive_interval
         while heap and heap[0][0] <= now:
@@ -673,8 +674,9 @@ class BusNode:
             if due_at.get(name) != due:
                 continue  # stale
             self._send_keepalive(name)
-            following = due + interval
-            self._schedule_keepalive(name, following if following > now else now + interval)
+            # on the link's own grid: links held up together (a stalled loop) do not all
+            # send in step ever after; rounds missed are skipped
+            self._schedule_keepalive(name, due + ((now - due) // interval + 1) * interval)
 
     def _send_keepalive(self, link_name: str) -> None:
         subscriptions: tuple[str, ...] = ()

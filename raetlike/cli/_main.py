@@ -72,7 +72,12 @@ def _host_port(text: str) -> Address:
     return host, port
 
 
-def _positive(kind: type[int] | type[float], least: float) -> Any:
+DAY = 86_400.0
+"""The longest presence period or keepalive interval the command line takes (a longer
+one is a typo: a link silent 3 of them would never be noticed lost)."""
+
+
+def _positive(kind: type[int] | type[float], least: float, most: float = math.inf) -> Any:
     def parse(text: str) -> int | float:
         try:
             value = kind(text)
@@ -82,6 +87,8 @@ def _positive(kind: type[int] | type[float], least: float) -> Any:
             raise argparse.ArgumentTypeError(f"{text} is not a finite number")
         if value < least:
             raise argparse.ArgumentTypeError(f"{text} is too small (at least {least:g})")
+        if value > most:
+            raise argparse.ArgumentTypeError(f"{text} is too large (at most {most:g})")
         return value
 
     parse.__name__ = kind.__name__
@@ -461,11 +468,11 @@ def _add_multi(estate: argparse.ArgumentParser) -> None:
     estate.add_argument("--failback", type=_positive(float, 0.0), default=None, metavar="S",
                         help="--multi failover: go back to the first --join main once it "
                              "has been up S seconds (default: stay where it failed over)")
-    estate.add_argument("--presence-period", type=_positive(float, 0.05), default=None,
+    estate.add_argument("--presence-period", type=_positive(float, 0.05, DAY), default=None,
                         metavar="S", help="check each remote's presence every S seconds "
                         "(RoadConfig.period, default 1; a main of thousands of estates "
                         "wants more: docs/relay.md)")
-    estate.add_argument("--bus-keepalive", type=_positive(float, 0.05), default=None,
+    estate.add_argument("--bus-keepalive", type=_positive(float, 0.05, DAY), default=None,
                         metavar="S", help="with --bus: a keepalive to every link every S "
                         "seconds, a link silent 3 S is lost (BusConfig.keepalive_interval, "
                         "default 5; a main of thousands of estates wants more: docs/relay.md)")
