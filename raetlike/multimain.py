@@ -72,7 +72,8 @@ class MultiConfig:
     default, Salt's default too) stays on the main it failed over to (sticky)."""
     alive_timeout: float = 1.0
     """Seconds an unanswered presence check of a main waits before the main is lost (the
-    stack's own default is 2 s, RAET's).  A minion checks a silent main ``period +
+    stack's own default is 2 s, RAET's; in fast mode the least wait: a main whose answers
+    take longer is waited for 4 of them, docs/road.md).  A minion checks a silent main ``period +
     offset`` (1.5 s, a presence period) after it last heard it, so with 1 s a dead main is
     noticed, and failover done, within 2.5 s: under 2 presence periods."""
     max_tracked: int = 100_000

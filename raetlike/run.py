@@ -94,7 +94,8 @@ class Driver(Protocol):
 class _Entry:
     """What the loop keeps per driver, so a round looks nothing up."""
 
-    __slots__ = ("alone", "driver", "fd", "filed", "handler", "stack", "timer", "writing")
+    __slots__ = ("alone", "driver", "fd", "filed", "handler", "holds", "stack", "timer",
+                 "writing")
 
     def __init__(self, driver: Driver, handler: EventHandler | None, *, alone: bool) -> None:
         self.driver = driver
@@ -108,6 +109,8 @@ class _Entry:
         self.filed: float | None = None
         """An alone entry's deadline as it waits on the heap (None: not waiting)."""
         self.writing = False
+        self.holds: Callable[[float], bool] | None = getattr(driver, "holds_timers", None)
+        """The driver's say whether a backlog holds the stack's timers (UdpDriver's)."""
         """Registered for EVENT_WRITE too."""
 
 
@@ -314,7 +317,7 @@ class Loop:
         """The selector-free part of a round: stack timers, events, tasks, flush."""
         for entry in self._swept:
             timer = entry.timer
-            if timer is not None and timer <= now:
+            if timer is not None and timer <= now and not (entry.holds and entry.holds(now)):
                 entry.stack.handle_timer(now)
         if self._alone:
             visits = self._visits

@@ -151,17 +151,19 @@ class FastRoad:
     def ask_alive(self, remote: Remote) -> bool:
         """The periodic presence check over the remote's link (:meth:`FastLink.ask_alive`):
         True when asked there, False to leave the verdict to a RAET alive.  The check keeps
-        the :class:`~road._alive.Aliver`'s timeout (``remote.alive_timeout`` if set; else
-        at least 4 smoothed round trips of the link) and redo spacing.
+        the :class:`~road._alive.Aliver`'s redo spacing, and waits its timeout
+        (``remote.alive_timeout`` if set, else ``Aliver.timeout``) or 4 answer times of
+        the link if longer (a slow path or a busy peer), at most ``presence_timeout_max``.
         """
         link = self.links.get(remote.uid)
         if link is None:
             return False
-        timeout = remote.alive_timeout
-        if timeout is None:
-            # (a slow path or a busy peer: wait longer)
-            timeout = min(max(Aliver.timeout, _RTTS_TO_ANSWER * link.answer_time()),
-                          max(Aliver.timeout, self.stack.config.presence_timeout_max))
+        # (a main's 1 s alive_timeout too: a main that answers its estates' checks in 1.2 s
+        # while it takes a join storm was lost and checked by signed RAET alives, more work
+        # for it; docs/relay.md)
+        least = Aliver.timeout if remote.alive_timeout is None else remote.alive_timeout
+        timeout = min(max(least, _RTTS_TO_ANSWER * link.answer_time()),
+                      max(least, self.stack.config.presence_timeout_max))
         self.touch(link)
         return link.ask_alive(self.stack.now, timeout, Aliver.redo_min, Aliver.redo_max)
 

@@ -21,6 +21,7 @@ their results into the stack's events and counters.
 from __future__ import annotations
 
 import logging
+import math
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -71,8 +72,8 @@ class Ping:
     RemoteLost per check.
     """
 
-    __slots__ = ("first", "interval", "last", "last_at", "proven", "redo_at", "redo_max", "rtt",
-                 "sent_at", "timeout_at", "verdict", "wanted")
+    __slots__ = ("first", "interval", "lapsed", "lapsed_at", "last", "last_at", "proven",
+                 "redo_at", "redo_max", "rtt", "sent_at", "timeout_at", "verdict", "wanted")
 
     def __init__(self) -> None:
         self.first = -1  # the first ping's packet number; -1: no check open
@@ -87,6 +88,8 @@ class Ping:
         self.last = -1  # the latest ping's packet number (a redo's, or the first's)
         self.last_at = 0.0  # when it went
         self.rtt = 0.0  # smoothed time from a check's first ping to its answer (0: none yet)
+        self.lapsed = -1  # the first ping of the latest check that timed out (-1: none)
+        self.lapsed_at = 0.0  # when it went
 
     def open(self) -> bool:
         """Whether a check is under way (asked and not yet answered or timed out)."""
@@ -121,6 +124,13 @@ class Ping:
         number, so the ack says which the peer got, unlike a resent TCP segment's; RFC
         9002 section 5.1).  Timed from the first ping always, a redo's answer made a
         lossy link's answer time read a redo interval or more."""
+        if 0 <= self.lapsed <= largest:
+            # a check that timed out is answered late: the link carries checks after all
+            # (proven again, so the next check is a ping, not a signed RAET alive), and
+            # answers take this long here at least (the next checks wait for it)
+            self.proven = True
+            self.rtt = max(self.rtt, now - self.lapsed_at)
+            self.lapsed = -1
         if 0 <= self.first <= largest:
             self.first = -1
             self.wanted = False
@@ -130,6 +140,14 @@ class Ping:
             return True
         return False
 
+    def lapse(self) -> None:
+        """The open check timed out: none is open, none proven, until an answer comes (a
+        late one to this check proves the link again: :meth:`answered`)."""
+        if self.first >= 0:
+            self.lapsed, self.lapsed_at = self.first, self.sent_at
+        self.clear()
+        self.proven = False
+
     def deadline(self) -> float:
         """When an open check wants the timer (a redo or its timeout)."""
         return min(self.redo_at, self.timeout_at)
@@ -138,6 +156,13 @@ class Ping:
         """No check open (the keys changed, or the link paused)."""
         self.first = -1
         self.wanted = False
+
+    def forget(self) -> None:
+        """New keys: no check open, none proven, no late answer awaited (packet numbers
+        start again)."""
+        self.clear()
+        self.proven = False
+        self.lapsed = -1
 
 
 class FastLink:
@@ -172,6 +197,8 @@ class FastLink:
         self.receiving = ReceiveStream(remote, config, stack.stats, stack._partials)
         self.acks = AckState(config.fast_ack_delay)
         self.ping = Ping()
+        self.heard_at = -math.inf
+        """When the latest authenticated datagram from the peer came (under these keys)."""
 
     # -- keys and presence -----------------------------------------------------------
     def rekey(self) -> None:
@@ -194,8 +221,8 @@ class FastLink:
         self._again(self.recovery.new_keys())
         self.next_packet = 0
         self.acks.reset()
-        self.ping.clear()  # (a check open under the old keys is asked again by the stack)
-        self.ping.proven = False
+        self.ping.forget()  # (a check open under the old keys is asked again by the stack)
+        self.heard_at = -math.inf
 
     def pause(self) -> None:
         """The remote is dead: stop sending; everything in flight goes again on resume."""
@@ -348,9 +375,10 @@ class FastLink:
             self.stack.stats.drop(Drop.INVALID_BODY)
             return
         self.ping.answered(ranges[0][1], now)  # (the verdict "alive": _heard, after the frames)
-        acked = self.recovery.on_ack(ranges, now)
-        if acked:  # (an ack of pings alone says nothing of data: the fallback still watches)
-            self.answered = True
+        recovery = self.recovery
+        acked = recovery.on_ack(ranges, now)
+        if acked or recovery.acked_probed:  # (an ack of pings alone says nothing of data:
+            self.answered = True  # the fallback still watches)
             self.unanswered_since = None
             done: list[Sending] = []
             settle = self.sending.settle
@@ -362,7 +390,7 @@ class FastLink:
                 name, sent_event = self.remote.name, events.MessageSent
                 stack._emit_all([sent_event(name, sending.outgoing.message_id)
                                  for sending in done])
-        self._lost(self.recovery.detect_losses(now))
+        self._lost(recovery.detect_losses(now))
 
     def _lost(self, lost: list[Sent]) -> None:
         if lost:
@@ -379,6 +407,7 @@ class FastLink:
     def _heard(self, now: float) -> None:
         """An authenticated datagram is proof of presence (no RAET alive needed meanwhile)."""
         stack, remote = self.stack, self.remote
+        self.heard_at = now
         if remote.alive is not True or self.paused:
             stack._presence(remote, alive=True)
             return
@@ -494,8 +523,13 @@ class FastLink:
         """The presence check's timeout ("no answer to alive", as the Aliver's) or redo."""
         ping = self.ping
         if ping.timeout_at <= now:
-            ping.clear()
-            ping.proven = False  # (the next checks: RAET alives and trials, till one answers)
+            if ping.first >= 0 and self.heard_at >= ping.sent_at:
+                # no ack of a ping, but authenticated datagrams from the peer since the
+                # first went: it is there (each one was presence, _heard), only late to
+                # answer (a busy loop); no verdict, and the link stays proven
+                ping.clear()
+                return
+            ping.lapse()  # (the next checks: RAET alives and trials, till one answers)
             if ping.verdict:
                 self.stack._presence(self.remote, alive=False, reason="no answer to alive")
         elif ping.redo_at <= now:

@@ -18,6 +18,7 @@ from road._fast_send import Carried
 __all__ = ["LossRecovery", "Sent"]
 
 _MAX_PROBE_INTERVAL = 0.5
+_PROBED = 64  # datagrams forgotten by probes whose late ack still counts (LossRecovery.probed)
 
 # a datagram awaiting its ack: (sent at, size, chunks it carried, abandons it carried)
 Sent = tuple[float, int, list[Carried], list[int]]
@@ -26,8 +27,9 @@ Sent = tuple[float, int, list[Carried], list[int]]
 class LossRecovery:
     """The ack-eliciting datagrams in flight with one remote, and the window they fill."""
 
-    __slots__ = ("ack_delay", "control", "datagram_size", "floor", "largest_acked",
-                 "last_eliciting", "loss_time", "probe_count", "probes", "sent", "upto")
+    __slots__ = ("ack_delay", "acked_probed", "control", "datagram_size", "floor",
+                 "largest_acked", "last_eliciting", "loss_time", "probe_count", "probed",
+                 "probes", "sent", "upto")
 
     def __init__(self, datagram_size: int, max_window: int, ack_delay: float,
                  initial_window: int = 0) -> None:
@@ -42,6 +44,10 @@ class LossRecovery:
         self.loss_time: float | None = None
         self.probes = 0  # datagrams that may go now whatever the window (after a probe timeout)
         self.probe_count = 0  # probe timeouts in a row
+        # the latest datagrams a probe forgot (number -> sent at), at most _PROBED: an ack
+        # of one still says the peer answers, and how slowly (its chunks went again)
+        self.probed: dict[int, float] = {}
+        self.acked_probed = False  # the latest ack covered one of them
 
     # -- sending -----------------------------------------------------------------------
     def may_send(self, now: float) -> bool:
@@ -110,11 +116,22 @@ class LossRecovery:
                 control.on_acked(size, sent_at)
                 acked.append(chunks)
         self.largest_acked = max(self.largest_acked, largest)
+        probed = self.probed
+        self.acked_probed = False
+        if probed:
+            # A peer slower to ack than the probe timeout acks datagrams a probe forgot:
+            # uncounted, it was "not acknowledged" after max_redos probes (thousands of
+            # links of a loaded worker) and a link never acked fell back to RAET mode.
+            for number in [n for n in probed if any(a <= n <= b for a, b in ranges)]:
+                sent_at = probed.pop(number)
+                self.acked_probed = True
+                if number == largest and newest is None:
+                    newest = (sent_at, 0, [], [])
         if newest is not None:  # (a round trip only from the largest, when it was tracked)
             control.sample(now - newest[0])
-        if acked:  # anything newly acked ends the back-off, also when the largest was a
-            self.probe_count = 0  # ping (untracked: FastLink's Ping) sent after the data
-            self.probes = 0
+        if acked or self.acked_probed:  # anything newly acked ends the back-off, also
+            self.probe_count = 0  # when the largest was a ping (untracked: FastLink's Ping)
+            self.probes = 0  # sent after the data
         return acked
 
     def detect_losses(self, now: float) -> list[Sent]:
@@ -148,13 +165,18 @@ class LossRecovery:
 
     # -- probes ------------------------------------------------------------------------
     def probe_deadline(self) -> float | None:
-        """When the oldest unacknowledged datagram is probed (None: nothing in flight)."""
+        """When the oldest unacknowledged datagram is probed (None: nothing in flight).
+
+        The probe timeout doubles with each probe up to ``_MAX_PROBE_INTERVAL``, but never
+        below the timeout itself: a peer whose acks take longer than that (a busy worker of
+        thousands of estates on loopback) was probed every 0.5 s, each probe more work for
+        it, and the probes of thousands of links filled their receive buffers.
+        """
         if not self.sent:
             return None
+        base = self.control.probe_timeout(self.ack_delay)
         backoff = float(1 << min(self.probe_count, 16))
-        interval = min(self.control.probe_timeout(self.ack_delay) * backoff,
-                       _MAX_PROBE_INTERVAL)
-        return self.last_eliciting + interval
+        return self.last_eliciting + min(base * backoff, max(base, _MAX_PROBE_INTERVAL))
 
     def timed_out(self) -> int:
         """The probe deadline passed unanswered: how many times in a row now."""
@@ -166,8 +188,13 @@ class LossRecovery:
         without a window cut) and two datagrams may go whatever the window."""
         if self.probe_count >= 3:
             self.control.collapse()
-        packet = self.sent.pop(self.first_sent())
+        number = self.first_sent()
+        packet = self.sent.pop(number)
         self.control.on_forgotten(packet[1])
+        probed = self.probed
+        probed[number] = packet[0]
+        if len(probed) > _PROBED:
+            del probed[next(iter(probed))]
         self.probes = 2
         self.last_eliciting = now
         return packet
@@ -180,6 +207,7 @@ class LossRecovery:
         for packet in forgotten:
             control.on_forgotten(packet[1])
         self.sent.clear()
+        self.probed.clear()
         self.loss_time = None
         self.probe_count = 0
         self.probes = 0

@@ -178,7 +178,8 @@ class Remote:
     traffic: RemoteTraffic = field(default_factory=RemoteTraffic)
     alive_timeout: float | None = None
     """Seconds an unanswered presence check of this remote waits before it is reported
-    lost; None: ``Aliver.timeout`` (2 s, as RAET).  Set by the owner of a policy that
+    lost; None: ``Aliver.timeout`` (2 s, as RAET).  In fast mode the least wait: 4 answer
+    times of the link if longer (``FastRoad.ask_alive``).  Set by the owner of a policy that
     must notice a dead remote sooner (a failover estate's mains, raetlike.multimain)."""
     unanswered_checks: int = 0
     """Presence checks in a row that found it gone (reset when it is heard): not main, we

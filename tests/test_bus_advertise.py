@@ -122,6 +122,40 @@ def test_nodes_started_together_spread_their_keepalives_over_the_interval() -> N
     assert len(set(sent_at)) > 190
 
 
+def test_a_main_of_many_links_spreads_its_keepalives_to_them_over_the_interval() -> None:
+    # A main of 5,000 estates sent all its keepalives in one tick: 5,000 fast datagrams at
+    # once to workers that then answered presence checks late (docs/relay.md).  Each link
+    # now has its own round, an interval apart, the first fixed by the two names.
+    node = BusNode("hota", now=0.0)
+    links = [FakeLink(f"e{index}") for index in range(1000)]
+    for link in links:
+        node.add_link(link, now=0.0)
+    counts: list[int] = []
+    interval = node.config.keepalive_interval
+    for step in range(1, 401):  # three intervals, in steps of 1/40 of an interval
+        before = sum(len(link.of(MessageType.KEEPALIVE)) for link in links)
+        node.handle_timer(step * interval / 40)
+        counts.append(sum(len(link.of(MessageType.KEEPALIVE)) for link in links) - before)
+    assert max(counts) < 100  # was 1,000 in one step; 1,000 / 20 = 50 expected
+    # (every link one keepalive an interval, the first in the second half of the first)
+    assert sum(counts[:20]) == 0
+    for rounds in range(1, 10):
+        done = sum(counts[: 20 + 40 * rounds])
+        assert done == 1000 * rounds, (rounds, done)
+
+
+def test_a_link_removed_and_added_again_gets_one_round_not_two() -> None:
+    node = BusNode("main", now=0.0)
+    link = FakeLink("e1")
+    for _ in range(50):
+        node.add_link(link, now=0.0)
+        node.remove_link("e1")
+    node.add_link(link, now=0.0)
+    node.handle_timer(10 * node.config.keepalive_interval)
+    assert len(link.of(MessageType.KEEPALIVE)) == 1  # (late: one, not one per stale entry)
+    assert len(node._keepalive_heap) <= 2 * len(node._keepalive_due) + 16
+
+
 def test_a_stalled_loop_does_not_bring_the_keepalives_into_step() -> None:
     """Nodes whose rounds all fell due during a 2 s stall keep their own phases after it
     (the round is kept on the node's grid, not restarted from the late visit)."""
@@ -130,14 +164,14 @@ def test_a_stalled_loop_does_not_bring_the_keepalives_into_step() -> None:
         node = BusNode(f"e{index}", now=0.0)
         node.add_link(FakeLink("up"), upstream=True, now=0.0)
         nodes.append(node)
-    phases = {node.get_timer() for node in nodes}
+    phases = {node._keepalive_heap[0][0] for node in nodes}
     for node in nodes:  # every first round falls due in the stall; the loop comes back at 6 s
         node.handle_timer(6.0)
-    after = [node.get_timer() for node in nodes]
+    after = [node._keepalive_heap[0][0] for node in nodes]
     assert len(set(after)) > 190  # not in step
     assert {at - 5.0 for at in after} == phases  # each on its grid, the missed round skipped
     for node in nodes:  # a stall of several intervals skips the rounds it missed
         node.handle_timer(23.0)
-    later = [node._next_keepalive for node in nodes]  # (get_timer: silence checks too)
+    later = [node._keepalive_heap[0][0] for node in nodes]  # (get_timer: silence checks too)
     assert all(23.0 < at <= 28.0 for at in later)
     assert {round(at % 5.0, 6) for at in later} == {round(at % 5.0, 6) for at in phases}

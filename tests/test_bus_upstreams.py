@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from raetlike.bus import ANY, BusMessage, BusNode, MessageType, decode, encode
+from raetlike.bus import ANY, BusMessage, BusNode, Errno, MessageType, Reply, decode, encode
 from raetlike.bus._api import Call
+from raetlike.errors import BackpressureError
 
 
 @dataclass
@@ -100,3 +101,30 @@ def test_promoting_a_standby_main_sends_it_our_subscriptions_and_the_old_one_non
     node.publish("ev.x", 2, now=20.0)
     assert [m.payload for m in beta.of(MessageType.EVENT)] == [2]
     assert [m.payload for m in alpha.of(MessageType.EVENT)] == []
+
+
+@dataclass
+class FullLink(FakeLink):
+    """A link whose outbox is full."""
+
+    def send(self, _payload: Any) -> bool:
+        raise BackpressureError(f"{self.name}: outbox full")
+
+
+def test_a_request_refused_by_our_own_full_outbox_fails_with_enobufs_not_unreachable() -> None:
+    # A fan-out of 10,000 past the asker's lane outbox read as 9,537 estates unreachable
+    # (docs/relay.md): a full outbox here is a busy asker, told apart from a lost target.
+    node = BusNode("asker")
+    node.add_link(FullLink("main"), upstream=True)
+    got: list[Reply] = []
+    node.send("e1", Call("echo.ping", None), got.append, now=0.0)
+    assert [(r.errno, r.error) for r in got] == [(Errno.ENOBUFS, "the outbox to main is full")]
+    # a request relayed through us that the next hop's full outbox refuses is answered 113
+    # on the wire (older nodes know no 105)
+    relay = BusNode("relay")
+    relay.add_link(FullLink("e2"))
+    below = FakeLink("yard")
+    relay.add_link(below)
+    relay.receive("yard", encode(BusMessage(MessageType.REQUEST, "echo.ping", None,
+                                            matchtag=1, sequence=1, epoch=3, target="e2")), 0.0)
+    assert [m.errno for m in below.of(MessageType.RESPONSE)] == [Errno.EHOSTUNREACH]

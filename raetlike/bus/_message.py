@@ -58,6 +58,9 @@ class Errno(enum.IntEnum):
     """Protocol error: the request could not be taken (e.g. too many hops)."""
     ENOSYS = 38
     """Function not implemented: no such service or method."""
+    ENOBUFS = 105
+    """This node's own outbox toward the next hop is full: try again later (made locally
+    for a request of this node, never sent; a relayed one is answered 113)."""
     ETIMEDOUT = 110
     """No response in time (made locally, never sent)."""
     EHOSTUNREACH = 113

@@ -14,6 +14,7 @@ peer changes through :meth:`BusNode.next_event`.  See docs/bus.md.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import secrets
@@ -87,9 +88,10 @@ class _Registered:
     roles: frozenset[str] | None
 
 
-def keepalive_phase(name: str) -> float:
-    """When in its first interval (0.5 to 1.0 of it) the node ``name`` sends keepalives."""
-    return 0.5 + 0.5 * zlib.crc32(name.encode("utf-8")) / 2**32
+def keepalive_phase(name: str, link: str) -> float:
+    """When in its first interval (0.5 to 1.0 of it) the node ``name`` sends its keepalive
+    to the link ``link``."""
+    return 0.5 + 0.5 * zlib.crc32(f"{name}\0{link}".encode()) / 2**32
 
 
 class BusNode:
@@ -126,12 +128,15 @@ class BusNode:
         # (9.6 s of a 253 s run) in that walk (docs/relay.md)
         self._below_prefixes: dict[str, int] = {}
         self._prefixes_changed = False  # a prefix came or went since the last _readvertise
-        # the first round at a point of the interval fixed by the name (half to all of
-        # it), and every round an interval after: nodes started together (a worker of
-        # 2,000 estates, minions after a power cut) do not all send theirs at once.  In
-        # step, 2,000 estates' 4,000 keepalives stalled their worker for ~2 s every
-        # round and both mains declared ~480 of them lost (docs/relay.md)
-        self._next_keepalive = now + self.config.keepalive_interval * keepalive_phase(name)
+        # Each link has its own round: the first at a point of the interval after the link
+        # came, fixed by the two names (half to all of it), and every round an interval
+        # after.  Nodes started together (a worker of 2,000 estates, minions after a power
+        # cut) do not all send theirs at once, nor does a main to its thousands of links:
+        # in step, 2,000 estates' 4,000 keepalives stalled their worker for ~2 s every
+        # round and both mains declared ~480 of them lost (docs/relay.md).  The heap holds
+        # (due, link); an entry whose due is not _keepalive_due[link] is stale (skipped)
+        self._keepalive_due: dict[str, float] = {}
+        self._keepalive_heap: list[tuple[float, str]] = []
         self._tell_below_at: float | None = None  # when upstream hears of the names below
         # no link falls silent before this: a lower bound (last_heard only grows), so
         # get_timer need not look at every link: with 1,000 links (a relay) 3.5 us a
@@ -174,6 +179,9 @@ class BusNode:
         self._links[link.name] = _Neighbour(link, above if trusted is None else trusted,
                                             self.now)
         self._silence_check = min(self._silence_check, self.now + self.config.keepalive_timeout)
+        self._schedule_keepalive(
+            link.name, self.now + self.config.keepalive_interval * keepalive_phase(self.name,
+                                                                                   link.name))
         if above:
             self.set_upstream(link.name, upstream)
         else:
@@ -204,6 +212,7 @@ class BusNode:
         if neighbour is not None:
             self._set_subscriptions(name, neighbour, frozenset())
             del self._links[name]
+            del self._keepalive_due[name]  # (its heap entry is stale now)
             self._set_below(name, neighbour, ())
             if name in self.upstreams:
                 self.upstreams.remove(name)
@@ -260,7 +269,7 @@ class BusNode:
         """Send a request to ``destination`` (ANY, UPSTREAM or a node name); returns its matchtag.
 
         ``on_reply`` runs exactly once: with the response, or with an error
-        reply (ETIMEDOUT after ``timeout``, EHOSTUNREACH, ENOSYS, EPERM).
+        reply (ETIMEDOUT after ``timeout``, EHOSTUNREACH, ENOBUFS, ENOSYS, EPERM).
         ``now`` defaults to the node's latest time (from its last call).
         """
         self._tick(now)
@@ -438,21 +447,26 @@ class BusNode:
             self._forward(name, event)
 
     def _forward(self, link_name: str, message: BusMessage) -> None:
-        """Send ``message`` one hop on; a refused request fails with 113."""
+        """Send ``message`` one hop on; a refused request fails with 113, or with 105
+        (ENOBUFS) when it is our own and the link's outbox is full: a busy asker, not an
+        unreachable target (a fan-out past the outbox read as estates that did not answer)."""
         neighbour = self._links.get(link_name)
-        accepted = False
+        accepted = full = False
         if neighbour is not None:
             try:
                 accepted = neighbour.link.send(encode(replace(message, hops=message.hops + 1)))
             except BackpressureError:
-                accepted = False
+                full = True
         if accepted:
             self.stats.sent += 1
             return
         self.stats.undeliverable += 1
         logger.debug("%s: %s to %s not taken", self.name, message.type.value, link_name)
         if message.type is MessageType.REQUEST:
-            self._fail(message, Errno.EHOSTUNREACH, f"{link_name} refused the request")
+            if full and not message.route:  # (ours: it came in on no link)
+                self._fail(message, Errno.ENOBUFS, f"the outbox to {link_name} is full")
+            else:
+                self._fail(message, Errno.EHOSTUNREACH, f"{link_name} refused the request")
 
     def _fail(self, request: BusMessage, errno: Errno, error: str) -> None:
         """Answer ``request`` with an error, back along its route."""
@@ -639,6 +653,31 @@ class BusNode:
         if self.upstreams and self._tell_below_at is None:
             self._tell_below_at = self.now + self.config.route_delay
 
+    def _schedule_keepalive(self, link_name: str, due: float) -> None:
+        """The link's next keepalive is at ``due``; the heap is rebuilt when stale entries
+        (links removed or re-added) outnumber the links, so it stays within twice them."""
+        self._keepalive_due[link_name] = due
+        heap = self._keepalive_heap
+        if len(heap) > 2 * len(self._keepalive_due) + 16:
+            heap[:] = [(at, name) for name, at in self._keepalive_due.items()]
+            heapq.heapify(heap)
+        else:
+            heapq.heappush(heap, (due, link_name))
+
+    def _keepalive_round(self, now: float) -> None:
+        """Send the keepalives due by ``now``; each link's next is the next point of its grid
+        (its first round plus whole intervals) after ``now``."""
+        heap, due_at, interval = self._keepalive_heap, self._keepalive_due, \
+            self.config.keepalive_interval
+        while heap and heap[0][0] <= now:
+            due, name = heapq.heappop(heap)
+            if due_at.get(name) != due:
+                continue  # stale
+            self._send_keepalive(name)
+            # on the link's own grid: links held up together (a stalled loop) do not all
+            # send in step ever after; rounds missed are skipped
+            self._schedule_keepalive(name, due + ((now - due) // interval + 1) * interval)
+
     def _send_keepalive(self, link_name: str) -> None:
         subscriptions: tuple[str, ...] = ()
         below: tuple[str, ...] = ()
@@ -669,26 +708,19 @@ class BusNode:
 
     def get_timer(self) -> float | None:
         """The next keepalive, resend, timeout or silence deadline."""
-        times = [self._next_keepalive]
+        times = [self._keepalive_heap[0][0]] if self._keepalive_heap else []
         if self._tell_below_at is not None:
             times.append(self._tell_below_at)
         times.extend(min(p.deadline, p.resend_at) for p in self._pending.values())
         times.append(self._silence_check)
-        return min(times)
+        soonest = min(times)
+        return None if soonest == math.inf else soonest
 
     def handle_timer(self, now: float) -> None:
         """Send keepalives, resend and time out requests, report silent links."""
         self._tick(now)
-        if now >= self._next_keepalive:
-            # on the node's own grid (its phase, keepalive_phase): nodes held up together
-            # (a stalled loop) do not all send in step ever after; rounds missed are skipped
-            interval = self.config.keepalive_interval
-            missed = (now - self._next_keepalive) // interval
-            self._next_keepalive += (missed + 1) * interval
-            self._tell_below_at = None  # (the keepalive to upstream carries the names)
-            for name in list(self._links):
-                self._send_keepalive(name)
-        elif self._tell_below_at is not None and self._tell_below_at <= now:
+        self._keepalive_round(now)
+        if self._tell_below_at is not None and self._tell_below_at <= now:
             self._tell_below_at = None
             for name in self.upstreams:
                 self._send_keepalive(name)
