@@ -220,8 +220,21 @@ class UdpDriver:
                 if ticked - since > budget:
                     self.send(current)
                     since = clock()
-        self._backlog = count >= BATCH
+        # a backlog only when datagrams really wait: a batch that took the last of exactly
+        # BATCH leaves the socket empty, and holding the timers then spun the loop (no read
+        # to come and a timer due) until TIMER_HOLD had passed
+        self._backlog = count >= BATCH and self._bytes_waiting(fd)
         return count
+
+    def _bytes_waiting(self, fd: int) -> bool:
+        """Whether a datagram of some bytes waits on the socket (FIONREAD)."""
+        if _ioctl is None:
+            return False  # (no FIONREAD: never hold the timers)
+        try:
+            _ioctl(fd, _FIONREAD, self._waiting, True)
+        except OSError:
+            return False
+        return self._waiting[0] > 0
 
     def holds_timers(self, now: float) -> bool:
         """Whether the stack's timers should wait: datagrams wait unread on the socket, and

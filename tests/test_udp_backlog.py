@@ -79,3 +79,29 @@ def test_a_backlog_holds_the_timers_till_it_is_read_or_for_timer_hold_at_most() 
     finally:
         loop.close()
         peer.close()
+
+
+def test_a_batch_that_read_the_last_datagram_holds_nothing() -> None:
+    """Exactly BATCH datagrams leave the socket empty: no backlog, the timers run (a held
+    timer with no read to come spun the loop until TIMER_HOLD passed: 256 garbage
+    datagrams a second kept a core busy and the timers at one run a second)."""
+    stack = Due()
+    driver = UdpDriver(stack)
+    peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    now = [10.0]
+    loop = Loop(lambda: now[0])
+    loop.add(driver)
+    try:
+        _queued(driver, peer, BATCH)
+        deadline = time.monotonic() + 5.0
+        while len(stack.got) < BATCH:  # (reads the batch; the first round's timers run)
+            loop.run_once(max_wait=0.0)
+            assert time.monotonic() < deadline
+        assert len(stack.got) == BATCH
+        runs = stack.timers
+        now[0] = 10.1
+        loop.run_once(max_wait=0.0)
+        assert stack.timers == runs + 1
+    finally:
+        loop.close()
+        peer.close()
