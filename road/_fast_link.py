@@ -72,8 +72,9 @@ class Ping:
     RemoteLost per check.
     """
 
-    __slots__ = ("first", "interval", "lapsed", "lapsed_at", "last", "last_at", "proven",
-                 "redo_at", "redo_max", "rtt", "sent_at", "timeout_at", "verdict", "wanted")
+    __slots__ = ("first", "interval", "lapsed", "lapsed_at", "lapsed_last", "lapsed_last_at",
+                 "last", "last_at", "proven", "redo_at", "redo_max", "rtt", "sent_at",
+                 "timeout_at", "verdict", "wanted")
 
     def __init__(self) -> None:
         self.first = -1  # the first ping's packet number; -1: no check open
@@ -90,6 +91,8 @@ class Ping:
         self.rtt = 0.0  # smoothed time from a check's first ping to its answer (0: none yet)
         self.lapsed = -1  # the first ping of the latest check that timed out (-1: none)
         self.lapsed_at = 0.0  # when it went
+        self.lapsed_last = -1  # that check's latest ping (a redo's, or the first's)
+        self.lapsed_last_at = 0.0  # when it went
 
     def open(self) -> bool:
         """Whether a check is under way (asked and not yet answered or timed out)."""
@@ -126,15 +129,21 @@ class Ping:
         lossy link's answer time read a redo interval or more."""
         if 0 <= self.lapsed <= largest:
             # a check that timed out is answered late: the link carries checks after all
-            # (proven again, so the next check is a ping, not a signed RAET alive), and
-            # answers take this long here at least (the next checks wait for it)
+            # (proven again, so the next check is a ping, not a signed RAET alive); when
+            # the ack goes no further than that check's pings it is their answer, and
+            # answers take this long here at least (the next checks wait for it).  An ack
+            # of anything sent later says nothing of how long they took: timed from the
+            # lapsed check, the gap of an outage read as the link's answer time.
             self.proven = True
-            self.rtt = max(self.rtt, now - self.lapsed_at)
+            if largest <= self.lapsed_last:
+                sent = self.lapsed_last_at if largest == self.lapsed_last else self.lapsed_at
+                self.rtt = max(self.rtt, now - sent)
             self.lapsed = -1
         if 0 <= self.first <= largest:
             self.first = -1
             self.wanted = False
             self.proven = True
+            self.lapsed = -1  # (a newer check answered: a later ack answers no lapsed one)
             sample = now - (self.last_at if largest >= self.last else self.sent_at)
             self.rtt = sample if self.rtt == 0.0 else 0.875 * self.rtt + 0.125 * sample
             return True
@@ -145,6 +154,7 @@ class Ping:
         late one to this check proves the link again: :meth:`answered`)."""
         if self.first >= 0:
             self.lapsed, self.lapsed_at = self.first, self.sent_at
+            self.lapsed_last, self.lapsed_last_at = self.last, self.last_at
         self.clear()
         self.proven = False
 

@@ -485,6 +485,26 @@ def test_a_check_answered_late_proves_the_link_again_and_the_next_waits_longer()
     assert 12.0 <= pair.net.now - first <= 4 * link.answer_time() + 0.01
 
 
+def test_an_outage_is_not_taken_for_the_links_answer_time() -> None:
+    # The ack of a newer check answered the lapsed one "late", timed from it: after a 30 s
+    # outage a 1 ms link read answers of 16 s, and a peer then really gone was lost 19 s
+    # after the first ping instead of 2 s (review of s10k).
+    pair = fast_pair(minion=RoadConfig(fast=True, keepalive=False))
+    pair.net.run_for(5.0)
+    link = pair.main._fast.links[pair.main.remote("minion").uid]
+    pair.net.blocked.add(MINION)
+    pair.net.run_for(30.0)
+    pair.net.blocked.discard(MINION)
+    pair.net.run_for(10.0)
+    assert pair.main.remote("minion").alive is True
+    assert link.answer_time() < 0.1
+    lost = len(pair.events(MAIN, events.RemoteLost))
+    log = fast_log(pair)
+    pair.net.blocked.add(MINION)
+    pair.run_until(lambda: len(pair.events(MAIN, events.RemoteLost)) > lost, timeout=10.0)
+    assert pair.net.now - pings_from(log, MAIN)[0] <= 2.01
+
+
 def test_a_peer_heard_over_the_link_is_not_lost_for_a_ping_it_did_not_answer() -> None:
     # Authenticated datagrams from the peer while a check is open say it is there: a check
     # that times out with such traffic since its first ping gives no "no answer" verdict.
