@@ -7,10 +7,13 @@ they subscribe to, or move above.
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
-from raetlike.bus import BusMessage, BusNode, MessageType, encode
+import pytest
+
+from raetlike.bus import BusConfig, BusMessage, BusNode, MessageType, encode
 from tests.test_bus_upstreams import FakeLink
 
 PREFIXES = ("ev.", "ev.a", "job.", "log.", "x")
@@ -175,3 +178,14 @@ def test_a_stalled_loop_does_not_bring_the_keepalives_into_step() -> None:
     later = [node._keepalive_heap[0][0] for node in nodes]  # (get_timer: silence checks too)
     assert all(23.0 < at <= 28.0 for at in later)
     assert {round(at % 5.0, 6) for at in later} == {round(at % 5.0, 6) for at in phases}
+
+
+def test_a_keepalive_interval_of_zero_or_less_is_refused() -> None:
+    """Set to 0 a round divided by zero; below 0 it looped forever (review of s10k)."""
+    for value in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match="keepalive_interval"):
+            BusConfig(keepalive_interval=value)
+    config = BusConfig()
+    with pytest.raises(ValueError, match="request_timeout"):
+        config.request_timeout = 0
+    config.route_delay = 0  # (no delay is a delay)

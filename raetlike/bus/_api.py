@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
@@ -195,6 +196,21 @@ class BusConfig:
     """Node names below trusted links (relays) that a node routes requests to, learnt from
     their keepalives (``BusMessage.below``); names past it are refused and counted
     (``BusStats.routes_refused``).  A route costs about 150 bytes."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # a timer of 0 or less (or nan, inf) divided by zero or looped forever in the
+        # keepalive rounds; refused when set, as RoadConfig's fields are
+        if name in _SECONDS and not (
+                isinstance(value, int | float) and not isinstance(value, bool)
+                and math.isfinite(value) and (value >= 0 if name == "route_delay" else value > 0)):
+            raise ValueError(f"BusConfig.{name} must be a finite number of seconds "
+                             f"{'of at least 0' if name == 'route_delay' else 'above 0'}, "
+                             f"not {value!r}")
+        object.__setattr__(self, name, value)
+
+
+_SECONDS = frozenset({"request_timeout", "retry_interval", "keepalive_interval",
+                      "keepalive_timeout", "route_delay"})
 
 
 @dataclass(slots=True)
