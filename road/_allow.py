@@ -372,6 +372,15 @@ class Allowent(_Allow):
         if self.state is self.States.COOKIE:
             self.resend_last()
 
+    @property
+    def proven(self) -> bool:
+        """The initiate echoed the oreo of a cookie we sent: its sender receives there."""
+        return self.state is self.States.ACKED
+
+    def evict(self) -> None:
+        super().evict()
+        self.stack._emit(events.AllowFailed(self.remote.name, "evicted unproven"))
+
     RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {
         (States.COOKIE, PacketKind.HELLO): Rule(on_duplicate_hello),
         (States.COOKIE, PacketKind.INITIATE): Rule(on_initiate, then=States.ACKED),

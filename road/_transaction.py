@@ -142,6 +142,19 @@ class Transaction:
         self.redo_at = at
         self.stack._wake(self, at)
 
+    @property
+    def proven(self) -> bool:
+        """Whether the far side showed, in this transaction, that it receives what we send
+        (a handshake's place is never evicted then: docs/road.md, "A main under a join
+        storm")."""
+        return False
+
+    def evict(self) -> None:
+        """The stack takes this handshake's place for a newcomer (it stayed unproven past
+        ``handshake_grace``): end quietly, as a silent peer's would (its redo, if it is
+        only slow, is answered anew)."""
+        self.fail("evicted unproven for a newcomer")
+
     # -- identity ---------------------------------------------------------
 
     def initial_state(self) -> enum.Enum:

@@ -129,7 +129,15 @@ class RoadConfig:
     of that kind is dropped before any signature is checked
     (``Drop.HANDSHAKES_BUSY``) and its initiator's redo comes back later: a main flooded by
     joins (10,000 estates starting at once) finishes the handshakes it took instead of
-    starting more than it can answer in time (docs/road.md, "A main under a join storm")."""
+    starting more than it can answer in time (docs/road.md, "A main under a join storm").
+    A place held ``handshake_grace`` unproven is taken over instead (see there)."""
+    handshake_grace: float = 0.5
+    """Seconds an open join or allow keeps its place among ``max_open_handshakes`` while
+    unproven (its peer has not shown it receives what we sent).  Past it, once its kind's
+    places are all open, a newcomer that takes a place evicts the oldest such one
+    (``stats.handshakes_evicted``), so spoofed sources must send ``max_open_handshakes`` /
+    ``handshake_grace`` new handshakes a second to keep the places full.  0: evict at once;
+    at or past a handshake's timeout (4 s allow, 5 s join): never evict."""
     presence_timeout_max: float = 30.0
     """Fast mode: seconds a presence check (a ping) waits for its answer at most.  It waits
     4 of its link's answer times (the data's smoothed round trip or the pings' own), at

@@ -88,9 +88,10 @@ class RoadStack:
         self._out: deque[tuple[bytes, Address]] = deque()
         self._events: deque[events.Event] = deque()
         self._transactions: dict[Transaction, None] = {}
-        # open Joinents and open Allowents, apart: a flood of unsigned joins never holds an
-        # allow (whose hello is signed by a joined remote) off
-        self._handshakes: dict[TransactionKind, dict[Transaction, None]] = {
+        # open Joinents and open Allowents, apart (a flood of unsigned joins never holds an
+        # allow, whose hello is signed by a joined remote, off), oldest first, each with
+        # when it took its place
+        self._handshakes: dict[TransactionKind, dict[Transaction, float]] = {
             TransactionKind.JOIN: {}, TransactionKind.ALLOW: {}}
         live = self._transactions  # get_timer's tests of a heap entry, made once
         self._live_transaction: Callable[[Transaction], bool] = (
@@ -442,9 +443,9 @@ class RoadStack:
         if isinstance(transaction, Messenger):
             self.messages.track(transaction)
         elif isinstance(transaction, Joinent):
-            self._handshakes[TransactionKind.JOIN][transaction] = None
+            self._handshakes[TransactionKind.JOIN][transaction] = self.now
         elif isinstance(transaction, Allowent):
-            self._handshakes[TransactionKind.ALLOW][transaction] = None
+            self._handshakes[TransactionKind.ALLOW][transaction] = self.now
 
     def _untrack(self, transaction: Transaction) -> None:
         self._transactions.pop(transaction, None)
@@ -476,7 +477,8 @@ class RoadStack:
 
     def _shed(self, head: Head, source: Address) -> bool:
         """Whether to drop a handshake's first packet unverified: ``max_open_handshakes``
-        joins (or allows) are open here, and it is not a redo of one of them."""
+        joins (or allows) are open here, it is not a redo of one of them, and none of them
+        may be evicted for it (:meth:`_evictable`)."""
         kind = head.transaction_kind
         if ((kind, head.packet_kind) not in _OPENING
                 or len(self._handshakes[kind]) < self.config.max_open_handshakes):
@@ -485,8 +487,32 @@ class RoadStack:
                   else self.remotes.get(head.destination_uid))
         if remote is not None and rx_index(head, source) in remote.transactions:
             return False
+        if self._evictable(kind) is not None:
+            return False  # it may take that one's place once it is open (_make_room)
         self.stats.drop(Drop.HANDSHAKES_BUSY)
         return True
+
+    def _evictable(self, kind: TransactionKind) -> Transaction | None:
+        """The oldest open handshake of ``kind`` still unproven ``handshake_grace`` after it
+        took its place (its peer never showed it receives what we sent), or None."""
+        cutoff = self.now - self.config.handshake_grace
+        for transaction, since in self._handshakes[kind].items():
+            if since > cutoff:
+                return None  # (oldest first: the rest are younger still)
+            if not transaction.proven:
+                return transaction
+        return None
+
+    def _make_room(self, kind: TransactionKind) -> None:
+        """A handshake of ``kind`` just opened (its first packet checked, answered): past
+        ``max_open_handshakes``, the oldest unproven ones give their places up."""
+        places = self._handshakes[kind]
+        while len(places) > self.config.max_open_handshakes:
+            victim = self._evictable(kind)
+            if victim is None:
+                return  # (never: _shed let the packet in only with a victim to take)
+            self.stats.handshakes_evicted += 1
+            victim.evict()
 
     def _messenger(self, remote: Remote, outgoing: Outgoing) -> Messenger:
         return Messenger(self, remote, outgoing)
@@ -638,8 +664,10 @@ class RoadStack:
         index = rx_index(head, source)
         if kinds == (TransactionKind.JOIN, PacketKind.REQUEST):
             Joinent(self, remote, packet, source).start(index)
+            self._make_room(TransactionKind.JOIN)
         elif kinds == (TransactionKind.ALLOW, PacketKind.HELLO):
             Allowent(self, remote, packet, source).start(index)
+            self._make_room(TransactionKind.ALLOW)
         elif kinds == (TransactionKind.ALIVE, PacketKind.REQUEST):
             answer_alive(self, remote, packet)
         elif kinds == (TransactionKind.MESSAGE, PacketKind.MESSAGE):
@@ -983,6 +1011,12 @@ class RoadStack:
         self.keep.remove_remote(remote)
         self._emit(events.RemoteRemoved(remote.name, reason))
 
+    def _drop_stranger(self, remote: Remote, reason: str) -> None:
+        """Remove a stranger that never proved its keys, with the role its own join recorded
+        (auto once: :meth:`Admission.forget_unproven`)."""
+        self.admission.forget_unproven(remote.role, remote.verify_key, remote.public_key)
+        self._remove_remote(remote, reason)
+
     def _save_remote(self, remote: Remote) -> None:
         if remote.uid in self.remotes:
             self.keep.save_remote(remote)
@@ -1019,8 +1053,7 @@ class RoadStack:
         if unproven is not None and unproven <= now:
             # a stranger that joined (or began to) and never proved its keys with an allow
             self.stats.strangers_reaped += 1
-            self.admission.forget_unproven(remote.role, remote.verify_key, remote.public_key)
-            self._remove_remote(remote, f"no allow within {config.unallowed_reap_after:g} s "
+            self._drop_stranger(remote, f"no allow within {config.unallowed_reap_after:g} s "
                                         "of its join")
             return
         if not remote.reaped and config.keepalive and remote.presence_due <= now:

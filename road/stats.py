@@ -68,6 +68,9 @@ class RoadStats:
     """Joins and allows that failed, whichever side started them (logged at WARNING)."""
     joins_evicted: int = 0
     """Open vacuous joins ended early because ``max_pending_joins`` were open."""
+    handshakes_evicted: int = 0
+    """Open joins and allows (as joinent, allowent) ended unproven after ``handshake_grace``
+    so that a newcomer could take their place among ``max_open_handshakes``."""
     strangers_reaped: int = 0
     """Estates added by vacuous joins removed after ``unallowed_reap_after`` with no allow."""
     pending_keys_expired: int = 0

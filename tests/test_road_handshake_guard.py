@@ -1,0 +1,218 @@
+"""Spoofed sources cannot keep a main's handshake places full: once ``max_open_handshakes``
+of a kind are open, a newcomer takes the place of the oldest one still unproven
+``handshake_grace`` after it opened (its peer never showed it receives what the main sent);
+a proven one stays (docs/road.md, "A main under a join storm")."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from raetlike.crypto import SigningKey
+from raetlike.wire.kinds import AutoMode, PacketKind, TransactionKind
+from raetlike.wire.packet import pack_packet, parse_packet
+from road import events
+from road.keeping import MemoryKeep
+from road.stack import LocalEstate, RoadConfig, RoadStack
+from road.stats import Drop
+from tests.roadkit import MAIN, MINION, OTHER, Pair, Sent, make_pair
+from tests.simlink import Address
+from tests.test_road_amplification import forged_join
+
+RATE = RoadConfig().join_rate_per_source  # 2 a second from each source IP address
+BURST = RoadConfig().join_burst_per_source  # in bursts of 20
+ANSWERED_WITHIN = 0.1
+"""The bound these tests hold a real handshake to: its first packet that reaches the main
+gets in and it completes one round trip later (1 ms on this link)."""
+
+
+class Spoofer:
+    """Forged vacuous joins from ``hosts`` source IP addresses it cannot receive at (it
+    never answers), each host within the main's per-source join rate (token buckets as
+    the main's: a request past them would only be dropped unanswered)."""
+
+    def __init__(self, hosts: int) -> None:
+        self.buckets = {f"10.9.{n // 250}.{n % 250 + 1}": (float(BURST), 0.0)
+                        for n in range(hosts)}
+        self.sent = 0
+
+    def send(self, pair: Pair) -> bool:
+        """One more join, from the first host with a token left; False when none has."""
+        now = pair.net.now
+        for host, (left, at) in self.buckets.items():
+            tokens = min(float(BURST), left + (now - at) * RATE)
+            if tokens >= 1.0:
+                self.buckets[host] = (tokens - 1.0, now)
+                request, _ = forged_join(f"spoof{self.sent}")
+                pair.net.inject(request, (host, 40000 + self.sent), MAIN)
+                self.sent += 1
+                pair.net.step()  # (the main takes it at once, at this moment)
+                return True
+        return False
+
+
+def joined_within(pair: Pair, seconds: float, between: object = None) -> float | None:
+    """Step (calling ``between`` after each step) until the minion joined or ``seconds``
+    passed; how long it took, or None."""
+    start = pair.net.now
+    while pair.net.now < start + seconds:
+        if pair.events(MINION, events.Joined):
+            return pair.net.now - start
+        pair.net.step()
+        if callable(between):
+            between()
+    return None
+
+
+def test_spoofed_joins_refilling_every_free_place_keep_no_real_joiner_waiting() -> None:
+    """32 spoofed hosts (more than the 26 the default bounds needed) at 2 joins a second
+    each, taking every place the moment one frees: before, the 256 places stayed full and
+    the real joiner was shed for as long as the attack lasted (30 s here)."""
+    pair = make_pair(main_config=RoadConfig(fast=False))
+    places = pair.main.config.max_open_handshakes
+    opened = pair.main._handshakes[TransactionKind.JOIN]
+    spoofer = Spoofer(32)
+
+    def refill() -> None:
+        while len(opened) < places and spoofer.send(pair):
+            pass
+
+    refill()
+    assert len(opened) == places
+    pair.net.run_to(1.0)
+    refill()
+    pair.minion.join(MAIN, now=pair.net.now)
+    took = joined_within(pair, 30.0, refill)
+    assert took is not None, (f"shut out 30 s by {spoofer.sent} joins from 32 hosts "
+                              f"({pair.main.stats.dropped[Drop.HANDSHAKES_BUSY]} shed)")
+    assert took < ANSWERED_WITHIN
+    assert pair.main.stats.dropped[Drop.JOIN_RATE_LIMITED] == 0  # within the per-source rate
+    assert pair.main.stats.handshakes_evicted == 1  # the oldest spoofed join, for it
+
+
+def test_spoofed_joins_streaming_below_places_over_grace_keep_no_real_joiner_waiting() -> None:
+    """A steady stream of 400 joins a second from 200 hosts (2 a second each) after the 256
+    places are full: evicting keeps every place younger than ``handshake_grace`` only past
+    256 / 0.5 s = 512 a second, so older ones are there to take; before, all were full."""
+    pair = make_pair(main_config=RoadConfig(fast=False))
+    config = pair.main.config
+    opened = pair.main._handshakes[TransactionKind.JOIN]
+    spoofer = Spoofer(200)
+    while len(opened) < config.max_open_handshakes:
+        assert spoofer.send(pair)
+    hosts = list(spoofer.buckets)
+    rate = RATE * len(hosts)
+    assert rate * config.handshake_grace < config.max_open_handshakes
+    tick = [0]
+
+    def stream() -> None:  # the next join of the stream when its time has come
+        while pair.net.now >= 1.0 + tick[0] / rate:
+            host = hosts[tick[0] % len(hosts)]
+            request, _ = forged_join(f"stream{tick[0]}")
+            pair.net.inject(request, (host, 50000 + tick[0] % 10000), MAIN)
+            tick[0] += 1
+
+    while pair.net.now < 3.0:
+        stream()
+        if not pair.net.step():
+            pair.net.run_to(1.0 + tick[0] / rate)
+    young = [t for t, since in opened.items() if pair.net.now - since < config.handshake_grace]
+    assert len(opened) == config.max_open_handshakes
+    assert len(young) <= rate * config.handshake_grace + 1  # the stream evicts, never younger
+    pair.minion.join(MAIN, now=pair.net.now)
+    took = joined_within(pair, 30.0, stream)
+    assert took is not None, "shut out 30 s"
+    assert took < ANSWERED_WITHIN
+    assert pair.main.stats.dropped[Drop.JOIN_RATE_LIMITED] == 0
+
+
+def test_an_evicted_join_leaves_nothing_behind() -> None:
+    """The joinent, its place, its timers' owner, the stranger it added (by uid, name and
+    address) and, under auto once, the role its join recorded all go."""
+    config = RoadConfig(fast=False, max_open_handshakes=1, auto=AutoMode.ONCE)
+    keep = MemoryKeep(AutoMode.ONCE)
+    pair = make_pair(main_config=config, main_keep=keep)
+    main = pair.main
+    request, _ = forged_join("spoof")
+    spoofed = ("10.9.0.1", 40000)
+    pair.net.inject(request, spoofed, MAIN)
+    pair.net.run_for(0.01)
+    (joinent,) = main._handshakes[TransactionKind.JOIN]
+    stranger = joinent.remote
+    assert keep.role_status("spoof") is not None  # auto once: its join recorded the role
+    pair.net.run_to(main.config.handshake_grace + 0.01)
+    pair.minion.join(MAIN, now=pair.net.now)
+    assert joined_within(pair, ANSWERED_WITHIN) is not None
+    assert main.stats.handshakes_evicted == 1
+    assert joinent.ended
+    assert joinent not in main._transactions
+    assert joinent not in main._handshakes[TransactionKind.JOIN]
+    assert not stranger.transactions
+    assert stranger.uid not in main.remotes
+    assert "spoof" not in main.names
+    assert spoofed not in main.joinees
+    assert stranger.uid not in main.strangers.unjoined
+    assert main.strangers.reap_time(stranger.uid) is None
+    assert keep.role_status("spoof") is None
+    assert "spoof" not in keep.remotes
+    assert pair.events(MAIN, events.RemoteRemoved)[-1].remote == "spoof"
+
+
+DEAF: Address = ("127.0.0.1", 7533)
+
+
+def test_an_allow_takes_the_place_of_an_unproven_one_never_of_a_proven_one() -> None:
+    """Two allow places: a real estate's allow that proved itself (its initiate echoed our
+    cookie; its final ack is lost, so it stays open) and a deaf estate's (it signs hellos
+    but never receives a cookie, as one joined blind and allowing from a spoofed address).
+    A bad-signature hello evicts nothing; the minion's allow takes the deaf one's place at
+    its first hello, and the proven one stays.  Before, the minion was shed 4 s."""
+    pair = make_pair(main_config=RoadConfig(fast=False, max_open_handshakes=2))
+    net, main = pair.net, pair.main
+    other = RoadStack(LocalEstate("other"), RoadConfig(fast=False))
+    deaf = RoadStack(LocalEstate("deaf"), RoadConfig(fast=False))
+    net.add(OTHER, other)
+    net.add(DEAF, deaf)
+    pair.allow()
+    for stack in (other, deaf):
+        stack.join(MAIN, now=net.now)
+    pair.run_until(lambda: all(net.of_type(a, events.Allowed) for a in (OTHER, DEAF))
+                   and len(pair.events(MAIN, events.Allowed)) == 3)
+    places = main._handshakes[TransactionKind.ALLOW]
+    assert not places
+
+    def lose(sent: Sent) -> bool:
+        final_ack = (sent.source == OTHER and sent.head.transaction_kind == TransactionKind.ALLOW
+                     and sent.head.packet_kind == PacketKind.ACK)
+        return sent.destination == DEAF or final_ack
+
+    net.drop = lose
+    other.allow("main", now=net.now)
+    net.run_for(0.01)
+    (proven,) = places
+    assert proven.proven  # acked its initiate; our final ack from it was lost
+    deaf.allow("main", now=net.now)
+    net.run_for(0.01)
+    unproven = next(t for t in places if t is not proven)
+    assert not unproven.proven
+    net.run_for(main.config.handshake_grace)
+    hello = next(s for s in pair.wire if s.source == DEAF
+                 and s.head.packet_kind == PacketKind.HELLO)
+    packet = parse_packet(hello.data)
+    forged = pack_packet(dataclasses.replace(packet.head, transaction_id=9999), packet.coat,
+                         SigningKey.generate())
+    net.inject(forged, DEAF, MAIN)  # signed, but not by the deaf estate's key
+    net.run_for(0.001)
+    assert main.stats.handshakes_evicted == 0
+    assert len(places) == 2
+    allowed = len(pair.events(MINION, events.Allowed))
+    pair.minion.allow("main", now=net.now)
+    assert net.run_until(lambda: len(pair.events(MINION, events.Allowed)) > allowed,
+                         timeout=ANSWERED_WITHIN)
+    assert main.stats.handshakes_evicted == 1
+    assert unproven.ended
+    assert unproven not in main._transactions
+    assert not main.remote("deaf").transactions
+    assert not proven.ended
+    assert proven in places
+    assert pair.events(MAIN, events.AllowFailed)[-1].remote == "deaf"
+    assert main.remote("deaf").joined  # a joined estate stays joined: only its allow ended
