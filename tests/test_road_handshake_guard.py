@@ -14,53 +14,14 @@ from road import events
 from road.keeping import MemoryKeep
 from road.stack import LocalEstate, RoadConfig, RoadStack
 from road.stats import Drop
-from tests.roadkit import MAIN, MINION, OTHER, Pair, Sent, make_pair
+from tests.roadkit import MAIN, MINION, OTHER, Sent, make_pair
 from tests.simlink import Address
+from tests.spoofkit import RATE, JoinStream, Spoofer, joined_within
 from tests.test_road_amplification import forged_join
 
-RATE = RoadConfig().join_rate_per_source  # 2 a second from each source IP address
-BURST = RoadConfig().join_burst_per_source  # in bursts of 20
 ANSWERED_WITHIN = 0.1
 """The bound these tests hold a real handshake to: its first packet that reaches the main
 gets in and it completes one round trip later (1 ms on this link)."""
-
-
-class Spoofer:
-    """Forged vacuous joins from ``hosts`` source IP addresses it cannot receive at (it
-    never answers), each host within the main's per-source join rate (token buckets as
-    the main's: a request past them would only be dropped unanswered)."""
-
-    def __init__(self, hosts: int) -> None:
-        self.buckets = {f"10.9.{n // 250}.{n % 250 + 1}": (float(BURST), 0.0)
-                        for n in range(hosts)}
-        self.sent = 0
-
-    def send(self, pair: Pair) -> bool:
-        """One more join, from the first host with a token left; False when none has."""
-        now = pair.net.now
-        for host, (left, at) in self.buckets.items():
-            tokens = min(float(BURST), left + (now - at) * RATE)
-            if tokens >= 1.0:
-                self.buckets[host] = (tokens - 1.0, now)
-                request, _ = forged_join(f"spoof{self.sent}")
-                pair.net.inject(request, (host, 40000 + self.sent), MAIN)
-                self.sent += 1
-                pair.net.step()  # (the main takes it at once, at this moment)
-                return True
-        return False
-
-
-def joined_within(pair: Pair, seconds: float, between: object = None) -> float | None:
-    """Step (calling ``between`` after each step) until the minion joined or ``seconds``
-    passed; how long it took, or None."""
-    start = pair.net.now
-    while pair.net.now < start + seconds:
-        if pair.events(MINION, events.Joined):
-            return pair.net.now - start
-        pair.net.step()
-        if callable(between):
-            between()
-    return None
 
 
 def test_spoofed_joins_refilling_every_free_place_keep_no_real_joiner_waiting() -> None:
@@ -99,27 +60,15 @@ def test_spoofed_joins_streaming_below_places_over_grace_keep_no_real_joiner_wai
     spoofer = Spoofer(200)
     while len(opened) < config.max_open_handshakes:
         assert spoofer.send(pair)
-    hosts = list(spoofer.buckets)
-    rate = RATE * len(hosts)
-    assert rate * config.handshake_grace < config.max_open_handshakes
-    tick = [0]
-
-    def stream() -> None:  # the next join of the stream when its time has come
-        while pair.net.now >= 1.0 + tick[0] / rate:
-            host = hosts[tick[0] % len(hosts)]
-            request, _ = forged_join(f"stream{tick[0]}")
-            pair.net.inject(request, (host, 50000 + tick[0] % 10000), MAIN)
-            tick[0] += 1
-
-    while pair.net.now < 3.0:
-        stream()
-        if not pair.net.step():
-            pair.net.run_to(1.0 + tick[0] / rate)
+    stream = JoinStream(pair, 400.0, start=1.0)
+    assert stream.rate * config.handshake_grace < config.max_open_handshakes
+    assert len(stream.hosts) * RATE == stream.rate
+    stream.run_until(3.0)
     young = [t for t, since in opened.items() if pair.net.now - since < config.handshake_grace]
     assert len(opened) == config.max_open_handshakes
-    assert len(young) <= rate * config.handshake_grace + 1  # the stream evicts, never younger
+    assert len(young) <= stream.rate * config.handshake_grace + 1  # never one younger
     pair.minion.join(MAIN, now=pair.net.now)
-    took = joined_within(pair, 30.0, stream)
+    took = joined_within(pair, 30.0, stream.send_due)
     assert took is not None, "shut out 30 s"
     assert took < ANSWERED_WITHIN
     assert pair.main.stats.dropped[Drop.JOIN_RATE_LIMITED] == 0
