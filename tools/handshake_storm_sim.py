@@ -16,6 +16,7 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -49,9 +50,15 @@ def run(rate: float, grace: float, start: float, window: float) -> str:
             f"rate-limited {stats.dropped[Drop.JOIN_RATE_LIMITED]}")
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """A bad argument: one line, no usage."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def main() -> None:
     """Parse the arguments, print a line per run."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = _Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", type=float, nargs="+", default=[400.0, 800.0],
                         help="spoofed joins a second (default: 400 800)")
     parser.add_argument("--grace", type=float, nargs="+", default=[10.0, 0.5],
