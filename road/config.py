@@ -122,7 +122,8 @@ class RoadConfig:
     remembers, per session (RAET mode); an older id is answered stale, never delivered."""
     max_pending_joins: int = 1000
     """Main: estates added by vacuous joins not completed yet ("strangers") kept at once; past
-    it the oldest is removed (``stats.joins_evicted``), so a join flood stays bounded."""
+    it the oldest is removed (``stats.joins_evicted``), with the role its own join recorded
+    under auto once (as a reaped one), so a join flood stays bounded."""
     max_open_handshakes: int = 256
     """Joins this stack answers at once (as joinent), and as many allows (as allowent; an
     operator's pending decision holds no place).  Past it a packet that would open one more

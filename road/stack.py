@@ -995,7 +995,7 @@ class RoadStack:
             oldest = self.remotes.get(uid)
             if oldest is not None and not oldest.joined:
                 self.stats.joins_evicted += 1
-                self._remove_remote(oldest, "too many estates that never finished joining")
+                self._drop_stranger(oldest, "too many estates that never finished joining")
 
     def _remove_remote(self, remote: Remote, reason: str) -> None:
         for transaction in list(remote.transactions.values()):

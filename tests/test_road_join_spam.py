@@ -236,3 +236,18 @@ def test_max_pending_joins_is_read_at_each_use() -> None:
         other.join(MAIN, now=pair.net.now)
     pair.net.run_for(0.002)
     assert pair.main.stats.joins_evicted >= 1
+
+
+def test_a_stranger_evicted_by_max_pending_joins_takes_the_role_its_join_recorded() -> None:
+    """Under auto once each fake join records its role: the strangers evicted past
+    ``max_pending_joins`` forget theirs, as reaped ones do (they kept them for good)."""
+    keep = MemoryKeep(AutoMode.ONCE)
+    pair = make_pair(main_config=RoadConfig(fast=False, max_pending_joins=2,
+                                            auto=AutoMode.ONCE), main_keep=keep)
+    for n in range(5):
+        request, _ = forged_join(f"fake{n}")
+        pair.net.inject(request, (f"10.9.0.{n + 1}", 40000), MAIN)
+        pair.net.run_for(0.01)
+    assert pair.main.stats.joins_evicted == 3
+    assert sorted(keep.roles) == ["fake3", "fake4"]
+    assert sorted(pair.main.admission.unproven) == ["fake3", "fake4"]
