@@ -39,7 +39,7 @@ class Drop(enum.Enum):
     REASSEMBLY_FULL = "reassembly-full"  # max_reassembly_bytes held already
     REASSEMBLY_TIMEOUT = "reassembly-timeout"  # a partial message went quiet and was freed
     RESEND_LIMITED = "resend-limited"  # a resend request withheld by the per-remote rate
-    HANDSHAKES_BUSY = "handshakes-busy"  # max_open_handshakes joins/allows open: shed, unverified
+    HANDSHAKES_BUSY = "handshakes-busy"  # max_open_handshakes open, none evictable: shed unverified
     JOIN_RATE_LIMITED = "join-rate-limited"  # over join_rate_per_source for its IP address
     PENDING_KEYS_FULL = "pending-keys-full"  # max_pending_keys keys wait for an operator already
 
