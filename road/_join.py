@@ -569,17 +569,6 @@ class Joinent(_Join):
     def on_timeout(self) -> None:
         self.nack(PacketKind.NACK)
 
-    def evict(self) -> None:
-        """Unproven past ``handshake_grace`` (a join has no proof before its ack, which ends
-        it: :meth:`Transaction.proven` stays False): end quietly, and a stranger that never
-        finished a join goes with it, as a reaped one does.  An established remote stays as
-        it was: this join was only a claim."""
-        super().evict()
-        stack, remote = self.stack, self.remote
-        if (not remote.joined and remote.uid in stack.strangers.unjoined
-                and stack.register.by_uid.get(remote.uid) is remote):
-            stack._drop_stranger(remote, "its join was evicted unproven")
-
     # -- rules ------------------------------------------------------------
 
     def on_duplicate(self, _packet: Packet, _body: Any) -> None:
