@@ -41,7 +41,7 @@ from road._join import Joinent, Joiner
 from road._message import Messengent, Messenger, Partials, done_again
 from road._pump import MessagePump
 from road._register import Register, Strangers
-from road._transaction import Transaction, rx_index
+from road._transaction import Index, Transaction, rx_index
 from road.config import LocalEstate, RoadConfig
 from road.keeping import Admission, MemoryKeep, RoadKeep
 from road.remote import Address, Outgoing, Remote, message_body
@@ -93,6 +93,9 @@ class RoadStack:
         # when it took its place
         self._handshakes: dict[TransactionKind, dict[Transaction, float]] = {
             TransactionKind.JOIN: {}, TransactionKind.ALLOW: {}}
+        # joins evicted unproven while their ack was on its way (_make_room), by index, each
+        # until it would have timed out: a late ack still completes one (_late_join_ack)
+        self._evicted_joins: dict[Index, tuple[Joinent, float]] = {}
         live = self._transactions  # get_timer's tests of a heap entry, made once
         self._live_transaction: Callable[[Transaction], bool] = (
             lambda transaction: not transaction.ended and transaction in live)
@@ -512,7 +515,44 @@ class RoadStack:
             if victim is None:
                 return  # (never: _shed let the packet in only with a victim to take)
             self.stats.handshakes_evicted += 1
+            awaits_ack = isinstance(victim, Joinent) and victim.state is Joinent.States.RESPONDED
+            until = victim.timeout_at
             victim.evict()
+            if awaits_ack and until is not None and victim.index is not None:
+                assert isinstance(victim, Joinent)  # noqa: S101
+                self._keep_evicted_join(victim, victim.index, until)
+
+    def _keep_evicted_join(self, joinent: Joinent, index: Index, until: float) -> None:
+        """Remember an evicted join that awaited its ack, until ``until`` (when it would have
+        timed out), at most ``max_pending_joins`` of them (the oldest forgotten first)."""
+        held, now = self._evicted_joins, self.now
+        for older, (_, expires) in list(held.items()):
+            if expires > now and len(held) < self.config.max_pending_joins:
+                break
+            del held[older]
+        if self.config.max_pending_joins > 0:
+            held[index] = (joinent, until)
+
+    def _late_join_ack(self, packet: Packet, source: Address) -> bool:
+        """A join ack that finds no open join: whether it was the ack of a join evicted
+        unproven (:meth:`_make_room`) from the address that join came from, before that
+        join would have timed out, while its remote is still ours and in no other join;
+        then it completes that join as it would have completed it open.  (A blind ack
+        completes an open join as well: this adds nothing a spoofer could not do.)"""
+        if packet.head.packet_kind != PacketKind.ACK:
+            return False
+        entry = self._evicted_joins.pop(rx_index(packet.head, source), None)
+        if entry is None:
+            return False
+        joinent, until = entry
+        remote = joinent.remote
+        if (until <= self.now or joinent.address != source
+                or self.remotes.get(remote.uid) is not remote
+                or remote.in_process(TransactionKind.JOIN)):
+            return False
+        self.stats.late_join_acks += 1
+        joinent.receive(packet, source)
+        return True
 
     def _messenger(self, remote: Remote, outgoing: Outgoing) -> Messenger:
         return Messenger(self, remote, outgoing)
@@ -612,7 +652,8 @@ class RoadStack:
             remote = None
         if remote is None:
             if head.packet_kind != PacketKind.REQUEST:
-                self.stats.drop(Drop.JOIN_STALE)
+                if not self._late_join_ack(packet, source):
+                    self.stats.drop(Drop.JOIN_STALE)
                 return False, None
             remote = Remote(uid=self.register.next_uid(), name=f"{source[0]}:{source[1]}",
                             host_address=source, fqdn=source[0])
@@ -684,6 +725,9 @@ class RoadStack:
                 self._reply_stale(packet, source)
             else:
                 Messengent(self, remote, packet, source).start(index, packet)
+        elif kinds == (TransactionKind.JOIN, PacketKind.ACK) and self._late_join_ack(
+                packet, source):
+            return
         else:
             self.stats.drop(Drop.STALE_PACKET)
 

@@ -71,6 +71,9 @@ class RoadStats:
     handshakes_evicted: int = 0
     """Open joins and allows (as joinent, allowent) ended unproven after ``handshake_grace``
     so that a newcomer could take their place among ``max_open_handshakes``."""
+    late_join_acks: int = 0
+    """Join acks that completed a join evicted unproven (``handshakes_evicted``) before it
+    would have timed out (its joiner's round trip was longer than ``handshake_grace``)."""
     strangers_reaped: int = 0
     """Estates added by vacuous joins removed after ``unallowed_reap_after`` with no allow."""
     pending_keys_expired: int = 0

@@ -14,8 +14,8 @@ from road import events
 from road.keeping import MemoryKeep
 from road.stack import LocalEstate, RoadConfig, RoadStack
 from road.stats import Drop
-from tests.roadkit import MAIN, MINION, OTHER, Sent, make_pair
-from tests.simlink import Address
+from tests.roadkit import MAIN, MINION, OTHER, Pair, Sent, make_pair
+from tests.simlink import Address, Impairment
 from tests.spoofkit import RATE, JoinStream, Spoofer, joined_within
 from tests.test_road_amplification import forged_join
 
@@ -197,3 +197,70 @@ def test_an_allow_takes_the_place_of_an_unproven_one_never_of_a_proven_one() -> 
     assert proven in places
     assert pair.events(MAIN, events.AllowFailed)[-1].remote == "deaf"
     assert main.remote("deaf").joined  # a joined estate stays joined: only its allow ended
+
+
+SLOW = 0.4
+"""One-way delay of the slow path below: a round trip of 0.8 s, past ``handshake_grace``."""
+
+
+def slow_pair_under_stream(rate: float, **config: object) -> tuple[Pair, JoinStream]:
+    """A main on a slow link to the minion (spoofed joins come at once), 3 s into a stream
+    of ``rate`` spoofed joins a second that evicts every join before its ack is back."""
+    keep = MemoryKeep(AutoMode.ONCE)
+    pair = make_pair(main_config=RoadConfig(fast=False, **config),  # type: ignore[arg-type]
+                     main_keep=keep, impairment=Impairment(delay=SLOW))
+    stream = JoinStream(pair, rate, start=0.0)
+    stream.run_until(3.0)
+    assert pair.main.config.handshake_grace < 2 * SLOW
+    return pair, stream
+
+
+def minion_allowed(pair: Pair) -> bool:
+    return any(e.remote == "minion" for e in pair.events(MAIN, events.Allowed))
+
+
+def test_a_joiner_slower_than_the_grace_joins_and_allows_under_a_spoofed_stream() -> None:
+    """RTT 0.8 s, 400 spoofed joins a second: the minion's join is evicted before its ack
+    comes, and the late ack completes it all the same (``late_join_acks``), so it joins and
+    allows within 4 s (5 round trips).  Before, the late ack was dropped JOIN_STALE, the
+    minion was told UNJOINED at its allow, joined again, was evicted again: kept out."""
+    pair, stream = slow_pair_under_stream(400.0)
+    evicted = pair.main.stats.handshakes_evicted
+    pair.minion.join(MAIN, now=pair.net.now)
+    began = pair.net.now
+    assert stream.run_until(began + 4.0, lambda: minion_allowed(pair)), (
+        f"not allowed in 4 s: {len(pair.events(MINION, events.Joined))} joins")
+    assert len(pair.events(MINION, events.Joined)) == 1  # never told UNJOINED
+    assert pair.main.stats.late_join_acks == 1
+    assert pair.main.stats.handshakes_evicted > evicted
+
+
+def test_a_spoofed_flood_cannot_make_the_main_forget_a_slow_joiners_role() -> None:
+    """Auto once, RTT 0.8 s, 400 spoofed joins a second pushing strangers out past
+    ``max_pending_joins``, and an attacker's forged join claiming the minion's role with its
+    own keys every 0.5 s from 1 s after the minion's join on: the role keeps the minion's
+    keys and the minion is allowed.  Before, the minion's stranger was pushed out with its
+    role and the attacker's keys took the role (the minion was then rejected)."""
+    pair, stream = slow_pair_under_stream(400.0, max_pending_joins=1000)
+    keep = pair.main.keep
+    assert isinstance(keep, MemoryKeep)
+    pair.minion.join(MAIN, now=pair.net.now)
+    stream.run_until(pair.net.now + 1.0)  # the minion's join recorded its role
+    verify_key = pair.minion.local.signing_key.verify_key
+    assert keep.roles["minion"].verify_key == verify_key
+    end = pair.net.now + 20.0
+    attempts = 0
+    while pair.net.now < end:
+        attacker = RoadStack(LocalEstate(f"evil{attempts}", role="minion"),
+                             RoadConfig(keepalive=False))
+        attacker.join(MAIN, now=0.0)
+        [(request, _)] = attacker.datagrams_to_send(0.0)
+        pair.net.inject(request, ("10.77.0.1", 41000 + attempts), MAIN)
+        attempts += 1
+        stream.run_until(pair.net.now + 0.5)
+        record = keep.roles.get("minion")
+        assert record is None or record.verify_key == verify_key, (
+            f"the attacker's keys took the role at {pair.net.now:.2f}")
+    assert minion_allowed(pair)
+    assert not pair.events(MINION, events.JoinRejected)
+    assert pair.main.stats.joins_evicted > 1000
