@@ -122,8 +122,17 @@ class RoadConfig:
     remembers, per session (RAET mode); an older id is answered stale, never delivered."""
     max_pending_joins: int = 1000
     """Main: estates added by vacuous joins not completed yet ("strangers") kept at once; past
-    it the oldest is removed (``stats.joins_evicted``), with the role its own join recorded
-    under auto once (as a reaped one), so a join flood stays bounded."""
+    it the oldest is removed (``stats.joins_evicted``), so a join flood stays bounded.  The
+    role its join recorded (auto once) stays held until it would have been reaped
+    (``max_unproven_roles``).  At most as many joins evicted unproven while their ack was
+    on its way are remembered (each until it would have timed out) for that ack."""
+    max_unproven_roles: int = 65536
+    """Main, auto once: roles that joins recorded and no allow proved, held at once (in the
+    keep), each until ``unallowed_reap_after`` after the last join that claimed it with its
+    keys; past it, the one due first is forgotten early.  A role forgotten takes the next
+    keys that claim it, so a flood of fresh roles must pass this many within
+    ``unallowed_reap_after`` (65536 in 60 s: over 1000 joins a second) to free the role of
+    an estate that joined lately and has not allowed yet."""
     max_open_handshakes: int = 256
     """Joins this stack answers at once (as joinent), and as many allows (as allowent; an
     operator's pending decision holds no place).  Past it a packet that would open one more

@@ -1056,10 +1056,11 @@ class RoadStack:
         self._emit(events.RemoteRemoved(remote.name, reason))
 
     def _drop_stranger(self, remote: Remote, reason: str) -> None:
-        """Remove a stranger that never proved its keys, with the role its own join recorded
-        (auto once: :meth:`Admission.forget_unproven`)."""
-        self.admission.forget_unproven(remote.role, remote.verify_key, remote.public_key)
+        """Remove a stranger that never proved its keys, and forget the unproven roles whose
+        time has come: a reaped one's own, unless a later join claimed it again (auto once:
+        :meth:`Admission.forget_unproven`)."""
         self._remove_remote(remote, reason)
+        self.admission.forget_unproven(self.now)
 
     def _save_remote(self, remote: Remote) -> None:
         if remote.uid in self.remotes:
