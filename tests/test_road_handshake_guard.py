@@ -264,3 +264,37 @@ def test_a_spoofed_flood_cannot_make_the_main_forget_a_slow_joiners_role() -> No
     assert minion_allowed(pair)
     assert not pair.events(MINION, events.JoinRejected)
     assert pair.main.stats.joins_evicted > 1000
+
+
+def test_a_joiner_whose_ack_was_lost_keeps_its_role_when_a_flood_pushes_it_out() -> None:
+    """Auto once: the minion's ack is lost, so its stranger stays unjoined and 20 spoofed
+    joins push it out past ``max_pending_joins`` (4).  Its role stays held with its keys:
+    an attacker's join claiming it with other keys is rejected.  Before, the eviction
+    forgot the role and the attacker's keys took it."""
+    keep = MemoryKeep(AutoMode.ONCE)
+    pair = make_pair(main_config=RoadConfig(fast=False, max_pending_joins=4), main_keep=keep)
+    lost: list[Sent] = []
+
+    def lose_first_ack(sent: Sent) -> bool:
+        if (not lost and sent.source == MINION and sent.head.packet_kind == PacketKind.ACK
+                and sent.head.transaction_kind == TransactionKind.JOIN):
+            lost.append(sent)
+            return True
+        return False
+
+    pair.net.drop = lose_first_ack
+    pair.minion.join(MAIN, now=pair.net.now)
+    pair.net.run_for(0.01)
+    assert lost
+    for n in range(20):
+        request, _ = forged_join(f"spoof{n}")
+        pair.net.inject(request, (f"10.9.0.{n + 1}", 40000), MAIN)
+        pair.net.run_for(0.001)
+    assert "minion" not in pair.main.names  # pushed out
+    attacker = RoadStack(LocalEstate("evil", role="minion"), RoadConfig(keepalive=False))
+    attacker.join(MAIN, now=0.0)
+    [(request, _)] = attacker.datagrams_to_send(0.0)
+    pair.net.inject(request, ("10.77.0.1", 41000), MAIN)
+    pair.net.run_for(0.01)
+    assert keep.roles["minion"].verify_key == pair.minion.local.signing_key.verify_key
+    assert pair.sent(TransactionKind.JOIN, PacketKind.REJECT, source=MAIN)
