@@ -365,8 +365,13 @@ class Allowent(_Allow):
             self.end()
             self.stack._allowed(self.remote)
             return
-        self.send(PacketKind.REFUSE, b"", secure=False, remember=False)
+        self.refuse()
         super().on_timeout()
+
+    def refuse(self) -> None:
+        """Tell the allower this allow is over (unproven, at its timeout or evicted): it
+        starts another instead of resending an initiate nothing here waits for."""
+        self.send(PacketKind.REFUSE, b"", secure=False, remember=False)
 
     def on_redo(self) -> None:
         if self.state is self.States.COOKIE:
@@ -378,6 +383,7 @@ class Allowent(_Allow):
         return self.state is self.States.ACKED
 
     def evict(self) -> None:
+        self.refuse()
         super().evict()
         self.stack._emit(events.AllowFailed(self.remote.name, "evicted unproven"))
 

@@ -196,6 +196,8 @@ def test_an_allow_takes_the_place_of_an_unproven_one_never_of_a_proven_one() -> 
     assert not proven.ended
     assert proven in places
     assert pair.events(MAIN, events.AllowFailed)[-1].remote == "deaf"
+    refused = pair.sent(TransactionKind.ALLOW, PacketKind.REFUSE, source=MAIN)
+    assert [s.destination for s in refused] == [DEAF]  # told, as at a timeout
     assert main.remote("deaf").joined  # a joined estate stays joined: only its allow ended
 
 
