@@ -541,13 +541,13 @@ class RoadStack:
         completes an open join as well: this adds nothing a spoofer could not do.)"""
         if packet.head.packet_kind != PacketKind.ACK:
             return False
-        entry = self._evicted_joins.pop(rx_index(packet.head, source), None)
-        if entry is None:
-            return False
-        joinent, until = entry
+        index = rx_index(packet.head, source)
+        entry = self._evicted_joins.get(index)
+        if entry is None or entry[0].address != source:
+            return False  # (another address's ack leaves the entry to the joiner's own)
+        joinent, until = self._evicted_joins.pop(index)
         remote = joinent.remote
-        if (until <= self.now or joinent.address != source
-                or self.remotes.get(remote.uid) is not remote
+        if (until <= self.now or self.remotes.get(remote.uid) is not remote
                 or remote.in_process(TransactionKind.JOIN)):
             return False
         self.stats.late_join_acks += 1

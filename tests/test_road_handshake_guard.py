@@ -304,3 +304,40 @@ def test_a_joiner_whose_ack_was_lost_keeps_its_role_when_a_flood_pushes_it_out()
     pair.net.run_for(0.01)
     assert keep.roles["minion"].verify_key == pair.minion.local.signing_key.verify_key
     assert pair.sent(TransactionKind.JOIN, PacketKind.REJECT, source=MAIN)
+
+
+def test_a_late_ack_completes_an_evicted_join_only_from_its_address_and_in_time() -> None:
+    """One join place, grace 0.5 s, blind acks (as a spoofer sends them: forged_join), and
+    ``max_pending_joins`` 3.  An evicted join's ack completes it, as it would an open one,
+    only from the join's address, before the join would have timed out (5 s), while its
+    stranger is there and while it is among the last ``max_pending_joins`` evicted;
+    otherwise it is dropped (JOIN_STALE) and completes nothing."""
+    pair = make_pair(main_config=RoadConfig(fast=False, max_open_handshakes=1,
+                                            max_pending_joins=3))
+    main, net = pair.main, pair.net
+    acks: dict[str, tuple[bytes, Address]] = {}
+    names = ("early", "gone", "third", "fourth", "fifth")
+    for n, name in enumerate(names):
+        request, ack = forged_join(name)
+        acks[name] = (ack, (f"10.9.0.{n + 1}", 40000))
+        net.inject(request, acks[name][1], MAIN)
+        net.run_for(main.config.handshake_grace + 0.01)
+    assert main.stats.handshakes_evicted == 4  # all but fifth
+    assert len(main._evicted_joins) == 3  # early forgotten
+    assert "gone" not in main.names  # its stranger pushed out (max_pending_joins)
+    stale = main.stats.dropped[Drop.JOIN_STALE]
+    net.inject(*acks["early"], MAIN)
+    net.inject(*acks["gone"], MAIN)
+    net.inject(acks["third"][0], ("10.9.9.9", 40000), MAIN)  # not its address
+    net.run_for(0.01)
+    assert main.stats.dropped[Drop.JOIN_STALE] == stale + 3
+    assert main.stats.late_join_acks == 0
+    net.inject(*acks["third"], MAIN)
+    net.run_for(0.01)
+    assert main.stats.late_join_acks == 1
+    assert main.remote("third").joined
+    net.run_to(7.0)  # past fourth's timeout (5 s after its request at 1.53)
+    net.inject(*acks["fourth"], MAIN)
+    net.run_for(0.01)
+    assert main.stats.late_join_acks == 1
+    assert not main.remote("fourth").joined
