@@ -11,7 +11,7 @@ from raetlike.crypto import SigningKey
 from raetlike.wire.kinds import AutoMode, PacketKind, TransactionKind
 from raetlike.wire.packet import pack_packet, parse_packet
 from road import events
-from road._join import Joiner
+from road._join import Joinent, Joiner
 from road.keeping import MemoryKeep
 from road.stack import LocalEstate, RoadConfig, RoadStack
 from road.stats import Drop
@@ -341,3 +341,30 @@ def test_a_late_ack_completes_an_evicted_join_only_from_its_address_and_in_time(
     net.run_for(0.01)
     assert main.stats.late_join_acks == 1
     assert not main.remote("fourth").joined
+
+
+def test_a_late_ack_completes_an_evicted_rejoin_of_a_known_estate() -> None:
+    """The minion, joined and allowed over a 0.8 s round trip, joins again (not vacuous: it
+    names the main's uid for it); a spoofed join evicts that join 0.5 s after it opened,
+    before the ack is back; the ack completes it all the same.  (The main's keepalive is
+    off: its own join to the minion, open meanwhile, would leave the ack to that one.)"""
+    pair = make_pair(main_config=RoadConfig(fast=False, max_open_handshakes=1,
+                                            keepalive=False),
+                     impairment=Impairment(delay=SLOW))
+    pair.allow()
+    completed = pair.main.stats.joins_completed
+    pair.minion.join(MAIN, now=pair.net.now)
+    assert pair.net.run_until(lambda: bool(pair.main._handshakes[TransactionKind.JOIN]),
+                              timeout=1.0)
+    (joinent,) = pair.main._handshakes[TransactionKind.JOIN]
+    assert isinstance(joinent, Joinent)
+    assert not joinent.vacuous
+    pair.net.run_for(pair.main.config.handshake_grace + 0.01)
+    request, _ = forged_join("spoof")
+    pair.net.inject(request, ("10.9.0.1", 40000), MAIN)
+    pair.net.run_for(0.01)
+    assert joinent.ended
+    assert pair.main.stats.handshakes_evicted == 1
+    assert pair.net.run_until(lambda: pair.main.stats.joins_completed > completed,
+                              timeout=1.0)
+    assert pair.main.stats.late_join_acks == 1
