@@ -525,12 +525,13 @@ class RoadStack:
     def _keep_evicted_join(self, joinent: Joinent, index: Index, until: float) -> None:
         """Remember an evicted join that awaited its ack, until ``until`` (when it would have
         timed out), at most ``max_pending_joins`` of them (the oldest forgotten first)."""
-        held, now = self._evicted_joins, self.now
-        for older, (_, expires) in list(held.items()):
-            if expires > now and len(held) < self.config.max_pending_joins:
+        held, now, limit = self._evicted_joins, self.now, self.config.max_pending_joins
+        while held:
+            older, (_, expires) = next(iter(held.items()))
+            if expires > now and len(held) < limit:
                 break
             del held[older]
-        if self.config.max_pending_joins > 0:
+        if limit > 0:
             held[index] = (joinent, until)
 
     def _late_join_ack(self, packet: Packet, source: Address) -> bool:
