@@ -151,10 +151,11 @@ class Transaction:
 
     def evict(self) -> None:
         """The stack takes this handshake's place for a newcomer (it stayed unproven past
-        ``handshake_grace``): end quietly, as a silent peer's would (its redo, if it is
-        only slow, is answered anew).  What its timeout leaves stays, as after a timeout:
-        a join's stranger (``max_pending_joins``, reaped after ``unallowed_reap_after``)
-        lets a joiner whose ack came too late learn it is not joined (docs/road.md)."""
+        ``handshake_grace``): end (a join quietly: its redone request is answered anew,
+        its late ack still completes it, ``RoadStack._late_join_ack``; an allow refuses).
+        What its timeout leaves stays, as after a timeout: a join's stranger
+        (``max_pending_joins``, reaped after ``unallowed_reap_after``) lets a joiner whose
+        ack came too late learn it is not joined (docs/road.md)."""
         self.fail("evicted unproven for a newcomer")
 
     # -- identity ---------------------------------------------------------
