@@ -365,12 +365,27 @@ class Allowent(_Allow):
             self.end()
             self.stack._allowed(self.remote)
             return
-        self.send(PacketKind.REFUSE, b"", secure=False, remember=False)
+        self.refuse()
         super().on_timeout()
+
+    def refuse(self) -> None:
+        """Tell the allower this allow is over (unproven, at its timeout or evicted): it
+        starts another instead of resending an initiate nothing here waits for."""
+        self.send(PacketKind.REFUSE, b"", secure=False, remember=False)
 
     def on_redo(self) -> None:
         if self.state is self.States.COOKIE:
             self.resend_last()
+
+    @property
+    def proven(self) -> bool:
+        """The initiate echoed the oreo of a cookie we sent: its sender receives there."""
+        return self.state is self.States.ACKED
+
+    def evict(self) -> None:
+        self.refuse()
+        super().evict()
+        self.stack._emit(events.AllowFailed(self.remote.name, "evicted unproven"))
 
     RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {
         (States.COOKIE, PacketKind.HELLO): Rule(on_duplicate_hello),

@@ -142,6 +142,22 @@ class Transaction:
         self.redo_at = at
         self.stack._wake(self, at)
 
+    @property
+    def proven(self) -> bool:
+        """Whether the far side showed, in this transaction, that it receives what we send
+        (a handshake's place is never evicted then: docs/road.md, "A main under a join
+        storm")."""
+        return False
+
+    def evict(self) -> None:
+        """The stack takes this handshake's place for a newcomer (it stayed unproven past
+        ``handshake_grace``): end (a join quietly: its redone request is answered anew,
+        its late ack still completes it, ``RoadStack._late_join_ack``; an allow refuses).
+        What its timeout leaves stays, as after a timeout: a join's stranger
+        (``max_pending_joins``, reaped after ``unallowed_reap_after``) lets a joiner whose
+        ack came too late learn it is not joined (docs/road.md)."""
+        self.fail("evicted unproven for a newcomer")
+
     # -- identity ---------------------------------------------------------
 
     def initial_state(self) -> enum.Enum:

@@ -122,14 +122,32 @@ class RoadConfig:
     remembers, per session (RAET mode); an older id is answered stale, never delivered."""
     max_pending_joins: int = 1000
     """Main: estates added by vacuous joins not completed yet ("strangers") kept at once; past
-    it the oldest is removed (``stats.joins_evicted``), so a join flood stays bounded."""
+    it the oldest is removed (``stats.joins_evicted``), so a join flood stays bounded.  The
+    role its join recorded (auto once) stays held until it would have been reaped
+    (``max_unproven_roles``).  At most as many joins evicted unproven while their ack was
+    on its way are remembered (each until it would have timed out) for that ack."""
+    max_unproven_roles: int = 65536
+    """Main, auto once: roles that joins recorded and no allow proved, held at once (in the
+    keep), each until ``unallowed_reap_after`` after the last join that claimed it with its
+    keys; past it, the one due first is forgotten early.  A role forgotten takes the next
+    keys that claim it, so a flood of fresh roles must pass this many within
+    ``unallowed_reap_after`` (65536 in 60 s: over 1000 joins a second) to free the role of
+    an estate that joined lately and has not allowed yet."""
     max_open_handshakes: int = 256
     """Joins this stack answers at once (as joinent), and as many allows (as allowent; an
     operator's pending decision holds no place).  Past it a packet that would open one more
     of that kind is dropped before any signature is checked
     (``Drop.HANDSHAKES_BUSY``) and its initiator's redo comes back later: a main flooded by
     joins (10,000 estates starting at once) finishes the handshakes it took instead of
-    starting more than it can answer in time (docs/road.md, "A main under a join storm")."""
+    starting more than it can answer in time (docs/road.md, "A main under a join storm").
+    A place held ``handshake_grace`` unproven is taken over instead (see there)."""
+    handshake_grace: float = 0.5
+    """Seconds an open join or allow keeps its place among ``max_open_handshakes`` while
+    unproven (its peer has not shown it receives what we sent).  Past it, once its kind's
+    places are all open, a newcomer that takes a place evicts the oldest such one
+    (``stats.handshakes_evicted``), so spoofed sources must send ``max_open_handshakes`` /
+    ``handshake_grace`` new handshakes a second to keep the places full.  0: evict at once;
+    at or past a handshake's timeout (4 s allow, 5 s join): never evict."""
     presence_timeout_max: float = 30.0
     """Fast mode: seconds a presence check (a ping) waits for its answer at most.  It waits
     4 of its link's answer times (the data's smoothed round trip or the pings' own), at

@@ -6,6 +6,7 @@ The on-disk keep (``raetlike.keep``) is adapted to this interface by
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -82,7 +83,8 @@ class Admission:
     """Which keys a stack admits: the keep's verdict by role, within bounds on the keys
     that wait for an operator (the config's ``max_pending_keys`` at once, each at most
     ``pending_key_ttl`` seconds), and the roles a join of this process recorded first that
-    no allow has proven yet (forgotten again when their estate is reaped).  An owned part
+    no allow has proven yet (forgotten again ``unallowed_reap_after`` after the last join
+    that claimed them with their keys, at most ``max_unproven_roles`` held).  An owned part
     of :class:`road.stack.RoadStack` that knows nothing of it: times are the stack's
     clock, passed in.
     """
@@ -93,9 +95,9 @@ class Admission:
         """Read at each use (``max_pending_keys``, ``pending_key_ttl``), as the stack's."""
         self.since: dict[str, float] = {}
         """Role -> when this stack first saw it waiting for an operator."""
-        self.unproven: dict[str, None] = {}
+        self.unproven: dict[str, tuple[float, VerifyKey, PublicKey]] = {}
         """Roles first recorded (accepted by auto mode) by a join of this process, never
-        allowed."""
+        allowed: when each is forgotten, with its keys; in that order."""
         self.expired = 0
         """Pending roles removed from the keep for waiting past ``pending_key_ttl``."""
         self._sweep_at = 0.0
@@ -108,6 +110,7 @@ class Admission:
         ``pending_key_ttl``)."""
         keep, since, limit = self.keep, self.since, self.config.max_pending_keys
         self.expire(now)
+        self.forget_unproven(now)
         known = keep.role_status(role)
         if known is None and keep.auto is AutoMode.NEVER and len(since) >= limit:
             for waiting in list(since):  # an operator may have decided some meanwhile
@@ -120,9 +123,26 @@ class Admission:
             since.setdefault(role, now)
         elif verdict is Acceptance.ACCEPTED:
             since.pop(role, None)
-            if known is None:
-                self.unproven[role] = None  # forgotten again if its estate never allows
+            if known is None or role in self.unproven:
+                self._hold_unproven(role, verify_key, public_key, now)
         return verdict
+
+    def _hold_unproven(self, role: str, verify_key: VerifyKey, public_key: PublicKey,
+                       now: float) -> None:
+        """A join claimed an unproven role with its keys: hold it ``unallowed_reap_after``
+        from now (as long as the stranger that join made may stay), within
+        ``max_unproven_roles`` (the one due first forgotten early past it)."""
+        unproven, config = self.unproven, self.config
+        reap_after = config.unallowed_reap_after
+        unproven.pop(role, None)  # (to the end: the order is the order of the times)
+        unproven[role] = (now + reap_after if reap_after > 0 else math.inf,
+                          verify_key, public_key)
+        while len(unproven) > config.max_unproven_roles:
+            self._forget(next(iter(unproven)))
+
+    def _forget(self, role: str) -> None:
+        _, verify_key, public_key = self.unproven.pop(role)
+        self.keep.forget_role(role, verify_key, public_key)
 
     def expire(self, now: float, *, force: bool = False) -> None:
         """Remove roles that waited for an operator longer than ``pending_key_ttl``
@@ -141,13 +161,14 @@ class Admission:
         """An allow proved the role's keys: it stays, whatever becomes of the estate."""
         self.unproven.pop(role, None)
 
-    def forget_unproven(self, role: str, verify_key: VerifyKey | None,
-                        public_key: PublicKey | None) -> None:
-        """A reaped stranger's role that its own join recorded (auto once): forget it, so
-        a stranger that never proved its keys does not hold the role for good."""
-        if (self.unproven.pop(role, 0) is None
-                and verify_key is not None and public_key is not None):
-            self.keep.forget_role(role, verify_key, public_key)
+    def forget_unproven(self, now: float) -> None:
+        """Forget the unproven roles whose time has come (auto once: a stranger that never
+        proved its keys does not hold its role for good).  A stranger removed before its
+        time (``max_pending_joins``) leaves its role held: a flood of strangers cannot make
+        the role of one that joined lately free for someone else's keys."""
+        unproven = self.unproven
+        while unproven and next(iter(unproven.values()))[0] <= now:
+            self._forget(next(iter(unproven)))
 
 
 @dataclass(slots=True)

@@ -41,7 +41,7 @@ from road._join import Joinent, Joiner
 from road._message import Messengent, Messenger, Partials, done_again
 from road._pump import MessagePump
 from road._register import Register, Strangers
-from road._transaction import Transaction, rx_index
+from road._transaction import Index, Transaction, rx_index
 from road.config import LocalEstate, RoadConfig
 from road.keeping import Admission, MemoryKeep, RoadKeep
 from road.remote import Address, Outgoing, Remote, message_body
@@ -88,10 +88,14 @@ class RoadStack:
         self._out: deque[tuple[bytes, Address]] = deque()
         self._events: deque[events.Event] = deque()
         self._transactions: dict[Transaction, None] = {}
-        # open Joinents and open Allowents, apart: a flood of unsigned joins never holds an
-        # allow (whose hello is signed by a joined remote) off
-        self._handshakes: dict[TransactionKind, dict[Transaction, None]] = {
+        # open Joinents and open Allowents, apart (a flood of unsigned joins never holds an
+        # allow, whose hello is signed by a joined remote, off), oldest first, each with
+        # when it took its place
+        self._handshakes: dict[TransactionKind, dict[Transaction, float]] = {
             TransactionKind.JOIN: {}, TransactionKind.ALLOW: {}}
+        # joins evicted unproven while their ack was on its way (_make_room), by index, each
+        # until it would have timed out: a late ack still completes one (_late_join_ack)
+        self._evicted_joins: dict[Index, tuple[Joinent, float]] = {}
         live = self._transactions  # get_timer's tests of a heap entry, made once
         self._live_transaction: Callable[[Transaction], bool] = (
             lambda transaction: not transaction.ended and transaction in live)
@@ -442,9 +446,9 @@ class RoadStack:
         if isinstance(transaction, Messenger):
             self.messages.track(transaction)
         elif isinstance(transaction, Joinent):
-            self._handshakes[TransactionKind.JOIN][transaction] = None
+            self._handshakes[TransactionKind.JOIN][transaction] = self.now
         elif isinstance(transaction, Allowent):
-            self._handshakes[TransactionKind.ALLOW][transaction] = None
+            self._handshakes[TransactionKind.ALLOW][transaction] = self.now
 
     def _untrack(self, transaction: Transaction) -> None:
         self._transactions.pop(transaction, None)
@@ -476,7 +480,8 @@ class RoadStack:
 
     def _shed(self, head: Head, source: Address) -> bool:
         """Whether to drop a handshake's first packet unverified: ``max_open_handshakes``
-        joins (or allows) are open here, and it is not a redo of one of them."""
+        joins (or allows) are open here, it is not a redo of one of them, and none of them
+        may be evicted for it (:meth:`_evictable`)."""
         kind = head.transaction_kind
         if ((kind, head.packet_kind) not in _OPENING
                 or len(self._handshakes[kind]) < self.config.max_open_handshakes):
@@ -485,7 +490,69 @@ class RoadStack:
                   else self.remotes.get(head.destination_uid))
         if remote is not None and rx_index(head, source) in remote.transactions:
             return False
+        if self._evictable(kind) is not None:
+            return False  # it may take that one's place once it is open (_make_room)
         self.stats.drop(Drop.HANDSHAKES_BUSY)
+        return True
+
+    def _evictable(self, kind: TransactionKind) -> Transaction | None:
+        """The oldest open handshake of ``kind`` still unproven ``handshake_grace`` after it
+        took its place (its peer never showed it receives what we sent), or None."""
+        cutoff = self.now - self.config.handshake_grace
+        for transaction, since in self._handshakes[kind].items():
+            if since > cutoff:
+                return None  # (oldest first: the rest are younger still)
+            if not transaction.proven:
+                return transaction
+        return None
+
+    def _make_room(self, kind: TransactionKind) -> None:
+        """A handshake of ``kind`` just opened (its first packet checked, answered): past
+        ``max_open_handshakes``, the oldest unproven ones give their places up."""
+        places = self._handshakes[kind]
+        while len(places) > self.config.max_open_handshakes:
+            victim = self._evictable(kind)
+            if victim is None:
+                return  # (never: _shed let the packet in only with a victim to take)
+            self.stats.handshakes_evicted += 1
+            awaits_ack = isinstance(victim, Joinent) and victim.state is Joinent.States.RESPONDED
+            until = victim.timeout_at
+            victim.evict()
+            if awaits_ack and until is not None and victim.index is not None:
+                assert isinstance(victim, Joinent)  # noqa: S101
+                self._keep_evicted_join(victim, victim.index, until)
+
+    def _keep_evicted_join(self, joinent: Joinent, index: Index, until: float) -> None:
+        """Remember an evicted join that awaited its ack, until ``until`` (when it would have
+        timed out), at most ``max_pending_joins`` of them (the oldest forgotten first)."""
+        held, now, limit = self._evicted_joins, self.now, self.config.max_pending_joins
+        while held:
+            older, (_, expires) = next(iter(held.items()))
+            if expires > now and len(held) < limit:
+                break
+            del held[older]
+        if limit > 0:
+            held[index] = (joinent, until)
+
+    def _late_join_ack(self, packet: Packet, source: Address) -> bool:
+        """A join ack that finds no open join: whether it was the ack of a join evicted
+        unproven (:meth:`_make_room`) from the address that join came from, before that
+        join would have timed out, while its remote is still ours and in no other join;
+        then it completes that join as it would have completed it open.  (A blind ack
+        completes an open join as well: this adds nothing a spoofer could not do.)"""
+        if packet.head.packet_kind != PacketKind.ACK:
+            return False
+        index = rx_index(packet.head, source)
+        entry = self._evicted_joins.get(index)
+        if entry is None or entry[0].address != source:
+            return False  # (another address's ack leaves the entry to the joiner's own)
+        joinent, until = self._evicted_joins.pop(index)
+        remote = joinent.remote
+        if (until <= self.now or self.remotes.get(remote.uid) is not remote
+                or remote.in_process(TransactionKind.JOIN)):
+            return False
+        self.stats.late_join_acks += 1
+        joinent.receive(packet, source)
         return True
 
     def _messenger(self, remote: Remote, outgoing: Outgoing) -> Messenger:
@@ -586,7 +653,8 @@ class RoadStack:
             remote = None
         if remote is None:
             if head.packet_kind != PacketKind.REQUEST:
-                self.stats.drop(Drop.JOIN_STALE)
+                if not self._late_join_ack(packet, source):
+                    self.stats.drop(Drop.JOIN_STALE)
                 return False, None
             remote = Remote(uid=self.register.next_uid(), name=f"{source[0]}:{source[1]}",
                             host_address=source, fqdn=source[0])
@@ -638,8 +706,10 @@ class RoadStack:
         index = rx_index(head, source)
         if kinds == (TransactionKind.JOIN, PacketKind.REQUEST):
             Joinent(self, remote, packet, source).start(index)
+            self._make_room(TransactionKind.JOIN)
         elif kinds == (TransactionKind.ALLOW, PacketKind.HELLO):
             Allowent(self, remote, packet, source).start(index)
+            self._make_room(TransactionKind.ALLOW)
         elif kinds == (TransactionKind.ALIVE, PacketKind.REQUEST):
             answer_alive(self, remote, packet)
         elif kinds == (TransactionKind.MESSAGE, PacketKind.MESSAGE):
@@ -656,6 +726,9 @@ class RoadStack:
                 self._reply_stale(packet, source)
             else:
                 Messengent(self, remote, packet, source).start(index, packet)
+        elif kinds == (TransactionKind.JOIN, PacketKind.ACK) and self._late_join_ack(
+                packet, source):
+            return
         else:
             self.stats.drop(Drop.STALE_PACKET)
 
@@ -967,7 +1040,7 @@ class RoadStack:
             oldest = self.remotes.get(uid)
             if oldest is not None and not oldest.joined:
                 self.stats.joins_evicted += 1
-                self._remove_remote(oldest, "too many estates that never finished joining")
+                self._drop_stranger(oldest, "too many estates that never finished joining")
 
     def _remove_remote(self, remote: Remote, reason: str) -> None:
         for transaction in list(remote.transactions.values()):
@@ -982,6 +1055,13 @@ class RoadStack:
             self._expire(remote, remote.outbox.popleft(), f"remote removed: {reason}")
         self.keep.remove_remote(remote)
         self._emit(events.RemoteRemoved(remote.name, reason))
+
+    def _drop_stranger(self, remote: Remote, reason: str) -> None:
+        """Remove a stranger that never proved its keys, and forget the unproven roles whose
+        time has come: a reaped one's own, unless a later join claimed it again (auto once:
+        :meth:`Admission.forget_unproven`)."""
+        self._remove_remote(remote, reason)
+        self.admission.forget_unproven(self.now)
 
     def _save_remote(self, remote: Remote) -> None:
         if remote.uid in self.remotes:
@@ -1019,8 +1099,7 @@ class RoadStack:
         if unproven is not None and unproven <= now:
             # a stranger that joined (or began to) and never proved its keys with an allow
             self.stats.strangers_reaped += 1
-            self.admission.forget_unproven(remote.role, remote.verify_key, remote.public_key)
-            self._remove_remote(remote, f"no allow within {config.unallowed_reap_after:g} s "
+            self._drop_stranger(remote, f"no allow within {config.unallowed_reap_after:g} s "
                                         "of its join")
             return
         if not remote.reaped and config.keepalive and remote.presence_due <= now:

@@ -39,7 +39,7 @@ class Drop(enum.Enum):
     REASSEMBLY_FULL = "reassembly-full"  # max_reassembly_bytes held already
     REASSEMBLY_TIMEOUT = "reassembly-timeout"  # a partial message went quiet and was freed
     RESEND_LIMITED = "resend-limited"  # a resend request withheld by the per-remote rate
-    HANDSHAKES_BUSY = "handshakes-busy"  # max_open_handshakes joins/allows open: shed, unverified
+    HANDSHAKES_BUSY = "handshakes-busy"  # max_open_handshakes open, none evictable: shed unverified
     JOIN_RATE_LIMITED = "join-rate-limited"  # over join_rate_per_source for its IP address
     PENDING_KEYS_FULL = "pending-keys-full"  # max_pending_keys keys wait for an operator already
 
@@ -68,6 +68,12 @@ class RoadStats:
     """Joins and allows that failed, whichever side started them (logged at WARNING)."""
     joins_evicted: int = 0
     """Open vacuous joins ended early because ``max_pending_joins`` were open."""
+    handshakes_evicted: int = 0
+    """Open joins and allows (as joinent, allowent) ended unproven after ``handshake_grace``
+    so that a newcomer could take their place among ``max_open_handshakes``."""
+    late_join_acks: int = 0
+    """Join acks that completed a join evicted unproven (``handshakes_evicted``) before it
+    would have timed out (its joiner's round trip was longer than ``handshake_grace``)."""
     strangers_reaped: int = 0
     """Estates added by vacuous joins removed after ``unallowed_reap_after`` with no allow."""
     pending_keys_expired: int = 0

@@ -20,6 +20,8 @@ from tests.test_road_join_spam import fake_address
 
 
 def test_a_join_past_the_bound_is_shed_unverified_and_gets_in_when_a_place_frees() -> None:
+    """Shed while every place is younger than ``handshake_grace``; the joiner's redo (1 s
+    later) takes the place of the oldest unproven join."""
     pair = make_pair(main_config=RoadConfig(fast=False, max_open_handshakes=3))
     for index in range(3):  # three joins that never finish (no ack): every place taken
         request, _ = forged_join(f"fake{index}")
@@ -28,11 +30,13 @@ def test_a_join_past_the_bound_is_shed_unverified_and_gets_in_when_a_place_frees
     assert pair.main.stats.dropped[Drop.HANDSHAKES_BUSY] == 0
     assert len(pair.main._handshakes[TransactionKind.JOIN]) == 3
     pair.minion.join(MAIN, now=pair.net.now)
-    pair.net.run_for(0.5)
+    pair.net.run_for(0.4)
     assert pair.main.stats.dropped[Drop.HANDSHAKES_BUSY] >= 1
     assert "minion" not in pair.main.names  # shed: nothing of it kept
     pair.run_until(lambda: bool(pair.events(MINION, events.Allowed)), timeout=60.0)
     assert "minion" in pair.main.names
+    assert pair.main.stats.handshakes_evicted == 1
+    pair.net.run_for(pair.main.config.handshake_grace + 5.0)
     assert len(pair.main._handshakes[TransactionKind.JOIN]) == 0
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from raetlike.wire.kinds import TransactionKind
 from road import events
+from road.stack import RoadConfig
 from tests.road_interop_kit import MEGABYTE_TEXT, InteropRoad
+from tests.test_road_amplification import forged_join
 
 pytestmark = pytest.mark.interop
 
@@ -102,3 +106,36 @@ def test_many_small_messages_arrive_in_full_both_ways(road: InteropRoad) -> None
                       and len(peer.messages()) == count, 30)
     assert sorted(m["n"] for m in road.received("alpha")) == list(range(count))
     assert sorted(m["n"] for m in peer.messages()) == list(range(count))
+
+
+def test_a_raet_estate_joins_our_main_whose_join_places_spoofed_joins_hold(
+    road: InteropRoad,
+) -> None:
+    """Both join places held by joins from addresses that never answer (sockets on
+    127.0.0.2 and .3 that read nothing): RAET's first request takes the place of the older
+    one once it has been unproven ``handshake_grace``, and it joins and allows at once.
+    Before, it was shed until those joins timed out (5 s)."""
+    ours = road.ours("alpha", main=True, config=RoadConfig(max_open_handshakes=2))
+    spoofers = []
+    for host in ("127.0.0.2", "127.0.0.3"):
+        spoofer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        spoofer.bind((host, 0))
+        spoofers.append(spoofer)
+        request, _ = forged_join(f"spoof-{host}")
+        spoofer.sendto(request, road.address("alpha"))
+    try:
+        places = ours._handshakes[TransactionKind.JOIN]
+        assert road.until(lambda: len(places) == 2, 5)
+        road.until(lambda: False, ours.config.handshake_grace + 0.1)
+        peer = road.raet("beta")
+        peer.do("join", to=road.address_text("alpha"))
+        assert road.until(lambda: peer.has("joined", remote="alpha")
+                          and bool(road.seen("alpha", events.Joined, remote="beta")), 2.5)
+        assert ours.stats.handshakes_evicted == 1
+        peer.do("allow", name="alpha")
+        assert road.until(lambda: peer.has("allowed", remote="alpha")
+                          and bool(road.seen("alpha", events.Allowed, remote="beta")), 10)
+        assert peer.errors() == []
+    finally:
+        for spoofer in spoofers:
+            spoofer.close()

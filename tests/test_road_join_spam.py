@@ -236,3 +236,31 @@ def test_max_pending_joins_is_read_at_each_use() -> None:
         other.join(MAIN, now=pair.net.now)
     pair.net.run_for(0.002)
     assert pair.main.stats.joins_evicted >= 1
+
+
+def test_a_stranger_evicted_by_max_pending_joins_leaves_its_role_held_bounded_and_timed() -> None:
+    """Under auto once each fake join records its role.  A stranger evicted past
+    ``max_pending_joins`` leaves its role held (so a flood cannot free the role of one that
+    joined lately for other keys), at most ``max_unproven_roles`` of them, each forgotten
+    ``unallowed_reap_after`` after its join: none stays for good."""
+    keep = MemoryKeep(AutoMode.ONCE)
+    config = RoadConfig(fast=False, max_pending_joins=2, max_unproven_roles=4,
+                        unallowed_reap_after=10.0, auto=AutoMode.ONCE)
+    pair = make_pair(main_config=config, main_keep=keep)
+
+    def fake(n: int) -> None:
+        request, _ = forged_join(f"fake{n}")
+        pair.net.inject(request, (f"10.9.0.{n + 1}", 40000), MAIN)
+        pair.net.run_for(0.01)
+
+    for n in range(5):
+        fake(n)
+    assert pair.main.stats.joins_evicted == 3
+    assert sorted(keep.roles) == ["fake1", "fake2", "fake3", "fake4"]  # fake0: past the bound
+    assert list(pair.main.admission.unproven) == ["fake1", "fake2", "fake3", "fake4"]
+    pair.net.run_to(10.015)  # fake1 joined 10 s ago (at 0.01), fake2 not yet (at 0.02)
+    fake(5)
+    assert sorted(keep.roles) == ["fake2", "fake3", "fake4", "fake5"]
+    pair.net.run_for(config.unallowed_reap_after)
+    assert not keep.roles
+    assert not pair.main.admission.unproven
