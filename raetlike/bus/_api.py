@@ -198,19 +198,23 @@ class BusConfig:
     (``BusStats.routes_refused``).  A route costs about 150 bytes."""
 
     def __setattr__(self, name: str, value: object) -> None:
-        # a timer of 0 or less (or nan, inf) divided by zero or looped forever in the
-        # keepalive rounds; refused when set, as RoadConfig's fields are
+        # a keepalive interval of 0 divided by zero in the keepalive rounds, below 0 it
+        # looped forever; refused when set, as RoadConfig's fields are.  A timeout or the
+        # retry interval may be inf: never (a durable estate's bus never resends itself)
         if name in _SECONDS and not (
                 isinstance(value, int | float) and not isinstance(value, bool)
-                and math.isfinite(value) and (value >= 0 if name == "route_delay" else value > 0)):
-            raise ValueError(f"BusConfig.{name} must be a finite number of seconds "
-                             f"{'of at least 0' if name == 'route_delay' else 'above 0'}, "
+                and (value >= 0 if name == "route_delay" else value > 0)
+                and (math.isfinite(value) or name not in _FINITE)):
+            least = "of at least 0" if name == "route_delay" else "above 0"
+            kind = "a finite number" if name in _FINITE else "a number (inf: never)"
+            raise ValueError(f"BusConfig.{name} must be {kind} of seconds {least}, "
                              f"not {value!r}")
         object.__setattr__(self, name, value)
 
 
 _SECONDS = frozenset({"request_timeout", "retry_interval", "keepalive_interval",
                       "keepalive_timeout", "route_delay"})
+_FINITE = frozenset({"keepalive_interval", "route_delay"})
 
 
 @dataclass(slots=True)
