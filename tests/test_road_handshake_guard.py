@@ -25,6 +25,21 @@ ANSWERED_WITHIN = 0.1
 gets in and it completes one round trip later (1 ms on this link)."""
 
 
+def _lose_the_first_join_ack(pair: Pair) -> list[Sent]:
+    """Drop the minion's first join ACK on the simulated link; the list gets it once lost."""
+    lost: list[Sent] = []
+
+    def lose_first_ack(sent: Sent) -> bool:
+        if (not lost and sent.source == MINION and sent.head.packet_kind == PacketKind.ACK
+                and sent.head.transaction_kind == TransactionKind.JOIN):
+            lost.append(sent)
+            return True
+        return False
+
+    pair.net.drop = lose_first_ack
+    return lost
+
+
 def test_spoofed_joins_sent_as_fast_as_the_rate_allows_keep_no_real_joiner_waiting() -> None:
     """32 spoofed hosts (more than the 26 the default bounds needed) each sending a join
     the moment its per-source rate allows one (2 a second, bursts of 20), so that each
@@ -120,16 +135,7 @@ def test_a_joiner_whose_ack_was_lost_and_join_evicted_is_told_and_joins_again() 
     left (not joined), is told so, and it joins again at once; before, it waited out the
     main's 5 s join timeout."""
     pair = make_pair(main_config=RoadConfig(fast=False, max_open_handshakes=1))
-    lost: list[Sent] = []
-
-    def lose_first_ack(sent: Sent) -> bool:
-        if (not lost and sent.source == MINION and sent.head.packet_kind == PacketKind.ACK
-                and sent.head.transaction_kind == TransactionKind.JOIN):
-            lost.append(sent)
-            return True
-        return False
-
-    pair.net.drop = lose_first_ack
+    lost = _lose_the_first_join_ack(pair)
     pair.minion.join(MAIN, now=pair.net.now)
     pair.net.run_to(pair.main.config.handshake_grace + 0.01)
     assert lost
@@ -279,16 +285,7 @@ def test_a_joiner_whose_ack_was_lost_keeps_its_role_when_a_flood_pushes_it_out()
     forgot the role and the attacker's keys took it."""
     keep = MemoryKeep(AutoMode.ONCE)
     pair = make_pair(main_config=RoadConfig(fast=False, max_pending_joins=4), main_keep=keep)
-    lost: list[Sent] = []
-
-    def lose_first_ack(sent: Sent) -> bool:
-        if (not lost and sent.source == MINION and sent.head.packet_kind == PacketKind.ACK
-                and sent.head.transaction_kind == TransactionKind.JOIN):
-            lost.append(sent)
-            return True
-        return False
-
-    pair.net.drop = lose_first_ack
+    lost = _lose_the_first_join_ack(pair)
     pair.minion.join(MAIN, now=pair.net.now)
     pair.net.run_for(0.01)
     assert lost

@@ -9,8 +9,10 @@ stack's timers until the socket is drained, but runs them at least every TIMER_H
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
+from collections.abc import Iterator
 
 from raetlike.run import Loop
 from raetlike.udp import BATCH, TIMER_HOLD, UdpDriver
@@ -51,7 +53,9 @@ def _queued(driver: UdpDriver, peer: socket.socket, count: int) -> None:
     raise AssertionError("nothing queued")
 
 
-def test_a_backlog_holds_the_timers_till_it_is_read_or_for_timer_hold_at_most() -> None:
+@contextlib.contextmanager
+def _looped() -> Iterator[tuple[Due, UdpDriver, socket.socket, Loop, list[float]]]:
+    """A Due stack's UdpDriver on a loop whose clock is ``now[0]`` (10.0), and a peer."""
     stack = Due()
     driver = UdpDriver(stack)
     peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -59,6 +63,14 @@ def test_a_backlog_holds_the_timers_till_it_is_read_or_for_timer_hold_at_most() 
     loop = Loop(lambda: now[0])
     loop.add(driver)
     try:
+        yield stack, driver, peer, loop, now
+    finally:
+        loop.close()
+        peer.close()
+
+
+def test_a_backlog_holds_the_timers_till_it_is_read_or_for_timer_hold_at_most() -> None:
+    with _looped() as (stack, driver, peer, loop, now):
         _queued(driver, peer, 3 * BATCH + 100)
         runs = []
         for at in (10.0, 10.1, 10.2, 10.3):
@@ -76,22 +88,13 @@ def test_a_backlog_holds_the_timers_till_it_is_read_or_for_timer_hold_at_most() 
             loop.run_once(max_wait=0.0)
             runs.append(stack.timers)
         assert runs[4:] == [3, 3, 4]
-    finally:
-        loop.close()
-        peer.close()
 
 
 def test_a_batch_that_read_the_last_datagram_holds_nothing() -> None:
     """Exactly BATCH datagrams leave the socket empty: no backlog, the timers run (a held
     timer with no read to come spun the loop until TIMER_HOLD passed: 256 garbage
     datagrams a second kept a core busy and the timers at one run a second)."""
-    stack = Due()
-    driver = UdpDriver(stack)
-    peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    now = [10.0]
-    loop = Loop(lambda: now[0])
-    loop.add(driver)
-    try:
+    with _looped() as (stack, driver, peer, loop, now):
         _queued(driver, peer, BATCH)
         deadline = time.monotonic() + 5.0
         while len(stack.got) < BATCH:  # (reads the batch; the first round's timers run)
@@ -102,6 +105,3 @@ def test_a_batch_that_read_the_last_datagram_holds_nothing() -> None:
         now[0] = 10.1
         loop.run_once(max_wait=0.0)
         assert stack.timers == runs + 1
-    finally:
-        loop.close()
-        peer.close()
