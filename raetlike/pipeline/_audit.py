@@ -18,7 +18,7 @@ import itertools
 import logging
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark import StorageLevel
@@ -28,9 +28,9 @@ from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from raetlike.pipeline._session import inheriting
 from raetlike.pipeline._tables import at_destination
 
-__all__ = ["BITMAP_BITS", "MOST_BITMAPS", "MOST_GAPS", "Audit", "SourceSpan", "audit",
+__all__ = ["BITMAP_BITS", "MOST_BITMAPS", "MOST_GAPS", "Audit", "Folded", "SourceSpan", "audit",
            "audit_duplicates", "audit_missing", "audit_out_of_order", "audit_partials",
-           "clean_pairs"]
+           "clean_pairs", "fold_sequences"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,10 @@ class Audit:
     duplicates: DataFrame
     out_of_order: DataFrame
     """Persisted (its rows were counted): the caller unpersists it when written."""
+    twice: list[str] = field(default_factory=list)
+    """Sources that delivered a number more than once (``duplicates`` has rows of these)."""
+    missing_rows: list[tuple[str, int, int, int]] | None = None
+    """``missing``'s rows when the driver found the gaps (None: Spark sorted them)."""
 
 
 def _sequenced(records: DataFrame) -> DataFrame:
@@ -199,7 +203,8 @@ def audit(records: DataFrame, spans: Mapping[str, SourceSpan], *,
         records, [source for source in spans if source not in twice]).persist(
         StorageLevel.MEMORY_AND_DISK)
     return Audit(_summary(spans, distinct, missing_counts, out_of_order),
-                 missing, duplicates, out_of_order)
+                 missing, duplicates, out_of_order, twice,
+                 gap_rows if found is not None else None)
 
 
 def clean_pairs(ranges: Iterable[tuple[str, str, int, int, float, float]]
@@ -236,30 +241,73 @@ def _pair_key() -> Any:
     return F.concat_ws("\u0000", F.col("source"), F.col("node"))
 
 
-def audit_partials(records: DataFrame, spans: Mapping[str, SourceSpan], sequences: DataFrame,
-                   late: DataFrame, *, most_bitmaps: int = MOST_BITMAPS,
-                   most_gaps: int = MOST_GAPS) -> Audit:
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """The ``sequences`` partials folded: per (source, bucket) the OR of their bitmaps, and
+    per (unit, source, node) the lowest and highest number and receive time."""
+
+    bitmaps: dict[tuple[str, int], bytes]
+    ranges: list[tuple[str, str, str, int, int, float, float]]
+    """(unit, source, node, low, high, earliest, latest)."""
+
+
+def fold_sequences(rows: Iterable[Mapping[str, Any]]) -> Folded:
+    """:class:`Folded` from ``sequences`` rows already on the driver (with ``unit``)."""
+    bits: dict[tuple[str, int], int] = {}
+    size: dict[tuple[str, int], int] = {}
+    ranges: dict[tuple[str, str, str], list[Any]] = {}
+    for row in rows:
+        key = (row["source"], row["bucket"])
+        bits[key] = bits.get(key, 0) | int.from_bytes(row["bits"], "little")
+        size[key] = max(size.get(key, 0), len(row["bits"]))
+        at = (row["unit"], row["source"], row["node"])
+        found = ranges.get(at)
+        if found is None:
+            ranges[at] = [row["sequence_min"], row["sequence_max"], row["received_min"],
+                          row["received_max"]]
+        else:
+            found[0] = min(found[0], row["sequence_min"])
+            found[1] = max(found[1], row["sequence_max"])
+            found[2] = min(found[2], row["received_min"])
+            found[3] = max(found[3], row["received_max"])
+    return Folded({key: value.to_bytes(size[key], "little") for key, value in bits.items()},
+                  [(*at, int(low), int(high), float(earliest), float(latest))
+                   for at, (low, high, earliest, latest) in ranges.items()])
+
+
+def _fold(sequences: DataFrame) -> Folded:
+    """:class:`Folded` by Spark: the two jobs at once."""
+    spark = sequences.sparkSession
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ranged = pool.submit(inheriting(spark)(_ranges(sequences).collect))
+        rows = (sequences.groupBy("source", "bucket")
+                .agg(F.bitmap_or_agg("bits").alias("bits")).collect())
+        ranges = ranged.result()
+    return Folded({(row["source"], row["bucket"]): bytes(row["bits"]) for row in rows},
+                  [(row["unit"], row["source"], row["node"], int(row["low"]), int(row["high"]),
+                    float(row["earliest"]), float(row["latest"])) for row in ranges])
+
+
+def audit_partials(records: DataFrame, spans: Mapping[str, SourceSpan],
+                   sequences: DataFrame, late: DataFrame, *, most_bitmaps: int = MOST_BITMAPS,
+                   most_gaps: int = MOST_GAPS, folded: Folded | None = None) -> Audit:
     """:func:`audit` from partial aggregates (``_partials``), the same tables.
 
     ``sequences`` is the union of the units' ``sequences`` partials with a ``unit``
     column; ``late`` the union of their ``late`` partials.  The gaps come from the
-    bitmaps OR-ed across units; the records are read only for what the partials cannot
-    tell: the duplicates (at sources that have any), the out-of-order arrivals of those
-    sources and of pairs :func:`clean_pairs` rejects, and gaps past the bounds.
+    bitmaps OR-ed across units (``folded``, when the caller has them; else two jobs);
+    the records are read only for what the partials cannot tell: the duplicates (at
+    sources that have any), the out-of-order arrivals of those sources and of pairs
+    :func:`clean_pairs` rejects, and gaps past the bounds.
     """
     spark = records.sparkSession
     spans = {source: span for source, span in spans.items() if span.records > 0}
     buckets = sum(_bucket(span.last) - _bucket(span.first) + 1 for span in spans.values())
     found = None
     if all(span.first >= 1 for span in spans.values()) and buckets <= most_bitmaps:
-        with ThreadPoolExecutor(max_workers=1) as pool:  # the two jobs at once
-            ranged = pool.submit(inheriting(spark)(_ranges(sequences).collect))
-            rows = (sequences.groupBy("source", "bucket")
-                    .agg(F.bitmap_or_agg("bits").alias("bits")).collect())
-            ranges = ranged.result()
-        found = _gaps(spans, {(row["source"], row["bucket"]): bytes(row["bits"])
-                              for row in rows}, most_gaps)
-    if found is None:
+        folded = folded or _fold(sequences)
+        found = _gaps(spans, folded.bitmaps, most_gaps)
+    if found is None or folded is None:
         return audit(records, spans, most_bitmaps=most_bitmaps, most_gaps=most_gaps)
     gap_rows, distinct = found
     missing = spark.createDataFrame(gap_rows, MISSING_SCHEMA)
@@ -269,9 +317,7 @@ def audit_partials(records: DataFrame, spans: Mapping[str, SourceSpan], sequence
     twice = [source for source, span in spans.items() if span.records > distinct.get(source, 0)]
     duplicates = (audit_duplicates(records.where(F.col("source").isin(twice))) if twice
                   else spark.createDataFrame([], DUPLICATES_SCHEMA))
-    clean, dirty = clean_pairs((row["source"], row["node"], int(row["low"]), int(row["high"]),
-                                float(row["earliest"]), float(row["latest"]))
-                               for row in ranges if row["source"] not in twice)
+    clean, dirty = clean_pairs(row[1:] for row in folded.ranges if row[1] not in twice)
     kept = [f"{source}\u0000{node}" for source, node in sorted(clean)]
     redo = [f"{source}\u0000{node}" for source, node in sorted(dirty)]
     out_of_order = late.where(_pair_key().isin(kept)) if kept else late.limit(0)
@@ -283,7 +329,7 @@ def audit_partials(records: DataFrame, spans: Mapping[str, SourceSpan], sequence
             again, [source for source, _node in dirty]))
     out_of_order = out_of_order.persist(StorageLevel.MEMORY_AND_DISK)
     return Audit(_summary(spans, distinct, missing_counts, out_of_order),
-                 missing, duplicates, out_of_order)
+                 missing, duplicates, out_of_order, twice, gap_rows)
 
 
 def _ranges(sequences: DataFrame) -> DataFrame:

@@ -135,13 +135,18 @@ def _endpoint(prefix: str) -> Column:
                        F.col(f"{prefix}_share"))
 
 
+def _finite(value: Column) -> Column:
+    """Neither NaN nor infinite (null for null): Spark's JSON reader takes ``NaN`` and
+    ``Infinity`` for doubles."""
+    return ~F.isnan(value) & (F.abs(value) != F.lit(float("inf")))
+
+
 def valid_line() -> Column:
     """True for a raw journal line that parsed and carries the fields every record has,
     with a finite receive time (Spark's JSON reader takes ``NaN`` and ``Infinity``)."""
     received = F.col("received")
-    finite = ~F.isnan(received) & (F.abs(received) != F.lit(float("inf")))
     valid = (F.col(CORRUPT_COLUMN).isNull() & (F.col("version") == 1) & F.col("node").isNotNull()
-             & received.isNotNull() & finite & F.col("source_estate").isNotNull())
+             & received.isNotNull() & _finite(received) & F.col("source_estate").isNotNull())
     return F.coalesce(valid, F.lit(False))
 
 
@@ -149,7 +154,8 @@ def normalise(raw: DataFrame) -> DataFrame:
     """Raw journal lines -> records with ``valid``, ``source``, ``destination``, times, latency.
 
     A line is valid when it parsed and carries the fields every record has; the
-    rest (a torn last record) is kept with ``valid`` false so it can be counted.
+    rest (a torn last record) is kept with ``valid`` false so it can be counted.  A send
+    time that is not finite is unknown: the record has no latency.
     """
     return raw.select(
         valid_line().alias("valid"),
@@ -157,6 +163,7 @@ def normalise(raw: DataFrame) -> DataFrame:
         _endpoint("source").alias("source"),
         _endpoint("destination").alias("destination"),
         F.timestamp_seconds(F.col("received")).alias("received_at"),
-        ((F.col("received") - F.col("sent")) * 1000.0).alias("latency_ms"),
+        F.when(_finite(F.col("sent")),
+               (F.col("received") - F.col("sent")) * 1000.0).alias("latency_ms"),
     )
 

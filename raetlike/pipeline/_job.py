@@ -16,16 +16,24 @@ from typing import Any, TextIO
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
+from pyspark.sql.types import StructType
 
+from raetlike.pipeline import _rows as rows
 from raetlike.pipeline import _tables as tables
-from raetlike.pipeline._audit import SUMMARY_SCHEMA, SourceSpan, audit_partials
+from raetlike.pipeline._audit import (
+    SUMMARY_SCHEMA,
+    Audit,
+    SourceSpan,
+    audit_partials,
+    fold_sequences,
+)
 from raetlike.pipeline._frames import (
     JOURNAL_SCHEMA,
     hour_directories,
     normalise,
     stream_json_journal,
 )
-from raetlike.pipeline._partials import Partials, compute_partials
+from raetlike.pipeline._partials import Partials, compute_partials, partial_schemas
 from raetlike.pipeline._progress import Progress
 from raetlike.pipeline._report import REPORT_ROWS, ReportData, write_report
 from raetlike.pipeline._session import inheriting, spark_session
@@ -37,6 +45,8 @@ __all__ = ["DEFAULT_INTERVAL", "PipelineOptions", "PipelineResult",
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL = 10.0
+DRIVER_ROWS = 200_000
+"""Default :attr:`PipelineOptions.driver_rows`."""
 WRITERS = 4  # tables written at once
 _SHOWN = ("latency_histogram", "estates", "kinds", "pairs", "rate")  # the report lists whole
 
@@ -60,6 +70,16 @@ class PipelineOptions:
     (:func:`~raetlike.pipeline._tables.choose_window`)."""
     quiet: bool = False
     """Silence Spark's own banner and warnings (errors only), and show no progress."""
+    driver_rows: int = DRIVER_ROWS
+    """The most rows of each merged partial (``fine``, ``latency``, ``sequences``) the driver
+    collects to compute the tables itself (``_rows``): a few table jobs instead of dozens.
+    Past it, or at 0, Spark computes every table.  A million records over two hours make
+    about 1,200 ``fine`` rows; a row costs the driver about 1 KiB while the run lasts."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.driver_rows, bool) or not isinstance(self.driver_rows, int) \
+                or self.driver_rows < 0:
+            raise ValueError(f"driver_rows must be a whole number >= 0, not {self.driver_rows!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,15 +156,15 @@ while others run."""
 
 
 def _write_tables(spark: SparkSession, frames: dict[str, _Frame], paths: dict[str, Path],
-                  reads: dict[str, _Frame]) -> dict[str, list[dict[str, Any]]]:
+                  reads: dict[str, _Frame], known: set[str]) -> dict[str, list[dict[str, Any]]]:
     """Write every table and collect ``reads`` (small frames the report shows), all at
-    once; the rows of the tables the report lists whole (:data:`_SHOWN`) and of ``reads``,
-    by name."""
+    once; the rows of the tables the report lists whole (:data:`_SHOWN`, except those
+    ``known`` already) and of ``reads``, by name."""
     shown: dict[str, list[dict[str, Any]]] = {}
 
     def write(name: str) -> None:
         frame = frames[name]()
-        if name in _SHOWN:  # computed once: collected, then written from the rows
+        if name in _SHOWN and name not in known:  # computed once: collected, then written
             rows = frame.collect()
             shown[name] = [row.asDict(recursive=True) for row in rows]
             frame = spark.createDataFrame(rows, frame.schema)
@@ -197,15 +217,162 @@ def _partials(spark: SparkSession, given: _Input, window: float) -> list[Partial
     return every
 
 
+@dataclass(frozen=True, slots=True)
+class _Collected:
+    """The merged partials' rows, on the driver (``fine``'s ``window_start`` in µs)."""
+
+    fine: list[dict[str, Any]]
+    latency: list[dict[str, Any]]
+    sequences: list[dict[str, Any]]
+
+
+def _collect(spark: SparkSession, every: list[Partials], most: int) -> _Collected | None:
+    """The partials' rows, the three kinds collected at once; None when one has more than
+    ``most`` rows (then Spark computes the tables: :func:`_spark_tables`)."""
+    if most <= 0:
+        return None
+    fine = _union([p.fine for p in every]).withColumn(
+        "window_start", F.unix_micros("window_start"))
+    frames = [fine, _union([p.latency for p in every]), _union([p.sequences for p in every])]
+    with ThreadPoolExecutor(max_workers=len(frames)) as pool:
+        got = list(pool.map(inheriting(spark)(lambda frame: _rows(frame.limit(most + 1))),
+                            frames))
+    if any(len(found) > most for found in got):
+        log.info("pipeline: partials past %d rows: Spark computes the tables", most)
+        return None
+    return _Collected(*got)
+
+
+_SCHEMAS: dict[str, StructType] = {}
+
+
+def table_schemas(spark: SparkSession) -> dict[str, StructType]:
+    """The schema of each table ``_tables`` computes (planned over no rows, once: no job),
+    which the rows computed on the driver are written with."""
+    if not _SCHEMAS:
+        partial = partial_schemas(spark)
+        counts = tables.roll_up(spark.createDataFrame([], partial["fine"]), 60.0)
+        latencies = tables.merge_latency(spark.createDataFrame([], partial["latency"]))
+        _SCHEMAS.update({
+            "traffic": tables.traffic(counts, 60.0).schema,
+            "rate": tables.rate_over_time(counts, 60.0).schema,
+            "latency": tables.latency(counts, latencies).schema,
+            "latency_histogram": tables.latency_histogram(latencies).schema,
+            "remotes": tables.remotes(counts).schema,
+            "estates": tables.estates(counts, latencies).schema,
+            "kinds": tables.kinds(counts, latencies).schema,
+            "pairs": tables.pairs(counts, latencies).schema})
+    return _SCHEMAS
+
+
+@dataclass(slots=True)
+class _Tables:
+    """A run's tables before they are written: how to make each, and what the report needs."""
+
+    frames: dict[str, _Frame]
+    """Each table's frame, by name (:data:`~raetlike.pipeline._tables.TABLES`)."""
+    reads: dict[str, _Frame]
+    """Small frames the report reads and nothing writes (collected beside the writes)."""
+    shown: dict[str, list[dict[str, Any]]]
+    """Rows the report shows that are already on the driver, by name."""
+    sums: list[Any]
+    """Per source (:func:`~raetlike.pipeline._rows.source_sums`'s columns)."""
+    checked: Audit
+    """The audit."""
+
+
+def _spark_tables(given: _Input, every: list[Partials], window: float,
+                  keep: Callable[[DataFrame], DataFrame]) -> _Tables:
+    """Every table computed by Spark from the partials (their rows past ``driver_rows``)."""
+    counts = keep(tables.roll_up(_union([p.fine for p in every]), window))
+    latencies = keep(tables.merge_latency(_union([p.latency for p in every])))
+    sequences = keep(_union([p.sequences for p in every]))
+    # per source: the audit's spans and the report's totals (summed here), one job
+    sums = counts.groupBy("source").agg(
+        F.sum("sequenced").alias("records"), F.min("sequence_min").alias("first"),
+        F.max("sequence_max").alias("last"), F.sum("timed").alias("messages"),
+        F.max("max_ms").alias("max_ms"), F.sum("resends").alias("resends"),
+        F.sum("messages_with_resends").alias("with_resends")).collect()
+    checked = audit_partials(given.everything, _spans(sums), sequences,
+                             _union([p.late for p in every]))
+    frames: dict[str, _Frame] = {
+        "traffic": functools.partial(tables.traffic, counts, window),
+        "rate": functools.partial(tables.rate_over_time, counts, window),
+        "latency": functools.partial(tables.latency, counts, latencies),
+        "latency_histogram": functools.partial(tables.latency_histogram, latencies),
+        "remotes": functools.partial(tables.remotes, counts),
+        "estates": functools.partial(tables.estates, counts, latencies),
+        "kinds": functools.partial(tables.kinds, counts, latencies),
+        "pairs": functools.partial(tables.pairs, counts, latencies),
+    }
+    reads: dict[str, _Frame] = {
+        "quantiles": functools.partial(tables.quantiles, latencies),
+        "missing": lambda: checked.missing.orderBy("source", "first_missing")
+        .limit(REPORT_ROWS)}
+    return _Tables(frames, reads, {}, sums, checked)
+
+
+def _driver_tables(spark: SparkSession, given: _Input, every: list[Partials], window: float,
+                   collected: _Collected) -> _Tables:
+    """Every table computed here from the collected partials (:mod:`_rows`); Spark writes
+    them, and reads records only for the duplicates and out-of-order arrivals the partials
+    cannot tell (:func:`~raetlike.pipeline._audit.audit_partials`)."""
+    counts = rows.roll_up(collected.fine, window)
+    latencies = rows.merge_latency(collected.latency)
+    sums = rows.source_sums(counts)
+    checked = audit_partials(given.everything, _spans(sums),
+                             _union([p.sequences for p in every]),
+                             _union([p.late for p in every]),
+                             folded=fold_sequences(collected.sequences))
+    made = {
+        "traffic": rows.traffic(counts, window),
+        "rate": rows.rate_over_time(counts, window),
+        "latency": rows.latency(counts, latencies),
+        "latency_histogram": rows.latency_histogram(latencies),
+        "remotes": rows.remotes(counts),
+        "estates": rows.estates(counts, latencies),
+        "kinds": rows.breakdown(counts, latencies, "kind"),
+        "pairs": rows.breakdown(counts, latencies, "source_estate", "destination_estate"),
+    }
+    for name in ("traffic", "rate"):
+        for row in made[name]:
+            for column in ("window_start", "window_end"):
+                if column in row:
+                    row[column] = rows.timestamp(row[column])
+    schemas = table_schemas(spark)
+    frames: dict[str, _Frame] = {
+        name: functools.partial(spark.createDataFrame,
+                                [tuple(row.values()) for row in made[name]], schemas[name])
+        for name in made}
+    shown = {name: made[name] for name in _SHOWN}
+    shown["quantiles"] = list(rows.quantiles(latencies).values())
+    missing = checked.missing_rows
+    reads: dict[str, _Frame] = {}
+    if missing is None:
+        reads["missing"] = lambda: checked.missing.orderBy("source", "first_missing").limit(
+            REPORT_ROWS)
+    else:
+        shown["missing"] = [dict(zip(("source", "first_missing", "last_missing", "missing"),
+                                     gap, strict=True))
+                            for gap in sorted(missing)[:REPORT_ROWS]]
+    return _Tables(frames, reads, shown, sums, checked)
+
+
+def _spans(sums: list[Any]) -> dict[str, SourceSpan]:
+    return {row["source"]: SourceSpan(int(row["records"]), int(row["first"]), int(row["last"]))
+            for row in sums if row["records"]}
+
+
 def _analyse(spark: SparkSession, given: _Input, skipped: int,  # noqa: PLR0917
              options: PipelineOptions, started: float,
              progress: Progress | None = None) -> PipelineResult:
     """Compute, write and report from stored hours and records (:class:`_Input`).
 
     The partials (``_partials``) are merged: stored ones read from the store, the
-    others computed from the records.  Every table is rolled up from the merged
-    ``fine_counts`` and ``latency_counts``, kept in memory while the tables are
-    written, and the audit's gaps from the merged bitmaps.
+    others computed from the records.  When they are small (``driver_rows``) they are
+    collected and every table is computed on the driver (:mod:`_rows`); otherwise Spark
+    rolls every table up from the merged ``fine_counts`` and ``latency_counts``, kept in
+    memory while the tables are written.  The audit's gaps come from the merged bitmaps.
     """
     cached: list[DataFrame] = []
 
@@ -220,20 +387,10 @@ def _analyse(spark: SparkSession, given: _Input, skipped: int,  # noqa: PLR0917
         if progress is not None:
             progress.records = total
         every = _partials(spark, given, window)
-        counts = keep(tables.roll_up(_union([p.fine for p in every]), window))
-        latencies = keep(tables.merge_latency(_union([p.latency for p in every])))
-        sequences = keep(_union([p.sequences for p in every]))
-        records = given.everything
-        # per source: the audit's spans and the report's totals (summed here), one job
-        sums = counts.groupBy("source").agg(
-            F.sum("sequenced").alias("records"), F.min("sequence_min").alias("first"),
-            F.max("sequence_max").alias("last"), F.sum("timed").alias("messages"),
-            F.max("max_ms").alias("max_ms"), F.sum("resends").alias("resends"),
-            F.sum("messages_with_resends").alias("with_resends")).collect()
-        spans = {row["source"]: SourceSpan(int(row["records"]), int(row["first"]),
-                                           int(row["last"]))
-                 for row in sums if row["records"]}
-        checked = audit_partials(records, spans, sequences, _union([p.late for p in every]))
+        collected = _collect(spark, every, options.driver_rows)
+        made = (_spark_tables(given, every, window, keep) if collected is None
+                else _driver_tables(spark, given, every, window, collected))
+        checked, sums = made.checked, made.sums
         out_of_order = checked.out_of_order
         cached.append(out_of_order)
         highest = [row["max_ms"] for row in sums if row["max_ms"] is not None]
@@ -242,15 +399,7 @@ def _analyse(spark: SparkSession, given: _Input, skipped: int,  # noqa: PLR0917
             "p90_ms": None, "p99_ms": None, "max_ms": max(highest) if highest else None}
         resent = {"resends": sum(int(row["resends"] or 0) for row in sums),
                   "messages_with_resends": sum(int(row["with_resends"] or 0) for row in sums)}
-        frames: dict[str, _Frame] = {
-            "traffic": functools.partial(tables.traffic, counts, window),
-            "rate": functools.partial(tables.rate_over_time, counts, window),
-            "latency": functools.partial(tables.latency, counts, latencies),
-            "latency_histogram": functools.partial(tables.latency_histogram, latencies),
-            "remotes": functools.partial(tables.remotes, counts),
-            "estates": functools.partial(tables.estates, counts, latencies),
-            "kinds": functools.partial(tables.kinds, counts, latencies),
-            "pairs": functools.partial(tables.pairs, counts, latencies),
+        frames = made.frames | {
             "audit_missing": lambda: checked.missing,
             "audit_duplicates": lambda: checked.duplicates,
             "audit_out_of_order": lambda: out_of_order,
@@ -258,12 +407,11 @@ def _analyse(spark: SparkSession, given: _Input, skipped: int,  # noqa: PLR0917
                 [tuple(row.values()) for row in checked.summary], SUMMARY_SCHEMA),
         }
         paths = {name: options.out / "tables" / name for name in frames}
-        shown = _write_tables(spark, frames, paths, {
-            "quantiles": functools.partial(tables.quantiles, latencies),
-            "missing": lambda: checked.missing.orderBy("source", "first_missing")
-            .limit(REPORT_ROWS),
-            "duplicates": lambda: checked.duplicates.orderBy("source", "sequence")
-            .limit(REPORT_ROWS)})
+        reads = dict(made.reads)
+        if checked.twice:
+            reads["duplicates"] = lambda: checked.duplicates.orderBy("source", "sequence").limit(
+                REPORT_ROWS)
+        shown = made.shown | _write_tables(spark, frames, paths, reads, set(made.shown))
         for row in shown["quantiles"]:
             overall.update(row)
         data = ReportData(
@@ -274,7 +422,7 @@ def _analyse(spark: SparkSession, given: _Input, skipped: int,  # noqa: PLR0917
             estates=sorted(shown["estates"], key=lambda r: r["estate"]),
             audit=checked.summary,
             missing=shown["missing"],
-            duplicates=shown["duplicates"],
+            duplicates=shown.get("duplicates", []),
             window_seconds=window,
             kinds=sorted(shown["kinds"], key=lambda r: -int(r["messages"])),
             pairs=sorted(shown["pairs"],

@@ -54,7 +54,8 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 STORE = "store"
-MANIFEST_VERSION = 3  # 2: the lines' fields, not normalised records; 3: and partials
+MANIFEST_VERSION = 4  # 2: the lines' fields, not normalised records; 3: and partials;
+# 4: a send time that is not finite gives no latency (partials made before had NaN maxima)
 RECORDS = "records"  # an hour's lines, beside its partials
 CONVERTERS = 4  # hours converted at once
 

@@ -218,12 +218,21 @@ def rate_over_time(counts: DataFrame, window_seconds: float) -> DataFrame:
                     (F.col("messages") / window_seconds).alias("messages_per_second")))
 
 
+def _with_quantiles(frame: DataFrame, latencies: DataFrame, *keys: str) -> DataFrame:
+    """``frame`` with the p50/p90/p99 of its ``keys`` (null when it has no timed messages).
+    Keys match when both are null: a stream without a topic has quantiles of its own."""
+    found = quantiles(latencies, *keys).select(
+        *[F.col(key).alias(f"_q_{key}") for key in keys], "p50_ms", "p90_ms", "p99_ms")
+    match = [F.col(key).eqNullSafe(F.col(f"_q_{key}")) for key in keys]
+    return frame.join(found, match, "left").drop(*[f"_q_{key}" for key in keys])
+
+
 def latency(counts: DataFrame, latencies: DataFrame) -> DataFrame:
     """Per (source, destination, kind, topic): latency p50/p90/p99/max where ``sent`` is known."""
     timed = (counts.groupBy(*_STREAM).agg(F.sum("timed").alias("messages"),
                                           F.max("max_ms").alias("max_ms"))
              .where(F.col("messages") > 0))
-    return (timed.join(quantiles(latencies, *_STREAM), list(_STREAM), "left")
+    return (_with_quantiles(timed, latencies, *_STREAM)
             .select(*_STREAM, "messages", "p50_ms", "p90_ms", "p99_ms", "max_ms"))
 
 
@@ -233,7 +242,7 @@ def _breakdown(counts: DataFrame, latencies: DataFrame, *keys: str) -> DataFrame
         F.sum("timed").alias("timed"), F.max("max_ms").alias("max_ms"),
         F.sum("segments").alias("segments"), F.sum("resends").alias("resends"),
         F.sum("messages_with_resends").alias("messages_with_resends"))
-    return (sums.join(quantiles(latencies, *keys), list(keys), "left")
+    return (_with_quantiles(sums, latencies, *keys)
             .select(*keys, "messages", "bytes", "timed", "p50_ms", "p90_ms", "p99_ms",
                     "max_ms", "segments", "resends", "messages_with_resends"))
 
