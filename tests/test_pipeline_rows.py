@@ -19,6 +19,8 @@ import pytest
 pytest.importorskip("pyspark")
 
 from raetlike.pipeline import PipelineOptions, run_pipeline
+from raetlike.pipeline import _tables as tables
+from raetlike.pipeline._partials import partial_schemas
 from raetlike.pipeline._tables import TABLES
 from tests.journalkit import HOUR_START
 from tests.sparkkit import spark  # noqa: F401 - the session fixture
@@ -153,3 +155,16 @@ def test_a_send_time_that_is_not_finite_gives_no_latency(tmp_path: Path,
     (row,) = spark.read.parquet(str(out / "tables" / "kinds")).collect()
     assert (row["messages"], row["timed"], row["max_ms"]) == (4, 1, 500.0)
     assert json.loads((out / "summary.json").read_text())["latency"]["max_ms"] == 500.0
+
+
+def test_the_declared_table_schemas_are_spark_s(spark: Any) -> None:  # noqa: F811
+    partial = partial_schemas(spark)
+    counts = tables.roll_up(spark.createDataFrame([], partial["fine"]), 60.0)
+    latencies = tables.merge_latency(spark.createDataFrame([], partial["latency"]))
+    planned = {
+        "traffic": tables.traffic(counts, 60.0), "rate": tables.rate_over_time(counts, 60.0),
+        "latency": tables.latency(counts, latencies),
+        "latency_histogram": tables.latency_histogram(latencies),
+        "remotes": tables.remotes(counts), "estates": tables.estates(counts, latencies),
+        "kinds": tables.kinds(counts, latencies), "pairs": tables.pairs(counts, latencies)}
+    assert {name: frame.schema for name, frame in planned.items()} == tables.TABLE_SCHEMAS

@@ -16,7 +16,6 @@ from typing import Any, TextIO
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
-from pyspark.sql.types import StructType
 
 from raetlike.pipeline import _rows as rows
 from raetlike.pipeline import _tables as tables
@@ -33,7 +32,7 @@ from raetlike.pipeline._frames import (
     normalise,
     stream_json_journal,
 )
-from raetlike.pipeline._partials import Partials, compute_partials, partial_schemas
+from raetlike.pipeline._partials import Partials, compute_partials
 from raetlike.pipeline._progress import Progress
 from raetlike.pipeline._report import REPORT_ROWS, ReportData, write_report
 from raetlike.pipeline._session import inheriting, spark_session
@@ -243,28 +242,6 @@ def _collect(spark: SparkSession, every: list[Partials], most: int) -> _Collecte
     return _Collected(*got)
 
 
-_SCHEMAS: dict[str, StructType] = {}
-
-
-def table_schemas(spark: SparkSession) -> dict[str, StructType]:
-    """The schema of each table ``_tables`` computes (planned over no rows, once: no job),
-    which the rows computed on the driver are written with."""
-    if not _SCHEMAS:
-        partial = partial_schemas(spark)
-        counts = tables.roll_up(spark.createDataFrame([], partial["fine"]), 60.0)
-        latencies = tables.merge_latency(spark.createDataFrame([], partial["latency"]))
-        _SCHEMAS.update({
-            "traffic": tables.traffic(counts, 60.0).schema,
-            "rate": tables.rate_over_time(counts, 60.0).schema,
-            "latency": tables.latency(counts, latencies).schema,
-            "latency_histogram": tables.latency_histogram(latencies).schema,
-            "remotes": tables.remotes(counts).schema,
-            "estates": tables.estates(counts, latencies).schema,
-            "kinds": tables.kinds(counts, latencies).schema,
-            "pairs": tables.pairs(counts, latencies).schema})
-    return _SCHEMAS
-
-
 @dataclass(slots=True)
 class _Tables:
     """A run's tables before they are written: how to make each, and what the report needs."""
@@ -339,7 +316,7 @@ def _driver_tables(spark: SparkSession, given: _Input, every: list[Partials], wi
             for column in ("window_start", "window_end"):
                 if column in row:
                     row[column] = rows.timestamp(row[column])
-    schemas = table_schemas(spark)
+    schemas = tables.TABLE_SCHEMAS
     frames: dict[str, _Frame] = {
         name: functools.partial(spark.createDataFrame,
                                 [tuple(row.values()) for row in made[name]], schemas[name])

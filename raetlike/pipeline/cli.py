@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import TextIO
 
 from raetlike.pipeline._frames import NoJournalError, find_journals
-from raetlike.pipeline._job import PipelineOptions, PipelineResult, follow_journals, run_pipeline
+from raetlike.pipeline._job import (
+    DRIVER_ROWS,
+    PipelineOptions,
+    PipelineResult,
+    follow_journals,
+    run_pipeline,
+)
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "parse_time", "run_command"]
 
@@ -56,7 +62,9 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     logging.getLogger("py4j").setLevel(max(logging.WARNING, logging.getLogger().level))
     options = PipelineOptions(journals=tuple(journals), out=args.out,
                               master=args.master, since=since, until=until,
-                              window_seconds=args.window, quiet=args.quiet > 0)
+                              window_seconds=args.window, quiet=args.quiet > 0,
+                              driver_rows=(DRIVER_ROWS if args.driver_rows is None
+                                           else args.driver_rows))
     if not args.follow:
         result = run_pipeline(options)
         _say(result, out)
