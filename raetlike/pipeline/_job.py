@@ -20,6 +20,7 @@ from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from raetlike.pipeline import _rows as rows
 from raetlike.pipeline import _tables as tables
 from raetlike.pipeline._audit import (
+    MOST_BITMAPS,
     SUMMARY_SCHEMA,
     Audit,
     SourceSpan,
@@ -44,8 +45,10 @@ __all__ = ["DEFAULT_INTERVAL", "PipelineOptions", "PipelineResult",
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL = 10.0
-DRIVER_ROWS = 200_000
+DRIVER_ROWS = 100_000
 """Default :attr:`PipelineOptions.driver_rows`."""
+DRIVER_BITMAPS = 4 * MOST_BITMAPS
+"""The most ``sequences`` rows (a 4 KiB bitmap each: 64 MiB) the driver collects."""
 WRITERS = 4  # tables written at once
 _SHOWN = ("latency_histogram", "estates", "kinds", "pairs", "rate")  # the report lists whole
 
@@ -70,10 +73,11 @@ class PipelineOptions:
     quiet: bool = False
     """Silence Spark's own banner and warnings (errors only), and show no progress."""
     driver_rows: int = DRIVER_ROWS
-    """The most rows of each merged partial (``fine``, ``latency``, ``sequences``) the driver
-    collects to compute the tables itself (``_rows``): a few table jobs instead of dozens.
-    Past it, or at 0, Spark computes every table.  A million records over two hours make
-    about 1,200 ``fine`` rows; a row costs the driver about 1 KiB while the run lasts."""
+    """The most rows of each merged partial (``fine``, ``latency``; ``sequences`` at most
+    :data:`DRIVER_BITMAPS`) the driver collects to compute the tables itself (``_rows``): a
+    few table jobs instead of dozens.  Past it, or at 0, Spark computes every table.  A
+    million records over two hours make about 1,200 ``fine`` rows; a row costs the driver
+    about 2 KiB while the run lasts."""
 
     def __post_init__(self) -> None:
         if isinstance(self.driver_rows, bool) or not isinstance(self.driver_rows, int) \
@@ -232,11 +236,12 @@ def _collect(spark: SparkSession, every: list[Partials], most: int) -> _Collecte
         return None
     fine = _union([p.fine for p in every]).withColumn(
         "window_start", F.unix_micros("window_start"))
-    frames = [fine, _union([p.latency for p in every]), _union([p.sequences for p in every])]
+    frames = [(fine, most), (_union([p.latency for p in every]), most),
+              (_union([p.sequences for p in every]), min(most, DRIVER_BITMAPS))]
     with ThreadPoolExecutor(max_workers=len(frames)) as pool:
-        got = list(pool.map(inheriting(spark)(lambda frame: _rows(frame.limit(most + 1))),
-                            frames))
-    if any(len(found) > most for found in got):
+        got = list(pool.map(inheriting(spark)(
+            lambda given: _rows(given[0].limit(given[1] + 1))), frames))
+    if any(len(found) > bound for found, (_, bound) in zip(got, frames, strict=True)):
         log.info("pipeline: partials past %d rows: Spark computes the tables", most)
         return None
     return _Collected(*got)
