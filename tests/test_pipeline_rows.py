@@ -10,6 +10,8 @@ import json
 import logging
 import math
 import random
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -75,22 +77,17 @@ def _schemas(spark: Any, out: Path) -> dict[str, str]:  # noqa: F811
             for name in TABLES}
 
 
-@pytest.mark.parametrize("hours", [
-    [HOUR_START, HOUR_START + 3600],
-    [-7200.0, -3600.0, HOUR_START],  # before the epoch: windows of negative times
-], ids=["two-hours", "before-the-epoch"])
-def test_the_driver_computes_the_tables_spark_computes(
-        tmp_path: Path, spark: Any, hours: list[float],  # noqa: F811
-        caplog: pytest.LogCaptureFixture) -> None:
-    journal = _journal(tmp_path / "journal", 19, hours, 300)
+def _same_tables(spark: Any, journal: Path, tmp_path: Path,  # noqa: F811
+                 caplog: pytest.LogCaptureFixture) -> tuple[Any, dict[str, list[str]]]:
+    """Run both ways over ``journal``; assert the same tables, schemas and summary."""
     by_spark = run_pipeline(PipelineOptions((journal,), tmp_path / "spark", driver_rows=0),
                             spark)
     with caplog.at_level(logging.INFO, logger="raetlike.pipeline"):
         by_driver = run_pipeline(PipelineOptions((journal,), tmp_path / "driver"), spark)
     assert "Spark computes the tables" not in caplog.text
-    assert by_driver.records == by_spark.records > 0
+    assert (by_driver.records, by_driver.skipped_lines) == (by_spark.records,
+                                                            by_spark.skipped_lines)
     driver, spark_tables = _written(spark, tmp_path / "driver"), _written(spark, tmp_path / "spark")
-    assert all(driver[name] for name in ("traffic", "rate", "latency", "kinds", "pairs"))
     assert driver == spark_tables
     assert _schemas(spark, tmp_path / "driver") == _schemas(spark, tmp_path / "spark")
     summaries = [json.loads((tmp_path / side / "summary.json").read_text())
@@ -98,6 +95,60 @@ def test_the_driver_computes_the_tables_spark_computes(
     for summary in summaries:
         summary.pop("generated", None)
     assert repr(summaries[0]) == repr(summaries[1])
+    return by_driver, driver
+
+
+@pytest.fixture
+def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The driver's local zone set to New York (UTC-5): a timestamp collected from Spark is a
+    naive local datetime, which the report must not take for UTC."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.parametrize("hours", [
+    [HOUR_START, HOUR_START + 3600],
+    [HOUR_START, 64_060_588_800.0],  # and in the year 4000
+], ids=["two-hours", "year-4000"])
+def test_the_driver_computes_the_tables_spark_computes(
+        tmp_path: Path, spark: Any, hours: list[float],  # noqa: F811
+        caplog: pytest.LogCaptureFixture, new_york: None) -> None:
+    journal = _journal(tmp_path / "journal", 19, hours, 300)
+    result, driver = _same_tables(spark, journal, tmp_path, caplog)
+    assert result.records > 0
+    assert all(driver[name] for name in ("traffic", "rate", "latency", "kinds", "pairs"))
+    if hours[1] == HOUR_START + 3600:  # 2-minute windows from the first record's
+        edges = json.loads((tmp_path / "driver" / "summary.json").read_text())["rate"]["edges"]
+        assert edges[0] == HOUR_START  # UTC, not shifted by New York's 5 hours
+
+
+def test_hostile_numbers_are_skipped_lines_in_both_ways(
+        tmp_path: Path, spark: Any, caplog: pytest.LogCaptureFixture) -> None:  # noqa: F811
+    """Receive times past year 9999 or before 1970, a latency that overflows, counts whose
+    sums overflow: each once crashed one way or both (a Python datetime past 9999, the
+    report's formatting of inf, Spark's ANSI sum, a Python int past 2**63)."""
+    root = tmp_path / "journal" / "date=2026-01-01" / "hour=10"
+    root.mkdir(parents=True)
+    good = {"version": 1, "node": "main", "source_estate": "m", "kind": "message",
+            "received": HOUR_START + 1, "sent": HOUR_START + 0.5, "sequence": 1}
+    bad = [{"received": 253_402_300_799.0}, {"received": 253_402_300_805.0},
+           {"received": -62_135_600_400.0}, {"received": -5.0}, {"received": 1e11},
+           {"body_bytes": 2**62}, {"body_bytes": 2**62}, {"body_bytes": -1},
+           {"segments": 2**33}, {"resends": -3}]
+    lines = [good, {**good, "sequence": 2, "sent": -1e306, "kind": "event"},
+             {**good, "sequence": 3, "body_bytes": 2**32, "kind": "tie"},
+             {**good, "sequence": 4, "kind": "tie2"}]
+    lines += [{**good, "sequence": 10 + n, **change} for n, change in enumerate(bad)]
+    (root / "main.1.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result, _ = _same_tables(spark, tmp_path / "journal", tmp_path, caplog)
+    assert (result.records, result.skipped_lines) == (4, len(bad))
+    summary = json.loads((tmp_path / "driver" / "summary.json").read_text())
+    assert summary["latency"]["max_ms"] == 500.0  # the overflowing latency is untimed
+    # kinds with as many messages are listed by name, the same both ways
+    assert [row["kind"] for row in summary["kinds"]] == ["event", "message", "tie", "tie2"]
 
 
 def test_partials_past_driver_rows_are_left_to_spark(

@@ -668,7 +668,7 @@ def _add_pipeline(commands: Any, common: argparse.ArgumentParser) -> None:
                                "fitted to the run, at most 60 windows of a round width)")
     pipeline.add_argument("--driver-rows", type=_positive(int, 0), default=None, metavar="N",
                           help="compute the tables on the driver when each merged partial "
-                               "has at most N rows (default: 100000; 0: always in Spark)")
+                               "has at most N rows (default: 20000; 0: always in Spark)")
     pipeline.add_argument("--follow", action="store_true",
                           help="keep going: pick up new sealed segments (Structured Streaming)")
     pipeline.add_argument("--interval", type=_positive(float, 0.0), default=10.0, metavar="S",

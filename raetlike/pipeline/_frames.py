@@ -13,7 +13,8 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from raetlike.errors import RaetError
 
-__all__ = ["ALL_GLOB", "CORRUPT_COLUMN", "JOURNAL_SCHEMA", "SEALED_GLOB",
+__all__ = ["ALL_GLOB", "CORRUPT_COLUMN", "JOURNAL_SCHEMA", "MOST_COUNT", "RECEIVED_RANGE",
+           "SEALED_GLOB",
            "NoJournalError", "find_journals", "hour_directories", "normalise",
            "read_json_journal", "stream_json_journal", "valid_line"]
 
@@ -141,12 +142,25 @@ def _finite(value: Column) -> Column:
     return ~F.isnan(value) & (F.abs(value) != F.lit(float("inf")))
 
 
+RECEIVED_RANGE = (0.0, 1e11)
+"""Receive times (epoch seconds) a valid record has: from 1970 to about the year 5138.
+Times outside (a clock's garbage or a forged line) would overflow the report's dates."""
+MOST_COUNT = 1 << 32
+"""The most ``body_bytes``, ``segments`` and ``resends`` a valid record has (none is
+negative): the tables' sums of them stay exact up to 2**31 records a group."""
+
+
 def valid_line() -> Column:
     """True for a raw journal line that parsed and carries the fields every record has,
-    with a finite receive time (Spark's JSON reader takes ``NaN`` and ``Infinity``)."""
+    with a receive time in :data:`RECEIVED_RANGE` (Spark's JSON reader takes ``NaN`` and
+    ``Infinity``) and counts in ``[0, MOST_COUNT]`` where given."""
     received = F.col("received")
+    low, high = RECEIVED_RANGE
+    counts = [F.col(name).isNull() | F.col(name).between(0, MOST_COUNT)
+              for name in ("body_bytes", "segments", "resends")]
     valid = (F.col(CORRUPT_COLUMN).isNull() & (F.col("version") == 1) & F.col("node").isNotNull()
-             & received.isNotNull() & _finite(received) & F.col("source_estate").isNotNull())
+             & received.isNotNull() & _finite(received) & (received >= low) & (received < high)
+             & F.col("source_estate").isNotNull() & counts[0] & counts[1] & counts[2])
     return F.coalesce(valid, F.lit(False))
 
 
@@ -155,15 +169,16 @@ def normalise(raw: DataFrame) -> DataFrame:
 
     A line is valid when it parsed and carries the fields every record has; the
     rest (a torn last record) is kept with ``valid`` false so it can be counted.  A send
-    time that is not finite is unknown: the record has no latency.
+    time that gives no finite latency (``NaN``, ``Infinity``, or one so far from the
+    receive time that the difference overflows) is unknown: the record has no latency.
     """
+    latency = (F.col("received") - F.col("sent")) * 1000.0
     return raw.select(
         valid_line().alias("valid"),
         *[F.col(name) for name in (*_STRINGS, *_LONGS, *_DOUBLES)],
         _endpoint("source").alias("source"),
         _endpoint("destination").alias("destination"),
         F.timestamp_seconds(F.col("received")).alias("received_at"),
-        F.when(_finite(F.col("sent")),
-               (F.col("received") - F.col("sent")) * 1000.0).alias("latency_ms"),
+        F.when(_finite(latency), latency).alias("latency_ms"),
     )
 

@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from raetlike.pipeline._tables import LATENCY_EDGES_MS
 
 __all__ = ["Row", "breakdown", "estates", "latency", "latency_histogram", "merge_latency",
-           "quantiles", "rate_over_time", "remotes", "roll_up", "source_sums", "timestamp",
-           "traffic"]
+           "quantiles", "rate_over_time", "remotes", "roll_up", "source_sums", "traffic"]
 
 Row = dict[str, Any]
 
@@ -40,13 +38,6 @@ _COUNTS = ("window_start", "node", "kind", "topic", "source_estate", "destinatio
            "resends", "resends_max", "messages_with_resends", "timed", "max_ms", "sequenced",
            "sequence_min", "sequence_max", "source", "destination")
 _STREAM = ("source", "destination", "kind", "topic")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def timestamp(micros: int | None) -> datetime | None:
-    """A Spark timestamp (microseconds since the epoch) as an aware UTC datetime: what
-    ``createDataFrame`` turns back into the same microseconds whatever the local zone."""
-    return None if micros is None else _EPOCH + timedelta(microseconds=micros)
 
 
 # -- Spark's aggregates --------------------------------------------------------------------
@@ -253,7 +244,7 @@ def remotes(counts: Iterable[Row]) -> list[Row]:
     return [{"node": k[0], "remote": k[1], "messages": sums["messages"],
              "bytes": sums["bytes"], "segments": sums["segments"],
              "segments_mean": (None if sums["segments"] is None or sums["messages"] is None
-                               else sums["segments"] / sums["messages"]),
+                               else float(sums["segments"]) / float(sums["messages"])),
              "segments_max": sums["segments_max"],
              "multi_segment_messages": sums["multi_segment_messages"],
              "resends": sums["resends"], "resends_max": sums["resends_max"],
