@@ -235,6 +235,69 @@ def baseline(tree: Path, runs: int) -> None:
               f"CPU {cpu[f'{which} journaling'] - cpu[f'{which} plain']:+.2f} us a message")
 
 
+class _Deliveries:
+    """A road that hands out one round's deliveries (the estate's ``road.next_event``)."""
+
+    def __init__(self, delivered: list[MessageReceived]) -> None:
+        self.delivered = delivered
+        self.waiting: list[MessageReceived] = []
+
+    def refill(self) -> None:
+        self.waiting = list(reversed(self.delivered))
+
+    def next_event(self) -> MessageReceived | None:
+        return self.waiting.pop() if self.waiting else None
+
+
+def handle(times: int, rounds: int = 100) -> None:
+    """CPU a delivery in ``raetlike estate``'s event loop (``_Estate.handle_events``, then
+    the journal's tick, as ``run`` does), journaling raw 100-byte bodies from three remotes
+    (default fsync, under a temporary directory of ``/var/tmp``) or not: ``times`` times
+    alternated, each ``rounds`` rounds of 2,000 deliveries; medians of the times' medians."""
+    import statistics  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from raetlike.cli.estate import EstateOptions, _Estate  # noqa: PLC0415
+
+    def one(journaling: bool, root: Path) -> float:
+        options = EstateOptions(name="main", host="127.0.0.1", port=0, main=True,
+                                keep_dir=root / "keep", journal_dir=root / "journal"
+                                if journaling else None)
+        estate = _Estate(options, time.monotonic)
+        road = estate.road
+        deliveries = _Deliveries([MessageReceived(
+            remote=f"minion{n % 3}", body=b"o" * 100, session_id=7, transaction_id=n,
+            segments=1) for n in range(CHUNK)])
+        estate.road = deliveries  # type: ignore[assignment]  # only next_event is used
+        spent = []
+        try:
+            for _ in range(rounds):
+                deliveries.refill()
+                started = time.process_time()
+                estate.handle_events()
+                if estate.journal is not None:
+                    estate.journal.tick(time.time())
+                spent.append((time.process_time() - started) / CHUNK)
+        finally:
+            estate.road = road
+            estate.close()
+        return statistics.median(spent) * 1e6
+
+    print(f"raetlike from {Path(sys.modules['raetlike'].__file__ or '').parent}; journal "
+          f"encoder: {'compiled' if COMPILED else 'pure Python'} raw-bytes path")
+    figures: dict[bool, list[float]] = {True: [], False: []}
+    with tempfile.TemporaryDirectory(prefix="bench-journal-handle-", dir="/var/tmp") as root:
+        for time_ in range(times):
+            for journaling in (True, False) if time_ % 2 == 0 else (False, True):
+                figures[journaling].append(one(journaling, Path(root, str(len(figures[
+                    journaling])), str(journaling))))
+    for journaling, name in ((True, "journaling"), (False, "plain")):
+        print(f"{name:10} {statistics.median(figures[journaling]):.3f} us a delivery "
+              f"(times: {', '.join(f'{x:.3f}' for x in figures[journaling])})")
+    print(f"the journal's CPU a delivery: "
+          f"{statistics.median(figures[True]) - statistics.median(figures[False]):+.3f} us")
+
+
 def _estate_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.estate < 1 or args.pairs < 1:
         parser.error("--estate and --pairs take a count of at least 1")
@@ -266,6 +329,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--baseline", type=Path, metavar="TREE",
                         help="with --estate: instead, a journaling and a plain main from this "
                              "source tree (an older raetlike) beside ours, alternated")
+    parser.add_argument("--handle", type=int, metavar="N",
+                        help="CPU a delivery in raetlike estate's event loop, journaling or "
+                             "not, N times alternated (only that)")
     return parser
 
 
@@ -274,6 +340,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.estate is not None:
         _estate_mode(parser, args)
+        return
+    if args.handle is not None:
+        handle(args.handle)
         return
     if args.only_pipeline and (args.dir is None or not (args.dir / DEFAULT_FSYNC.value).is_dir()):
         parser.error("--only-pipeline needs --dir holding an earlier run's journal")
