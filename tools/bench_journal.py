@@ -298,9 +298,82 @@ def handle(times: int, rounds: int = 100) -> None:
           f"{statistics.median(figures[True]) - statistics.median(figures[False]):+.3f} us")
 
 
+def cli_estates(times: int, pairs: int) -> None:
+    """``estate``'s measurement with real ``raetlike estate`` mains (``--main --auto always``,
+    one with ``--journal``, one without) in place of the bench's: the estate's own event
+    loop included.  Both on the peer's CPU, fresh for each of the ``times``; one-way runs of
+    60,000 messages in ``pairs`` pairs alternated ABBA; each time's medians."""
+    import statistics  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from raetlike.bench._common import CpuMeter, pin, pinned, stop  # noqa: PLC0415
+    from raetlike.bench._raetlike import Client  # noqa: PLC0415
+    from raetlike.udp import parse_host_port  # noqa: PLC0415
+
+    def main_estate(root: Path, journaling: bool,
+                    cpu: int | None) -> tuple[subprocess.Popen[str], int]:
+        name = "journaling" if journaling else "plain"
+        command = [sys.executable, "-m", "raetlike", "estate", name, "--host", "127.0.0.1",
+                   "--port", "0", "--main", "--auto", "always", "--keep", str(root / "keep")]
+        if journaling:
+            command += ["--journal", str(root / "journal")]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, text=True)
+        pin(process.pid, cpu)
+        assert process.stdout is not None  # noqa: S101 - a pipe was asked for
+        line = process.stdout.readline()
+        if not line.startswith(f"estate {name} listening on "):
+            stop(process)
+            raise RuntimeError(f"raetlike estate did not start: {line!r}")
+        return process, parse_host_port(line.rsplit(" ", 1)[1].strip())[1]
+
+    import raetlike  # noqa: PLC0415
+
+    print(f"raetlike estate from {Path(raetlike.__file__ or '').parent}")
+    count = 60_000
+    ratios = []
+    with tempfile.TemporaryDirectory(prefix="bench-journal-cli-", dir="/var/tmp") as root, \
+            pinned(True) as cpus:
+        for time_ in range(times):
+            mains = {}
+            try:
+                for journaling in (True, False):
+                    mains[journaling] = main_estate(Path(root, f"{time_}-{journaling}"),
+                                                    journaling, cpus.peer)
+                clients = {journaling: Client(port, True) for journaling, (_, port)
+                           in mains.items()}
+                meters = {journaling: CpuMeter(process.pid) for journaling, (process, _)
+                          in mains.items()}
+                runs: dict[bool, list[float]] = {True: [], False: []}
+                for run in range(pairs):
+                    for journaling in (True, False) if run % 2 == 0 else (False, True):
+                        with meters[journaling].run(count):
+                            runs[journaling].append(count / clients[journaling].one_way(count))
+                for client in clients.values():
+                    client.close()
+            finally:
+                for process, _ in mains.values():
+                    stop(process)
+            ratio = statistics.median(a / b for a, b in zip(runs[True], runs[False],
+                                                             strict=True))
+            ratios.append(ratio)
+            cpu = {journaling: meters[journaling].per_message().get(
+                "one_way_cpu_receiver_us", float("nan")) for journaling in meters}
+            print(f"time {time_ + 1}/{times}: journaling {statistics.median(runs[True]):,.0f} "
+                  f"msgs/s, not {statistics.median(runs[False]):,.0f}, ratio (median of "
+                  f"{pairs} pairs) {ratio:.3f}; main CPU {cpu[True]:.2f} / {cpu[False]:.2f} "
+                  f"us a message", flush=True)
+    print(f"median of {times}: {statistics.median(ratios):.3f} "
+          f"(range {min(ratios):.3f}-{max(ratios):.3f})")
+
+
 def _estate_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.estate < 1 or args.pairs < 1:
         parser.error("--estate and --pairs take a count of at least 1")
+    if args.cli:
+        cli_estates(args.estate, args.pairs)
+        return
     if args.baseline is None:
         estate(args.estate, args.pairs)
         return
@@ -329,6 +402,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--baseline", type=Path, metavar="TREE",
                         help="with --estate: instead, a journaling and a plain main from this "
                              "source tree (an older raetlike) beside ours, alternated")
+    parser.add_argument("--cli", action="store_true",
+                        help="with --estate: real `raetlike estate` mains instead of the "
+                             "bench's (their own event loop measured too)")
     parser.add_argument("--handle", type=int, metavar="N",
                         help="CPU a delivery in raetlike estate's event loop, journaling or "
                              "not, N times alternated (only that)")
