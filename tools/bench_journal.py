@@ -16,6 +16,8 @@ Usage::
     .venv/bin/python tools/bench_journal.py --records 1000000 --sources 10 --pipeline
     .venv/bin/python tools/bench_journal.py --dir DIR --only-pipeline   # DIR's journal again
     .venv/bin/python tools/bench_journal.py --estate 5 [--pairs 9] [--baseline TREE]
+    .venv/bin/python tools/bench_journal.py --estate 3 --pairs 9 --cli   # real estates
+    .venv/bin/python tools/bench_journal.py --handle 5      # CPU a delivery in an estate
 
 ``--pipeline`` keeps the default-policy journal (spread over ``--sources``
 sources and ``--hours`` hours, with ~0.1 % of sequence numbers skipped) and
@@ -36,7 +38,14 @@ main's CPU per message) and the median of the N.  With ``--baseline TREE``
 (an older raetlike's sources, e.g. ``git archive main raetlike road lane | tar
 -x -C TREE``) it runs instead that tree's journaling and plain mains beside
 ours, N x pairs rounds alternated, and prints each tree's ratio and the
-journal's CPU per message, measured in the same minutes.
+journal's CPU per message, measured in the same minutes.  With ``--cli`` the two
+mains are real ``raetlike estate`` processes (``--main --auto always``, one with
+``--journal``), so the estate's own event loop is measured too.
+
+``--handle N`` gives the CPU a raw delivery takes in ``raetlike estate``'s event
+loop (``_Estate.handle_events`` then the journal's tick, rounds of 2,000, in this
+process), journaling or not, N times alternated; ``PYTHONPATH=TREE`` runs it on
+another tree's sources.
 """
 
 from __future__ import annotations
