@@ -16,6 +16,8 @@ Usage::
     .venv/bin/python tools/bench_journal.py --records 1000000 --sources 10 --pipeline
     .venv/bin/python tools/bench_journal.py --dir DIR --only-pipeline   # DIR's journal again
     .venv/bin/python tools/bench_journal.py --estate 5 [--pairs 9] [--baseline TREE]
+    .venv/bin/python tools/bench_journal.py --estate 3 --pairs 9 --cli   # real estates
+    .venv/bin/python tools/bench_journal.py --handle 5      # CPU a delivery in an estate
 
 ``--pipeline`` keeps the default-policy journal (spread over ``--sources``
 sources and ``--hours`` hours, with ~0.1 % of sequence numbers skipped) and
@@ -36,7 +38,14 @@ main's CPU per message) and the median of the N.  With ``--baseline TREE``
 (an older raetlike's sources, e.g. ``git archive main raetlike road lane | tar
 -x -C TREE``) it runs instead that tree's journaling and plain mains beside
 ours, N x pairs rounds alternated, and prints each tree's ratio and the
-journal's CPU per message, measured in the same minutes.
+journal's CPU per message, measured in the same minutes.  With ``--cli`` the two
+mains are real ``raetlike estate`` processes (``--main --auto always``, one with
+``--journal``), so the estate's own event loop is measured too.
+
+``--handle N`` gives the CPU a raw delivery takes in ``raetlike estate``'s event
+loop (``_Estate.handle_events`` then the journal's tick, rounds of 2,000, in this
+process), journaling or not, N times alternated; ``PYTHONPATH=TREE`` runs it on
+another tree's sources.
 """
 
 from __future__ import annotations
@@ -235,9 +244,145 @@ def baseline(tree: Path, runs: int) -> None:
               f"CPU {cpu[f'{which} journaling'] - cpu[f'{which} plain']:+.2f} us a message")
 
 
+class _Deliveries:
+    """A road that hands out one round's deliveries (the estate's ``road.next_event``)."""
+
+    def __init__(self, delivered: list[MessageReceived]) -> None:
+        self.delivered = delivered
+        self.waiting: list[MessageReceived] = []
+
+    def refill(self) -> None:
+        self.waiting = list(reversed(self.delivered))
+
+    def next_event(self) -> MessageReceived | None:
+        return self.waiting.pop() if self.waiting else None
+
+
+def handle(times: int, rounds: int = 100) -> None:
+    """CPU a delivery in ``raetlike estate``'s event loop (``_Estate.handle_events``, then
+    the journal's tick, as ``run`` does), journaling raw 100-byte bodies from three remotes
+    (default fsync, under a temporary directory of ``/var/tmp``) or not: ``times`` times
+    alternated, each ``rounds`` rounds of 2,000 deliveries; medians of the times' medians."""
+    import statistics  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from raetlike.cli.estate import EstateOptions, _Estate  # noqa: PLC0415
+
+    def one(journaling: bool, root: Path) -> float:
+        options = EstateOptions(name="main", host="127.0.0.1", port=0, main=True,
+                                keep_dir=root / "keep", journal_dir=root / "journal"
+                                if journaling else None)
+        estate = _Estate(options, time.monotonic)
+        road = estate.road
+        deliveries = _Deliveries([MessageReceived(
+            remote=f"minion{n % 3}", body=b"o" * 100, session_id=7, transaction_id=n,
+            segments=1) for n in range(CHUNK)])
+        estate.road = deliveries  # type: ignore[assignment]  # only next_event is used
+        spent = []
+        try:
+            for _ in range(rounds):
+                deliveries.refill()
+                started = time.process_time()
+                estate.handle_events()
+                if estate.journal is not None:
+                    estate.journal.tick(time.time())
+                spent.append((time.process_time() - started) / CHUNK)
+        finally:
+            estate.road = road
+            estate.close()
+        return statistics.median(spent) * 1e6
+
+    print(f"raetlike from {Path(sys.modules['raetlike'].__file__ or '').parent}; journal "
+          f"encoder: {'compiled' if COMPILED else 'pure Python'} raw-bytes path")
+    figures: dict[bool, list[float]] = {True: [], False: []}
+    with tempfile.TemporaryDirectory(prefix="bench-journal-handle-", dir="/var/tmp") as root:
+        for time_ in range(times):
+            for journaling in (True, False) if time_ % 2 == 0 else (False, True):
+                figures[journaling].append(one(journaling, Path(root, str(len(figures[
+                    journaling])), str(journaling))))
+    for journaling, name in ((True, "journaling"), (False, "plain")):
+        print(f"{name:10} {statistics.median(figures[journaling]):.3f} us a delivery "
+              f"(times: {', '.join(f'{x:.3f}' for x in figures[journaling])})")
+    print(f"the journal's CPU a delivery: "
+          f"{statistics.median(figures[True]) - statistics.median(figures[False]):+.3f} us")
+
+
+def cli_estates(times: int, pairs: int) -> None:
+    """``estate``'s measurement with real ``raetlike estate`` mains (``--main --auto always``,
+    one with ``--journal``, one without) in place of the bench's: the estate's own event
+    loop included.  Both on the peer's CPU, fresh for each of the ``times``; one-way runs of
+    60,000 messages in ``pairs`` pairs alternated ABBA; each time's medians."""
+    import statistics  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from raetlike.bench._common import CpuMeter, pin, pinned, stop  # noqa: PLC0415
+    from raetlike.bench._raetlike import Client  # noqa: PLC0415
+    from raetlike.udp import parse_host_port  # noqa: PLC0415
+
+    def main_estate(root: Path, journaling: bool,
+                    cpu: int | None) -> tuple[subprocess.Popen[str], int]:
+        name = "journaling" if journaling else "plain"
+        command = [sys.executable, "-m", "raetlike", "estate", name, "--host", "127.0.0.1",
+                   "--port", "0", "--main", "--auto", "always", "--keep", str(root / "keep")]
+        if journaling:
+            command += ["--journal", str(root / "journal")]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, text=True)
+        pin(process.pid, cpu)
+        assert process.stdout is not None  # noqa: S101 - a pipe was asked for
+        line = process.stdout.readline()
+        if not line.startswith(f"estate {name} listening on "):
+            stop(process)
+            raise RuntimeError(f"raetlike estate did not start: {line!r}")
+        return process, parse_host_port(line.rsplit(" ", 1)[1].strip())[1]
+
+    import raetlike  # noqa: PLC0415
+
+    print(f"raetlike estate from {Path(raetlike.__file__ or '').parent}")
+    count = 60_000
+    ratios = []
+    with tempfile.TemporaryDirectory(prefix="bench-journal-cli-", dir="/var/tmp") as root, \
+            pinned(True) as cpus:
+        for time_ in range(times):
+            mains = {}
+            try:
+                for journaling in (True, False):
+                    mains[journaling] = main_estate(Path(root, f"{time_}-{journaling}"),
+                                                    journaling, cpus.peer)
+                clients = {journaling: Client(port, True) for journaling, (_, port)
+                           in mains.items()}
+                meters = {journaling: CpuMeter(process.pid) for journaling, (process, _)
+                          in mains.items()}
+                runs: dict[bool, list[float]] = {True: [], False: []}
+                for run in range(pairs):
+                    for journaling in (True, False) if run % 2 == 0 else (False, True):
+                        with meters[journaling].run(count):
+                            runs[journaling].append(count / clients[journaling].one_way(count))
+                for client in clients.values():
+                    client.close()
+            finally:
+                for process, _ in mains.values():
+                    stop(process)
+            ratio = statistics.median(a / b for a, b in zip(runs[True], runs[False],
+                                                             strict=True))
+            ratios.append(ratio)
+            cpu = {journaling: meters[journaling].per_message().get(
+                "one_way_cpu_receiver_us", float("nan")) for journaling in meters}
+            print(f"time {time_ + 1}/{times}: journaling {statistics.median(runs[True]):,.0f} "
+                  f"msgs/s, not {statistics.median(runs[False]):,.0f}, ratio (median of "
+                  f"{pairs} pairs) {ratio:.3f}; main CPU {cpu[True]:.2f} / {cpu[False]:.2f} "
+                  f"us a message", flush=True)
+    print(f"median of {times}: {statistics.median(ratios):.3f} "
+          f"(range {min(ratios):.3f}-{max(ratios):.3f})")
+
+
 def _estate_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.estate < 1 or args.pairs < 1:
         parser.error("--estate and --pairs take a count of at least 1")
+    if args.cli:
+        cli_estates(args.estate, args.pairs)
+        return
     if args.baseline is None:
         estate(args.estate, args.pairs)
         return
@@ -266,6 +411,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--baseline", type=Path, metavar="TREE",
                         help="with --estate: instead, a journaling and a plain main from this "
                              "source tree (an older raetlike) beside ours, alternated")
+    parser.add_argument("--cli", action="store_true",
+                        help="with --estate: real `raetlike estate` mains instead of the "
+                             "bench's (their own event loop measured too)")
+    parser.add_argument("--handle", type=int, metavar="N",
+                        help="CPU a delivery in raetlike estate's event loop, journaling or "
+                             "not, N times alternated (only that)")
     return parser
 
 
@@ -274,6 +425,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.estate is not None:
         _estate_mode(parser, args)
+        return
+    if args.handle is not None:
+        handle(args.handle)
         return
     if args.only_pipeline and (args.dir is None or not (args.dir / DEFAULT_FSYNC.value).is_dir()):
         parser.error("--only-pipeline needs --dir holding an earlier run's journal")
