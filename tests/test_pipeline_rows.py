@@ -22,7 +22,8 @@ pytest.importorskip("pyspark")
 
 from raetlike.pipeline import PipelineOptions, run_pipeline
 from raetlike.pipeline import _tables as tables
-from raetlike.pipeline._partials import partial_schemas
+from raetlike.pipeline._frames import JOURNAL_SCHEMA, normalise
+from raetlike.pipeline._partials import PARTIAL_SCHEMAS, PARTS, compute_partials
 from raetlike.pipeline._tables import TABLES
 from tests.journalkit import HOUR_START
 from tests.sparkkit import spark  # noqa: F401 - the session fixture
@@ -209,7 +210,10 @@ def test_a_send_time_that_is_not_finite_gives_no_latency(tmp_path: Path,
 
 
 def test_the_declared_table_schemas_are_spark_s(spark: Any) -> None:  # noqa: F811
-    partial = partial_schemas(spark)
+    empty = normalise(spark.createDataFrame([], JOURNAL_SCHEMA)).where("valid")
+    made = compute_partials(empty, 60.0)
+    assert {name: getattr(made, name).schema for name in PARTS} == PARTIAL_SCHEMAS
+    partial = PARTIAL_SCHEMAS
     counts = tables.roll_up(spark.createDataFrame([], partial["fine"]), 60.0)
     latencies = tables.merge_latency(spark.createDataFrame([], partial["latency"]))
     planned = {

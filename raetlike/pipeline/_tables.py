@@ -15,6 +15,7 @@ import math
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from pyspark.sql.types import (
+    BinaryType,
     DataType,
     DoubleType,
     IntegerType,
@@ -26,7 +27,8 @@ from pyspark.sql.types import (
 )
 
 __all__ = ["LATENCY_EDGES_MS", "TABLES", "TABLE_SCHEMAS", "WINDOW_STEPS", "at_destination",
-           "choose_window", "estates", "fine_counts", "fine_step", "fine_sums", "kinds",
+           "choose_window", "declared_schema", "estates", "fine_counts", "fine_step", "fine_sums",
+           "kinds",
            "latency", "latency_counts", "latency_histogram", "latency_sums", "merge_latency",
            "pairs", "quantiles", "rate_over_time", "remotes", "roll_up", "traffic"]
 
@@ -318,11 +320,11 @@ TABLES = ("traffic", "rate", "latency", "latency_histogram", "remotes", "estates
 
 _TYPES: dict[str, DataType] = {"timestamp": TimestampType(), "string": StringType(),
                                "bigint": LongType(), "double": DoubleType(),
-                               "int": IntegerType()}
+                               "int": IntegerType(), "binary": BinaryType()}
 
 
-def _schema(columns: str) -> StructType:
-    """``"name type, ..."``; a type ending in ``!`` is never null."""
+def declared_schema(columns: str) -> StructType:
+    """``"name type, ..."`` as a schema; a type ending in ``!`` is never null."""
     fields = []
     for column in columns.split(","):
         name, kind = column.split()
@@ -334,23 +336,23 @@ _QUANTILES = "p50_ms double, p90_ms double, p99_ms double"
 _BREAKDOWN = (f"messages bigint, bytes bigint, timed bigint, {_QUANTILES}, max_ms double, "
               "segments bigint, resends bigint, messages_with_resends bigint")
 TABLE_SCHEMAS: dict[str, StructType] = {
-    "traffic": _schema("window_start timestamp, window_end timestamp, source string!, "
+    "traffic": declared_schema("window_start timestamp, window_end timestamp, source string!, "
                        "destination string!, kind string, topic string, messages bigint, "
                        "bytes bigint, messages_per_second double, bytes_per_second double"),
-    "rate": _schema("window_start timestamp, messages bigint, bytes bigint, "
+    "rate": declared_schema("window_start timestamp, messages bigint, bytes bigint, "
                     "messages_per_second double"),
-    "latency": _schema(f"source string!, destination string!, kind string, topic string, "
+    "latency": declared_schema(f"source string!, destination string!, kind string, topic string, "
                        f"messages bigint, {_QUANTILES}, max_ms double"),
-    "latency_histogram": _schema("bucket int, messages bigint"),
-    "remotes": _schema("node string, remote string, messages bigint, bytes bigint, "
+    "latency_histogram": declared_schema("bucket int, messages bigint"),
+    "remotes": declared_schema("node string, remote string, messages bigint, bytes bigint, "
                        "segments bigint, segments_mean double, segments_max bigint, "
                        "multi_segment_messages bigint, resends bigint, resends_max bigint, "
                        "messages_with_resends bigint"),
-    "estates": _schema("estate string, messages_sent bigint, bytes_sent bigint, "
+    "estates": declared_schema("estate string, messages_sent bigint, bytes_sent bigint, "
                        "messages_received bigint, bytes_received bigint, "
                        "received_p50_ms double, received_p99_ms double"),
-    "kinds": _schema(f"kind string, {_BREAKDOWN}"),
-    "pairs": _schema(f"source_estate string, destination_estate string, {_BREAKDOWN}"),
+    "kinds": declared_schema(f"kind string, {_BREAKDOWN}"),
+    "pairs": declared_schema(f"source_estate string, destination_estate string, {_BREAKDOWN}"),
 }
 """The schema of each table this module computes from the partials (a test checks each
 against Spark's plan): the tables computed on the driver (``_rows``) are written with it."""
