@@ -515,12 +515,12 @@ class RoadStack:
             if victim is None:
                 return  # (never: _shed let the packet in only with a victim to take)
             self.stats.handshakes_evicted += 1
-            awaits_ack = isinstance(victim, Joinent) and victim.state is Joinent.States.RESPONDED
+            awaiting = (victim if isinstance(victim, Joinent)
+                        and victim.state is Joinent.States.RESPONDED else None)
             until = victim.timeout_at
             victim.evict()
-            if awaits_ack and until is not None and victim.index is not None:
-                assert isinstance(victim, Joinent)  # noqa: S101
-                self._keep_evicted_join(victim, victim.index, until)
+            if awaiting is not None and until is not None and awaiting.index is not None:
+                self._keep_evicted_join(awaiting, awaiting.index, until)
 
     def _keep_evicted_join(self, joinent: Joinent, index: Index, until: float) -> None:
         """Remember an evicted join that awaited its ack, until ``until`` (when it would have

@@ -317,7 +317,7 @@ def cli_estates(times: int, pairs: int) -> None:
     import sys  # noqa: PLC0415
 
     from raetlike.bench._common import CpuMeter, pin, pinned, stop  # noqa: PLC0415
-    from raetlike.bench._raetlike import Client  # noqa: PLC0415
+    from raetlike.bench._raetlike import Client, alternated_one_way  # noqa: PLC0415
     from raetlike.udp import parse_host_port  # noqa: PLC0415
 
     def main_estate(root: Path, journaling: bool,
@@ -354,11 +354,7 @@ def cli_estates(times: int, pairs: int) -> None:
                            in mains.items()}
                 meters = {journaling: CpuMeter(process.pid) for journaling, (process, _)
                           in mains.items()}
-                runs: dict[bool, list[float]] = {True: [], False: []}
-                for run in range(pairs):
-                    for journaling in (True, False) if run % 2 == 0 else (False, True):
-                        with meters[journaling].run(count):
-                            runs[journaling].append(count / clients[journaling].one_way(count))
+                runs = alternated_one_way(clients, meters, count, pairs)
                 for client in clients.values():
                     client.close()
             finally:

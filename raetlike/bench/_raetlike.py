@@ -39,8 +39,8 @@ from road import events
 from road.keeping import MemoryKeep
 from road.stack import LocalEstate, RoadConfig, RoadStack
 
-__all__ = ["Client", "joins", "journaled_one_way", "measure_bursts", "measure_raetlike",
-           "serve_estate"]
+__all__ = ["Client", "alternated_one_way", "joins", "journaled_one_way", "measure_bursts",
+           "measure_raetlike", "serve_estate"]
 
 _LOOPBACK_DATAGRAM = 60_000
 
@@ -340,6 +340,21 @@ def measure_bursts(options: BenchOptions, progress: Progress = silent,
     return {**figures, "one_way_msgs_per_s": median(stream)}
 
 
+def alternated_one_way(clients: dict[bool, Client], meters: dict[bool, CpuMeter], count: int,
+                       pairs: int, progress: Progress = silent) -> dict[bool, list[float]]:
+    """One-way msgs/s of ``count`` messages to a journaling main (``True``) and a plain one
+    (``False``), in ``pairs`` pairs alternated ABBA so the machine's drift falls on both,
+    each run's CPU metered; the runs of each."""
+    runs: dict[bool, list[float]] = {True: [], False: []}
+    for run in range(pairs):
+        progress(f"fast mode: one-way to a journaling main and to a plain one, "
+                 f"{count:,} messages (pair {run + 1}/{pairs})")
+        for journaled in (True, False) if run % 2 == 0 else (False, True):
+            with meters[journaled].run(count):
+                runs[journaled].append(count / clients[journaled].one_way(count))
+    return runs
+
+
 def journaled_one_way(options: BenchOptions, count: int, progress: Progress = silent,
                       cpus: Cpus = UNPINNED, pairs: int | None = None) -> dict[str, float]:
     """Fast one-way msgs/s to a main that journals every message (the default fsync), and
@@ -360,13 +375,7 @@ def journaled_one_way(options: BenchOptions, count: int, progress: Progress = si
         try:
             clients = {True: Client(journaling_port, True), False: Client(plain_port, True)}
             meters = {True: CpuMeter(journaling.pid), False: CpuMeter(plain.pid)}
-            runs: dict[bool, list[float]] = {True: [], False: []}
-            for run in range(pairs):
-                progress(f"fast mode: one-way to a journaling main and to a plain one, "
-                         f"{count:,} messages (pair {run + 1}/{pairs})")
-                for journaled in (True, False) if run % 2 == 0 else (False, True):
-                    with meters[journaled].run(count):
-                        runs[journaled].append(count / clients[journaled].one_way(count))
+            runs = alternated_one_way(clients, meters, count, pairs, progress)
             for client in clients.values():
                 client.close()
         finally:

@@ -14,8 +14,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 from raetlike.errors import RaetError
 
 __all__ = ["ALL_GLOB", "CORRUPT_COLUMN", "JOURNAL_SCHEMA", "MOST_COUNT", "RECEIVED_RANGE",
-           "SEALED_GLOB",
-           "NoJournalError", "find_journals", "hour_directories", "normalise",
+           "SEALED_GLOB", "NoJournalError", "find_journals", "hour_directories", "normalise",
            "read_json_journal", "stream_json_journal", "valid_line"]
 
 CORRUPT_COLUMN = "_corrupt_record"

@@ -316,11 +316,8 @@ def _spark_tables(given: _Input, every: list[Partials], window: float,
         "kinds": functools.partial(tables.kinds, counts, latencies),
         "pairs": functools.partial(tables.pairs, counts, latencies),
     }
-    reads: dict[str, _Frame] = {
-        "quantiles": functools.partial(tables.quantiles, latencies),
-        "missing": lambda: checked.missing.orderBy("source", "first_missing")
-        .limit(REPORT_ROWS)}
-    return _Tables(frames, reads, {}, sums, checked)
+    return _Tables(frames, {"quantiles": functools.partial(tables.quantiles, latencies)}, {},
+                   sums, checked)
 
 
 def _driver_tables(spark: SparkSession, given: _Input, every: list[Partials], window: float,
@@ -351,16 +348,7 @@ def _driver_tables(spark: SparkSession, given: _Input, every: list[Partials], wi
         for name in made}
     shown = {name: made[name] for name in _SHOWN}
     shown["quantiles"] = list(rows.quantiles(latencies).values())
-    missing = checked.missing_rows
-    reads: dict[str, _Frame] = {}
-    if missing is None:
-        reads["missing"] = lambda: checked.missing.orderBy("source", "first_missing").limit(
-            REPORT_ROWS)
-    else:
-        shown["missing"] = [dict(zip(("source", "first_missing", "last_missing", "missing"),
-                                     gap, strict=True))
-                            for gap in sorted(missing)[:REPORT_ROWS]]
-    return _Tables(frames, reads, shown, sums, checked)
+    return _Tables(frames, {}, shown, sums, checked)
 
 
 def _spans(sums: list[Any]) -> dict[str, SourceSpan]:
@@ -412,11 +400,18 @@ def _analyse(spark: SparkSession, given: _Input, skipped: int,  # noqa: PLR0917
                 [tuple(row.values()) for row in checked.summary], SUMMARY_SCHEMA),
         }
         paths = {name: options.out / "tables" / name for name in frames}
-        reads = dict(made.reads)
+        reads, known = dict(made.reads), dict(made.shown)
+        if checked.missing_rows is None:  # Spark sorted the gaps: the first ones read
+            reads["missing"] = lambda: checked.missing.orderBy("source", "first_missing").limit(
+                REPORT_ROWS)
+        else:
+            known["missing"] = [
+                dict(zip(("source", "first_missing", "last_missing", "missing"), gap,
+                         strict=True)) for gap in sorted(checked.missing_rows)[:REPORT_ROWS]]
         if checked.twice:
             reads["duplicates"] = lambda: checked.duplicates.orderBy("source", "sequence").limit(
                 REPORT_ROWS)
-        shown = made.shown | _write_tables(spark, frames, paths, reads, set(made.shown))
+        shown = known | _write_tables(spark, frames, paths, reads, set(known))
         for row in shown["quantiles"]:
             overall.update(row)
         data = ReportData(

@@ -35,9 +35,8 @@ from pyspark.sql.types import StructType
 from raetlike.pipeline import _tables as tables
 from raetlike.pipeline._session import inheriting
 
-__all__ = ["PARTS", "Partials", "compute_partials", "late_arrivals", "PARTIAL_SCHEMAS",
-           "read_partials",
-           "sequence_sums", "write_partials"]
+__all__ = ["PARTIAL_SCHEMAS", "PARTS", "Partials", "compute_partials", "late_arrivals",
+           "read_partials", "sequence_sums", "write_partials"]
 
 PARTS = ("fine", "latency", "sequences", "late")
 """The partials' Parquet directories, beside an hour's ``records`` in its store directory."""

@@ -27,10 +27,10 @@ from pyspark.sql.types import (
 )
 
 __all__ = ["LATENCY_EDGES_MS", "TABLES", "TABLE_SCHEMAS", "WINDOW_STEPS", "at_destination",
-           "choose_window", "declared_schema", "estates", "fine_counts", "fine_step", "fine_sums",
-           "kinds",
-           "latency", "latency_counts", "latency_histogram", "latency_sums", "merge_latency",
-           "pairs", "quantiles", "rate_over_time", "remotes", "roll_up", "traffic"]
+           "choose_window", "declared_schema", "estates", "fine_counts", "fine_step",
+           "fine_sums", "kinds", "latency", "latency_counts", "latency_histogram",
+           "latency_sums", "merge_latency", "pairs", "quantiles", "rate_over_time",
+           "remotes", "roll_up", "traffic"]
 
 LATENCY_EDGES_MS = (0.0, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0,
                     1_000.0, 2_000.0, 5_000.0, 10_000.0)
@@ -336,21 +336,23 @@ _QUANTILES = "p50_ms double, p90_ms double, p99_ms double"
 _BREAKDOWN = (f"messages bigint, bytes bigint, timed bigint, {_QUANTILES}, max_ms double, "
               "segments bigint, resends bigint, messages_with_resends bigint")
 TABLE_SCHEMAS: dict[str, StructType] = {
-    "traffic": declared_schema("window_start timestamp, window_end timestamp, source string!, "
-                       "destination string!, kind string, topic string, messages bigint, "
-                       "bytes bigint, messages_per_second double, bytes_per_second double"),
-    "rate": declared_schema("window_start timestamp, messages bigint, bytes bigint, "
-                    "messages_per_second double"),
-    "latency": declared_schema(f"source string!, destination string!, kind string, topic string, "
-                       f"messages bigint, {_QUANTILES}, max_ms double"),
+    "traffic": declared_schema(
+        "window_start timestamp, window_end timestamp, source string!, destination string!, "
+        "kind string, topic string, messages bigint, bytes bigint, "
+        "messages_per_second double, bytes_per_second double"),
+    "rate": declared_schema(
+        "window_start timestamp, messages bigint, bytes bigint, messages_per_second double"),
+    "latency": declared_schema(
+        f"source string!, destination string!, kind string, topic string, messages bigint, "
+        f"{_QUANTILES}, max_ms double"),
     "latency_histogram": declared_schema("bucket int, messages bigint"),
-    "remotes": declared_schema("node string, remote string, messages bigint, bytes bigint, "
-                       "segments bigint, segments_mean double, segments_max bigint, "
-                       "multi_segment_messages bigint, resends bigint, resends_max bigint, "
-                       "messages_with_resends bigint"),
-    "estates": declared_schema("estate string, messages_sent bigint, bytes_sent bigint, "
-                       "messages_received bigint, bytes_received bigint, "
-                       "received_p50_ms double, received_p99_ms double"),
+    "remotes": declared_schema(
+        "node string, remote string, messages bigint, bytes bigint, segments bigint, "
+        "segments_mean double, segments_max bigint, multi_segment_messages bigint, "
+        "resends bigint, resends_max bigint, messages_with_resends bigint"),
+    "estates": declared_schema(
+        "estate string, messages_sent bigint, bytes_sent bigint, messages_received bigint, "
+        "bytes_received bigint, received_p50_ms double, received_p99_ms double"),
     "kinds": declared_schema(f"kind string, {_BREAKDOWN}"),
     "pairs": declared_schema(f"source_estate string, destination_estate string, {_BREAKDOWN}"),
 }
