@@ -32,7 +32,7 @@ from raetlike.journal._record import (
     encode_fields,
 )
 
-__all__ = ["BODY_KEYS", "COMPILED", "PLAIN_ROOM", "Delivery", "PlainLines", "body_size",
+__all__ = ["BODY_KEYS", "COMPILED", "MAX_TEXT", "PLAIN_ROOM", "Delivery", "PlainLines", "body_size",
            "delivery_line", "record_from_delivery"]
 
 BODY_KEYS = ("_seq", "_sent", "_kind", "_topic", "_id", "route")
@@ -61,17 +61,45 @@ _RAW = (bytes, bytearray, memoryview)
 
 def body_size(body: object) -> int:
     """Bytes of a raw body, or of its compact JSON encoding in UTF-8 (anything JSON has
-    no form for counted as its ``str``)."""
+    no form for counted as its ``str``).  Never raises: a body the encoders refuse (nested
+    deeper than they go, integers past 64 bits, lone surrogates) is measured part by part
+    (:func:`_walked_size`), without recursion."""
     if isinstance(body, _RAW):
         return len(body)
     try:
         return len(orjson.dumps(body, default=str, option=orjson.OPT_NON_STR_KEYS))
-    except (orjson.JSONEncodeError, TypeError):  # integers past 64 bits, odd keys, surrogates
-        try:
-            return len(json.dumps(body, separators=(",", ":"), default=str, skipkeys=True,
-                                  ensure_ascii=False).encode(errors="surrogatepass"))
-        except (TypeError, ValueError, RecursionError):  # what no JSON encoder takes
-            return len(repr(body).encode(errors="surrogatepass"))
+    except (orjson.JSONEncodeError, TypeError):  # too deep, integers past 64 bits, surrogates
+        return _walked_size(body)
+
+
+def _leaf_size(value: object) -> int:
+    """Compact JSON bytes of one value that is not a container."""
+    try:
+        return len(orjson.dumps(value, default=str))
+    except (orjson.JSONEncodeError, TypeError):  # an integer past 64 bits, a lone surrogate
+        text = json.dumps(value, default=str, ensure_ascii=False)
+        return len(text.encode(errors="surrogatepass"))
+
+
+def _walked_size(body: object) -> int:
+    """:func:`body_size` of a body the encoders refuse, walked with a stack of its own (a
+    peer's msgpack may nest a thousand deep): each container's brackets, separators and
+    keys, and each leaf's own encoding.  Linear in the body's parts."""
+    total = 0
+    stack = [body]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            total += 2 + max(len(value) - 1, 0)  # braces and commas
+            for key, item in value.items():
+                total += _leaf_size(key if isinstance(key, str) else str(key)) + 1  # and ':'
+                stack.append(item)
+        elif isinstance(value, list | tuple):
+            total += 2 + max(len(value) - 1, 0)
+            stack.extend(value)
+        else:
+            total += _leaf_size(value)
+    return total
 
 
 _LONG = 1 << 63
@@ -101,17 +129,27 @@ def _seconds(value: object) -> float | None:
     return None
 
 
+MAX_TEXT = 1024
+"""The most characters of a peer's text a record keeps (a topic, a route's estate, yard and
+share): a longer one is cut to its first ``MAX_TEXT``.  With JSON's escapes (six bytes for
+a control character) a field is at most 6 KiB of its line."""
+
+
 def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
+    """A peer's string as a record keeps it (:data:`MAX_TEXT`), or None for anything else."""
+    if not isinstance(value, str):
+        return None
+    return value if len(value) <= MAX_TEXT else value[:MAX_TEXT]
 
 
 def _route_end(route: object, key: str) -> Endpoint | None:
     if not isinstance(route, Mapping):
         return None
     triple = route.get(key)
-    if not isinstance(triple, _SEQUENCES) or len(triple) != 3 or not isinstance(triple[0], str):
+    if not isinstance(triple, _SEQUENCES) or len(triple) != 3:
         return None
-    return Endpoint(triple[0], _text(triple[1]), _text(triple[2]))
+    estate = _text(triple[0])
+    return None if estate is None else Endpoint(estate, _text(triple[1]), _text(triple[2]))
 
 
 _BUS_KINDS = {"event": RecordKind.EVENT, "request": RecordKind.REQUEST,

@@ -60,7 +60,7 @@ def read_segment(path: Path, skipped: list[SkippedLine]) -> Iterator[JournalReco
                 continue
             try:
                 yield decode_record(line)
-            except (ValueError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError, RecursionError) as exc:
                 reason = "torn" if not line.endswith(b"\n") else f"bad record: {exc}"
                 skipped.append(SkippedLine(path, number, reason))
                 log.warning("journal: skipped %s line %d (%s)", path, number, reason)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,15 +107,24 @@ def encode_fields(fields: dict[str, Any]) -> bytes:
     """The JSON line of a record's flat fields, in the schema's key order.
 
     orjson writes it (UTF-8, compact, floats in their shortest round-trip
-    form); an integer past 64 bits, or a string with a lone surrogate (valid
-    JSON, ``"\\ud800"``, but not UTF-8), which orjson refuses, goes through the
-    standard library instead, with non-ASCII escaped.  Both give the same keys
-    and values: a journal never refuses a record for what its text holds.
+    form).  A string with a lone surrogate (a peer's JSON may carry ``"\\ud800"``,
+    which no UTF-8 holds) is written with U+FFFD in its place, so every line is
+    UTF-8 that every reader takes (orjson refuses the escape; Spark does not);
+    an integer past 64 bits goes through the standard library.  A journal never
+    refuses a record for what its text holds.
     """
     try:
         return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
     except orjson.JSONEncodeError:
-        return (json.dumps(fields, separators=(",", ":")) + "\n").encode()
+        clean = {key: _LONE_SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
+                 for key, value in fields.items()}
+        try:
+            return orjson.dumps(clean, option=orjson.OPT_APPEND_NEWLINE)
+        except orjson.JSONEncodeError:  # an integer past 64 bits
+            return (json.dumps(clean, separators=(",", ":")) + "\n").encode()
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _text(value: object, name: str) -> str:
