@@ -102,7 +102,7 @@ def _audit(spark: Any, tmp_path: Path, **bounds: int) -> tuple[Any, ...]:  # noq
         _journal(journal)
     run = refresh_store(spark, hour_directories([journal / "main", journal / "other"]),
                         tmp_path / f"out{len(bounds)}")
-    records = stored_records(spark, run.hours)
+    records = stored_records(spark, run.units)
     valid = records.where("valid")
     spans = {row["source"]: SourceSpan(row["n"], row["lo"], row["hi"])
              for row in valid.groupBy("source").agg(

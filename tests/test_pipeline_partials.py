@@ -163,7 +163,7 @@ def test_a_changed_or_deleted_segment_changes_the_tables(tmp_path: Path,
     out = tmp_path / "out"
     run_pipeline(PipelineOptions(journals, out), spark)
     manifest = json.loads((out / MANIFEST).read_text())
-    assert all(entry["records"] > 0 for entry in manifest["hours"].values())
+    assert all(entry["records"] > 0 for entry in manifest["units"].values())
     [segment] = sorted(Path(hour_directories([journals[1]])[0]).glob("*.jsonl"))
     lines = segment.read_bytes().splitlines(keepends=True)
     segment.write_bytes(b"".join(lines[:4]))  # minion3 keeps 1..4: nothing late any more

@@ -38,7 +38,7 @@ from raetlike.pipeline._partials import Partials, compute_partials
 from raetlike.pipeline._progress import Progress
 from raetlike.pipeline._report import REPORT_ROWS, ReportData, write_report
 from raetlike.pipeline._session import inheriting, spark_session
-from raetlike.pipeline._store import StoredHour, refresh_store, stored_partials, stored_records
+from raetlike.pipeline._store import StoredUnit, refresh_store, stored_partials, stored_records
 
 __all__ = ["DEFAULT_INTERVAL", "PipelineOptions", "PipelineResult",
            "follow_journals", "run_pipeline"]
@@ -109,16 +109,17 @@ def _rows(frame: DataFrame) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True, slots=True)
 class _Input:
-    """What a run analyses: stored hours by their partials, other records as they are."""
+    """What a run analyses: stored units (segment files read together) by their partials,
+    other records as they are."""
 
-    whole: list[StoredHour]
-    """Stored hours all of whose valid records are inside [since, until): their partials
+    whole: list[StoredUnit]
+    """Stored units all of whose valid records are inside [since, until): their partials
     stand for their records (when their ``fine`` width divides the run's window)."""
     live: DataFrame | None
-    """Valid records inside [since, until) analysed as they are: those of hours that
+    """Valid records inside [since, until) analysed as they are: those of units that
     ``--since`` or ``--until`` cut, or all of them (``follow``)."""
-    records: Callable[[list[StoredHour]], DataFrame]
-    """The valid records inside [since, until) of stored hours (one read over all)."""
+    records: Callable[[list[StoredUnit]], DataFrame]
+    """The valid records inside [since, until) of stored units (one read over all)."""
     everything: DataFrame
     """Every valid record inside [since, until) (read only for what partials cannot tell)."""
 
@@ -132,24 +133,24 @@ def _in_range(options: PipelineOptions) -> Column:
     return valid
 
 
-def _store_input(spark: SparkSession, hours: list[StoredHour],
+def _store_input(spark: SparkSession, units: list[StoredUnit],
                  options: PipelineOptions) -> _Input:
-    """The store's hours as input: whole hours by their partials, hours that ``--since`` or
-    ``--until`` cut by their records (none for hours wholly outside or without records)."""
-    whole: list[StoredHour] = []
-    cut: list[StoredHour] = []
-    for hour in hours:
-        if hour.first is None or hour.last is None:
+    """The store's units as input: whole units by their partials, units that ``--since`` or
+    ``--until`` cut by their records (none for units wholly outside or without records)."""
+    whole: list[StoredUnit] = []
+    cut: list[StoredUnit] = []
+    for unit in units:
+        if unit.first is None or unit.last is None:
             continue  # no valid records
-        outside = ((options.since is not None and hour.last < options.since)
-                   or (options.until is not None and hour.first >= options.until))
+        outside = ((options.since is not None and unit.last < options.since)
+                   or (options.until is not None and unit.first >= options.until))
         if outside:
             continue
-        after = options.since is None or hour.first >= options.since
-        before = options.until is None or hour.last < options.until
-        (whole if after and before else cut).append(hour)
+        after = options.since is None or unit.first >= options.since
+        before = options.until is None or unit.last < options.until
+        (whole if after and before else cut).append(unit)
 
-    def records(chosen: list[StoredHour]) -> DataFrame:
+    def records(chosen: list[StoredUnit]) -> DataFrame:
         return stored_records(spark, chosen).where(_in_range(options))
 
     return _Input(whole, records(cut) if cut else None, records, records(whole + cut))
@@ -217,13 +218,13 @@ def _write_tables(spark: SparkSession, frames: dict[str, _Frame], paths: dict[st
 
 
 def _span(given: _Input) -> tuple[int, float | None, float | None]:
-    """The input's record count and first and last receive times: stored hours' from the
+    """The input's record count and first and last receive times: stored units' from the
     manifest, the others' from one job over their records."""
     total, first, last = 0, None, None
-    for hour in given.whole:
-        total += hour.records
-        first = _least(first, hour.first)
-        last = _most(last, hour.last)
+    for unit in given.whole:
+        total += unit.records
+        first = _least(first, unit.first)
+        last = _most(last, unit.last)
     if given.live is not None:
         row = given.live.agg(F.count("*").alias("records"), F.min("received").alias("first"),
                              F.max("received").alias("last")).collect()[0]
@@ -233,12 +234,12 @@ def _span(given: _Input) -> tuple[int, float | None, float | None]:
 
 
 def _partials(spark: SparkSession, given: _Input, window: float) -> list[Partials]:
-    """The input's partials: the whole hours' whose ``fine`` width divides ``window`` read
+    """The input's partials: the whole units' whose ``fine`` width divides ``window`` read
     from the store (each kind once over all of them), the rest computed from the records
     as one unit; their ``sequences`` with a ``unit`` column."""
     width = round(window * 1000)
-    stored = [hour for hour in given.whole if width % round(hour.step * 1000) == 0]
-    redo = [hour for hour in given.whole if width % round(hour.step * 1000) != 0]
+    stored = [unit for unit in given.whole if width % round(unit.step * 1000) == 0]
+    redo = [unit for unit in given.whole if width % round(unit.step * 1000) != 0]
     live = [frame for frame in (given.live, given.records(redo) if redo else None)
             if frame is not None]
     every = [stored_partials(spark, stored)] if stored else []
@@ -476,8 +477,8 @@ def run_pipeline(options: PipelineOptions, spark: SparkSession | None = None, *,
         shown = Progress(session.sparkContext, stream, input_bytes=size)
     try:
         stored = refresh_store(session, directories, options.out)
-        return _analyse(session, _store_input(session, stored.hours, options),
-                        sum(hour.skipped for hour in stored.hours), options, started, shown)
+        return _analyse(session, _store_input(session, stored.units, options),
+                        sum(unit.skipped for unit in stored.units), options, started, shown)
     finally:
         if shown is not None:
             shown.close()
@@ -499,8 +500,8 @@ def _ingest(session: SparkSession, options: PipelineOptions) -> None:
     query.awaitTermination()
 
 
-def _no_hours(_hours: list[StoredHour]) -> DataFrame:
-    raise AssertionError("follow_journals analyses no stored hours")  # pragma: no cover
+def _no_units(_units: list[StoredUnit]) -> DataFrame:
+    raise AssertionError("follow_journals analyses no stored units")  # pragma: no cover
 
 
 def follow_journals(options: PipelineOptions, spark: SparkSession | None = None, *,
@@ -525,7 +526,7 @@ def follow_journals(options: PipelineOptions, spark: SparkSession | None = None,
             normalised = normalise(session.createDataFrame([], JOURNAL_SCHEMA))
         skipped = normalised.where(~F.col("valid")).count()
         live = normalised.where(_in_range(options))
-        result = _analyse(session, _Input([], live, _no_hours, live),
+        result = _analyse(session, _Input([], live, _no_units, live),
                           skipped, options, started)
         if on_round is not None:
             on_round(result)

@@ -1,30 +1,36 @@
-"""The pipeline's store: each journal hour read from JSON once, kept as Parquet.
+"""The pipeline's store: each journal segment read from JSON once, kept as Parquet.
 
-``OUT/store/`` holds one Parquet directory per journal hour directory
-(``date=YYYY-MM-DD/hour=HH`` of one journal), named by a hash of its path, and
-``OUT/manifest.json`` what each was made from: every segment file's name, size
-and modification time.  A run compares the hour directories on disk with the
-manifest:
+``OUT/store/`` holds Parquet directories, one per *unit*: a set of segment
+files of one journal hour directory (``date=YYYY-MM-DD/hour=HH`` of one
+journal) read from JSON together, named by a hash of the hour's path and the
+files' names.  ``OUT/manifest.json`` says what each unit was made from: every
+segment file's name, size and modification time.  A run compares the segment
+files on disk with the manifest:
 
-- an hour whose files are all as recorded is not read again;
-- an hour with a new, grown, changed or deleted segment (the journal's
-  current hour, while an estate writes it) is read again, whole, and its
-  Parquet replaced;
-- an hour that is gone from disk, or outside ``--since``/``--until``, is
-  dropped from what the run analyses (its Parquet stays for a later run
-  that wants it back, unless the hour is gone from disk).
+- a unit whose files are all as recorded is not read again;
+- the segment files no valid unit holds (new ones, and those of a unit one of
+  whose files grew, changed or was deleted) are read, an hour's sealed ones
+  as one new unit and its open ones (``*.jsonl.open``, still being written)
+  as another, so a sealed segment is not read again because the open one
+  beside it grew;
+- the units of an hour that is gone from disk are dropped; those of an hour
+  outside ``--since``/``--until`` are kept, unused, for a later run.
 
-When an hour is read from JSON, its partial aggregates (``_partials``) are
+When a unit is read from JSON, its partial aggregates (``_partials``) are
 computed from its fresh Parquet and kept beside it (``store/KEY/records`` and
 ``store/KEY/fine``, ``latency``, ``sequences``, ``late``), and the manifest
-notes the hour's record count, skipped lines, first and last receive time
+notes the unit's record count, skipped lines, first and last receive time
 and the width of its fine windows.  So a second run over the same journals
-reads only what changed since the first, and the analysis merges the small
-partials of the hours it did not read.  The manifest is written (to a temporary name, then
-renamed) only after the Parquet it describes is complete: a run that dies
-half way leaves the previous manifest, and the next run redoes what it lacks.
-Paths are the driver's; on a cluster the store, like the journals, must be
-where every executor sees the same path.
+reads only the segments that are new or changed since the first, and the
+analysis merges the small partials of the units it did not read.  The manifest is written
+(to a temporary name, then renamed) only after the Parquet it describes is
+complete: a run that dies half way leaves the previous manifest, and the next
+run redoes what it lacks.  The manifest is input like any file: an entry that
+is not exactly what this version writes (its key the hash of its hour and
+files, its counts whole numbers, its width one the pipeline makes) is
+ignored, and its segments are read again.  Paths are the driver's; on a
+cluster the store, like the journals, must be where every executor sees the
+same path.
 """
 
 from __future__ import annotations
@@ -32,42 +38,52 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
+import re
 import shutil
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
+from raetlike.journal import OPEN_SUFFIX, SEALED_SUFFIX
 from raetlike.pipeline._frames import JOURNAL_SCHEMA, normalise, read_json_journal, valid_line
 from raetlike.pipeline._partials import Partials, compute_partials, read_partials, write_partials
 from raetlike.pipeline._session import inheriting
-from raetlike.pipeline._tables import fine_step
+from raetlike.pipeline._tables import WINDOW_STEPS, fine_step
 
-__all__ = ["MANIFEST", "MANIFEST_VERSION", "RECORDS", "STORE", "StoreRun", "StoredHour",
+__all__ = ["MANIFEST", "MANIFEST_VERSION", "RECORDS", "STORE", "StoreRun", "StoredUnit",
            "refresh_store", "stored_partials", "stored_records"]
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 STORE = "store"
-MANIFEST_VERSION = 4  # 2: the lines' fields, not normalised records; 3: and partials;
-# 4: a send time that is not finite gives no latency (partials made before had NaN maxima)
-RECORDS = "records"  # an hour's lines, beside its partials
-CONVERTERS = 4  # hours converted at once
+MANIFEST_VERSION = 5  # 2: the lines' fields, not normalised records; 3: and partials;
+# 4: a send time that is not finite gives no latency (partials made before had NaN maxima);
+# 5: units of segment files, not whole hours
+RECORDS = "records"  # a unit's lines, beside its partials
+CONVERTERS = 4  # units converted at once
 
 Files = dict[str, list[int]]  # segment file name -> [size, mtime_ns]
 
+_KEY = re.compile(r"[0-9a-f]{20}")
+
 
 @dataclass(frozen=True, slots=True)
-class StoredHour:
-    """One hour directory in the store: where, what its records hold, and its partials."""
+class StoredUnit:
+    """Segment files of one hour directory read together, in the store: where, what their
+    records hold, and their partials."""
 
     hour: str
     """The journal hour directory."""
+    segments: tuple[str, ...]
+    """The segment files' names (in ``hour``), sorted."""
     path: Path
     """``OUT/store/KEY``: ``records`` and the partials."""
     records: int
@@ -84,120 +100,199 @@ class StoredHour:
 
 @dataclass(frozen=True, slots=True)
 class StoreRun:
-    """What :func:`refresh_store` did: hours read from JSON, reused, and dropped."""
+    """What :func:`refresh_store` did: segments read from JSON and reused, hours dropped."""
 
     read: list[str]
-    """Hour directories read from JSON this run (new or changed)."""
+    """Segment files (paths) read from JSON this run: new, or their unit's files changed."""
     reused: list[str]
-    """Hour directories whose Parquet was up to date."""
+    """Segment files whose stored Parquet and partials stood."""
     removed: list[str]
-    """Hour directories in the manifest that are gone from disk."""
-    hours: list[StoredHour]
-    """The hours asked for, as stored now, in the order asked."""
+    """Hour directories in the manifest that are gone from disk (their units dropped)."""
+    units: list[StoredUnit]
+    """The units of the hours asked for, as stored now, in the order of the hours asked."""
 
 
-def stored_records(spark: SparkSession, hours: list[StoredHour]) -> DataFrame:
-    """The lines of ``hours``, normalised (valid and not): one read over all of them."""
-    if not hours:
+def stored_records(spark: SparkSession, units: list[StoredUnit]) -> DataFrame:
+    """The lines of ``units``, normalised (valid and not): one read over all of them."""
+    if not units:
         return normalise(spark.createDataFrame([], JOURNAL_SCHEMA))
     return normalise(spark.read.schema(JOURNAL_SCHEMA).parquet(
-        *[str(hour.path / RECORDS) for hour in hours]))
+        *[str(unit.path / RECORDS) for unit in units]))
 
 
-def stored_partials(spark: SparkSession, hours: list[StoredHour]) -> Partials:
-    """The partials of ``hours``, each kind read once over all of them
+def stored_partials(spark: SparkSession, units: list[StoredUnit]) -> Partials:
+    """The partials of ``units``, each kind read once over all of them
     (:func:`~raetlike.pipeline._partials.read_partials`)."""
-    return read_partials(spark, [hour.path for hour in hours],
-                         max((hour.step for hour in hours), default=0.0))
+    return read_partials(spark, [unit.path for unit in units],
+                         max((unit.step for unit in units), default=0.0))
 
 
 def _files(hour: Path) -> Files:
+    """The segment files directly in ``hour`` (none when it is gone)."""
     found: Files = {}
-    for entry in os.scandir(hour):
-        if entry.is_file() and (entry.name.endswith(".jsonl") or entry.name.endswith(
-                ".jsonl.open")):
+    try:
+        entries = list(os.scandir(hour))
+    except FileNotFoundError:
+        return found
+    for entry in entries:
+        if entry.name.endswith((SEALED_SUFFIX, OPEN_SUFFIX)) and entry.is_file():
             info = entry.stat()
             found[entry.name] = [info.st_size, info.st_mtime_ns]
     return found
 
 
-def _key(hour: str) -> str:
-    return hashlib.sha256(hour.encode()).hexdigest()[:20]
+def _key(hour: str, names: Iterable[str]) -> str:
+    text = "\0".join([hour, *sorted(names)])
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:20]
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _time(value: Any) -> bool:
+    return value is None or (isinstance(value, float | int) and not isinstance(value, bool)
+                             and math.isfinite(value))
+
+
+def _valid_entry(key: str, entry: Any) -> bool:
+    """An entry exactly as :func:`refresh_store` writes it: its key the hash of its hour and
+    files (so it names a directory in the store and nothing else), counts whole numbers,
+    times finite, and a fine width the pipeline makes."""
+    if not isinstance(entry, dict) or not _KEY.fullmatch(key):
+        return False
+    hour, files, step = entry.get("hour"), entry.get("files"), entry.get("step")
+    return (isinstance(hour, str) and isinstance(files, dict) and bool(files)
+            and all(isinstance(name, str) and isinstance(stat, list) and len(stat) == 2
+                    and all(_whole(n) for n in stat) for name, stat in files.items())
+            and key == _key(hour, files)
+            and _whole(entry.get("records")) and _whole(entry.get("skipped"))
+            and _time(entry.get("first")) and _time(entry.get("last"))
+            and (entry.get("first") is None) == (entry.get("last") is None)
+            and isinstance(step, float | int) and not isinstance(step, bool)
+            and math.isfinite(step) and 0.001 <= step <= WINDOW_STEPS[-1]
+            and round(step * 1000) >= 1)
 
 
 def _load(path: Path) -> dict[str, Any]:
-    """The manifest, or an empty one when it is missing, unreadable or of another version."""
+    """The manifest's valid units by key: none when it is missing, unreadable or of another
+    version; an entry that is not valid (:func:`_valid_entry`) is left out."""
     try:
         manifest = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {"version": MANIFEST_VERSION, "hours": {}}
+    except (OSError, ValueError, RecursionError):
+        return {}
     if not isinstance(manifest, dict) or manifest.get("version") != MANIFEST_VERSION \
-            or not isinstance(manifest.get("hours"), dict):
+            or not isinstance(manifest.get("units"), dict):
         log.warning("pipeline: %s is not a manifest this version reads; starting afresh", path)
-        return {"version": MANIFEST_VERSION, "hours": {}}
-    return manifest
+        return {}
+    units = {key: entry for key, entry in manifest["units"].items() if _valid_entry(key, entry)}
+    if len(units) < len(manifest["units"]):
+        log.warning("pipeline: %d entries of %s are not valid: their segments are read again",
+                    len(manifest["units"]) - len(units), path)
+    return units
 
 
-def _save(path: Path, manifest: dict[str, Any]) -> None:
+def _save(path: Path, units: dict[str, Any]) -> None:
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    temporary.write_text(json.dumps({"version": MANIFEST_VERSION, "units": units}, indent=1,
+                                    sort_keys=True) + "\n")
     os.replace(temporary, path)
 
 
+def _stored(store: Path, key: str, entry: dict[str, Any]) -> StoredUnit:
+    return StoredUnit(entry["hour"], tuple(sorted(entry["files"])), store / key,
+                      int(entry["records"]), int(entry["skipped"]),
+                      None if entry["first"] is None else float(entry["first"]),
+                      None if entry["last"] is None else float(entry["last"]),
+                      float(entry["step"]))
+
+
 def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> StoreRun:
-    """Bring ``OUT/store`` up to date for ``hours``; what it did and the hours as stored
-    (their records: :func:`stored_records`).
+    """Bring ``OUT/store`` up to date for the segment files of ``hours``; what it did and
+    the hours' units as stored (their records: :func:`stored_records`).
 
     ``hours`` are ``date=/hour=`` directories (:func:`hour_directories`).
     """
     store = out / STORE
     manifest_path = out / MANIFEST
-    manifest = _load(manifest_path)
-    known: dict[str, Any] = manifest["hours"]
+    units = _load(manifest_path)
+    out.mkdir(parents=True, exist_ok=True)
+    by_hour: dict[str, list[str]] = {}
+    for key, entry in units.items():
+        by_hour.setdefault(entry["hour"], []).append(key)
     reused: list[str] = []
-    changed: list[tuple[str, Files]] = []
+    dropped: list[str] = []
+    todo: list[tuple[str, Files]] = []
     for hour in hours:
-        files = _files(Path(hour))
-        entry = known.get(hour)
-        if entry is not None and entry.get("files") == files and (store / _key(hour)).is_dir():
-            reused.append(hour)
-        else:
-            changed.append((hour, files))
-    # a few hours at once: each job's start overlaps another's work
+        on_disk = _files(Path(hour))
+        held: set[str] = set()
+        for key in sorted(by_hour.get(hour, [])):
+            files = units[key]["files"]
+            if all(on_disk.get(name) == stat for name, stat in files.items()) \
+                    and held.isdisjoint(files) and (store / key).is_dir():
+                held.update(files)
+            else:
+                dropped.append(key)
+        reused += [os.path.join(hour, name) for name in sorted(held)]
+        rest = {name: stat for name, stat in on_disk.items() if name not in held}
+        for wanted in (False, True):  # sealed segments, then open ones, each as one unit
+            group = {name: stat for name, stat in rest.items()
+                     if name.endswith(OPEN_SUFFIX) is wanted}
+            if group:
+                todo.append((hour, group))
+    removed = sorted({entry["hour"] for entry in units.values()
+                      if not Path(entry["hour"]).is_dir()})
+    dropped += [key for key, entry in units.items() if entry["hour"] in removed]
+    for key in set(dropped):
+        del units[key]
+        shutil.rmtree(store / key, ignore_errors=True)  # a key is 20 hex digits (_load)
+    if dropped or not manifest_path.exists():
+        _save(manifest_path, units)
+    # a few units at once: each job's start overlaps another's work
     with ThreadPoolExecutor(max_workers=CONVERTERS) as pool:
         convert = inheriting(spark)(_convert)
-        futures = {pool.submit(convert, spark, hour, store / _key(hour)): (hour, files)
-                   for hour, files in changed}
+        futures = {pool.submit(convert, spark, hour, sorted(files),
+                               store / _key(hour, files)): (hour, files)
+                   for hour, files in todo}
         for future in as_completed(futures):
             hour, files = futures[future]
-            known[hour] = {"key": _key(hour), "files": files, **future.result()}
-            _save(manifest_path, manifest)  # each hour as soon as its Parquet is whole
-    read = [hour for hour, _ in changed]
-    removed = [hour for hour in list(known) if not Path(hour).is_dir()]
-    for hour in removed:
-        shutil.rmtree(store / known.pop(hour)["key"], ignore_errors=True)
-    if removed:
-        _save(manifest_path, manifest)
-    log.info("pipeline: %d hour(s) read from JSON, %d reused from %s, %d removed",
+            units[_key(hour, files)] = {"hour": hour, "files": files, **future.result()}
+            _save(manifest_path, units)  # each unit as soon as its Parquet is whole
+    read = [os.path.join(hour, name) for hour, files in todo for name in sorted(files)]
+    log.info("pipeline: %d segment(s) read from JSON, %d reused from %s; %d hour(s) removed",
              len(read), len(reused), store, len(removed))
-    stored = [StoredHour(hour, store / known[hour]["key"], int(known[hour]["records"]),
-                         int(known[hour]["skipped"]), known[hour]["first"],
-                         known[hour]["last"], float(known[hour]["step"])) for hour in hours]
-    return StoreRun(read, reused, removed, stored)
+    now: dict[str, list[str]] = {}
+    for key, entry in units.items():
+        now.setdefault(entry["hour"], []).append(key)
+    asked = [key for hour in dict.fromkeys(hours)
+             for key in sorted(now.get(hour, []), key=lambda k: min(units[k]["files"]))]
+    return StoreRun(read, reused, removed, [_stored(store, key, units[key]) for key in asked])
 
 
-def _convert(spark: SparkSession, hour: str, part: Path) -> dict[str, Any]:
-    """One hour directory's segments (sealed and open) -> Parquet at ``part/records``, the
-    lines' fields as they are (normalised when read: the derived columns cost less computed
-    than written and read), then its partials beside it; what the manifest notes of it.
+def _in_files(hour: str, names: list[str]) -> Column:
+    """True for rows of the segment files ``names`` directly in ``hour`` (read as
+    ``os.path.abspath(hour)``): Spark lists the directory and skips the other files' splits,
+    so only these are read; a file of the same name in a subdirectory is not one of them
+    (its path has more parts)."""
+    parts = len(os.path.abspath(hour).split(os.sep)) + 1  # "file:", the path's, the name
+    return (F.col("_metadata.file_name").isin(names)
+            & (F.size(F.split(F.col("_metadata.file_path"), "/")) == parts))
+
+
+def _convert(spark: SparkSession, hour: str, names: list[str], part: Path) -> dict[str, Any]:
+    """One unit's segments (the files ``names`` of ``hour``) -> Parquet at ``part/records``,
+    the lines' fields as they are (normalised when read: the derived columns cost less
+    computed than written and read), then its partials beside it; what the manifest notes
+    of it.
 
     The JSON is parsed once; the counts and time range are observed while it is written,
-    and the partials are made from the fresh Parquet in one partition (an hour's records
-    need no shuffle: another hour converts on the other core)."""
+    and the partials are made from the fresh Parquet in one partition (a unit's records
+    need no shuffle: another unit converts on the other core)."""
     valid = valid_line()
     received = F.when(valid, F.col("received"))
-    seen = Observation(f"hour-{_key(hour)}")
-    (read_json_journal(spark, [hour])
+    seen = Observation(f"unit-{part.name}")
+    (read_json_journal(spark, [os.path.abspath(hour)])
+     .where(_in_files(hour, names))
      .observe(seen, F.count(F.when(valid, 1)).alias("records"),
               F.count(F.when(~valid, 1)).alias("skipped"),
               F.min(received).alias("first"), F.max(received).alias("last"))
