@@ -89,3 +89,13 @@ def test_a_damaged_line_nested_past_the_parsers_is_skipped_not_raised(tmp_path: 
     contents = read_journal([tmp_path])
     assert len(contents.records) == 1
     assert [skipped.line for skipped in contents.skipped] == [2, 3]
+
+
+def test_a_bytes_value_in_a_body_counts_its_length_not_its_repr(tmp_path: Path) -> None:
+    blob = bytes(range(256)) * 4096  # 1 MiB of msgpack bin: its repr is about 4x that
+    body = {"blob": blob, "list": [b"ab", 1]}
+    assert body_size(body) == len('{"blob":,"list":[,1]}') + len(blob) + 2
+    with JournalWriter(tmp_path, "main", clock=lambda: T) as writer:
+        writer.record_delivery("main", MessageReceived("peer", body, 1, 7, 1), T)
+    [record] = _records(tmp_path)
+    assert record.body_bytes == body_size(body)
