@@ -57,7 +57,7 @@ def _event(n: int, size: int = 100) -> MessageReceived:
 # A child process: a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) is a full disk that
 # needs no root (EFBIG where a full disk gives ENOSPC; a write cut short first, as there).
 _FULL_DISK = textwrap.dedent("""
-    import errno, os, resource, signal, sys
+    import errno, os, resource, signal, sys, time
     from pathlib import Path
     from raetlike.journal import FsyncPolicy, JournalWriter
     from raetlike.journal import _delivery as delivery_module
@@ -70,9 +70,9 @@ _FULL_DISK = textwrap.dedent("""
     hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
     H = 1_767_261_600.0
     now = [0.0]
+    time.monotonic = lambda: now[0]  # the writer's interval clock (its default)
     writer = JournalWriter(directory, "main", fsync=FsyncPolicy.INTERVAL, max_bytes=16_384,
-                           flush_bytes=1024, fsync_interval=1.0, clock=lambda: H,
-                           monotonic=lambda: now[0])
+                           flush_bytes=1024, fsync_interval=1.0, clock=lambda: H)
     print(type(writer._batch).__name__)
 
     def event(n):
@@ -157,7 +157,8 @@ def test_a_removed_journal_directory_costs_what_was_in_it_and_the_writer_goes_on
     _path(compiled, monkeypatch)
     root = tmp_path / "journal"
     mono = Clock()
-    writer = JournalWriter(root, "main", fsync=FsyncPolicy.NEVER, monotonic=mono)
+    monkeypatch.setattr(time, "monotonic", mono)  # the writer's interval clock (its default)
+    writer = JournalWriter(root, "main", fsync=FsyncPolicy.NEVER)
     for n in range(100):
         writer.record_delivery("main", _event(n), HOUR_START + 1.0)
     writer.tick()
@@ -167,7 +168,7 @@ def test_a_removed_journal_directory_costs_what_was_in_it_and_the_writer_goes_on
     writer.tick()  # within a second of the last check: written into the unlinked file
     for n in range(150, 170):
         writer.record_delivery("main", _event(n), HOUR_START + 3.0)
-    mono.now += writer_module.GONE_CHECK_EVERY
+    mono.now += 1.0  # writer_module.GONE_CHECK_EVERY
     writer.tick()  # the file is found gone: the 20 waiting go to a new segment
     assert writer.records_lost == 150
     assert writer.last_error is not None
@@ -186,13 +187,43 @@ def test_a_directory_removed_just_before_close_loses_nothing_that_waited(
         tmp_path: Path) -> None:
     """Close finds the file gone: what waits goes to a new segment, which it seals."""
     root = tmp_path / "journal"
-    writer = JournalWriter(root, "main", monotonic=Clock())
+    writer = JournalWriter(root, "main")
     writer.record_delivery("main", _event(1), HOUR_START + 1.0)
     shutil.rmtree(root)
     writer.record_delivery("main", _event(2), HOUR_START + 2.0)
     writer.close()
     assert writer.records_lost == 0
     assert [r.transaction_id for r in read_journal([root]).records] == [1, 2]
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+def test_a_descriptor_closed_under_the_writer_seals_its_file_and_goes_on(
+        tmp_path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its writes fail with EBADF: the next tick seals the file as written (nothing of it
+    lost) and a new segment takes what waited.  Before, the tick raised EBADF."""
+    _path(compiled, monkeypatch)
+    writer = JournalWriter(tmp_path, "main", fsync=FsyncPolicy.NEVER)
+    for n in range(10):
+        writer.record_delivery("main", _event(n), HOUR_START + 1.0)
+    writer.tick()
+    segment = writer._segment
+    assert segment is not None
+    os.close(segment.fd)  # another part of the process closes it
+    for n in range(10, 20):
+        writer.record_delivery("main", _event(n), HOUR_START + 2.0)
+    writer.tick()  # EBADF: counted
+    assert writer.last_error is not None
+    assert writer.last_error.errno == errno.EBADF
+    writer.tick()  # the retry finds the descriptor gone
+    for n in range(20, 30):
+        writer.record_delivery("main", _event(n), HOUR_START + 3.0)
+    writer.close()
+    assert writer.records_lost == 0
+    assert writer.records_written == 30
+    contents = read_journal([tmp_path])
+    assert contents.skipped == []
+    assert sorted(r.transaction_id for r in contents.records) == list(range(30))
+    assert journal_files(tmp_path) == journal_files(tmp_path, include_open=False)
 
 
 def test_a_failed_interval_sync_is_counted_at_the_tick_not_raised(
@@ -210,8 +241,9 @@ def test_a_failed_interval_sync_is_counted_at_the_tick_not_raised(
 
     monkeypatch.setattr(writer_module, "_sync", failing_once)
     mono = Clock()
+    monkeypatch.setattr(time, "monotonic", mono)  # the writer's interval clock (its default)
     writer = JournalWriter(tmp_path, "main", fsync=FsyncPolicy.INTERVAL, fsync_interval=1.0,
-                           monotonic=mono)
+                           clock=mono)  # (main's code measured intervals on this one)
     for round_ in range(4):
         writer.record_delivery("main", _event(round_), HOUR_START + 1.0 + round_)
         mono.now += 1.0

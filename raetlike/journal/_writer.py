@@ -321,13 +321,18 @@ class _Segment:
         except OSError:
             return True
 
-    def torn(self) -> bool:
-        """Whether what was written ends inside a line (a write cut short); True when that
-        cannot be read."""
+    def torn(self, *, by_path: bool = False) -> bool:
+        """Whether what was written ends inside a line (a write cut short), read by its
+        descriptor (or by its path: a descriptor closed under us may be another file's
+        now); True when that cannot be read."""
         if self.written == 0:
             return False
         try:
-            return os.pread(self.fd, 1, self.written - 1) != b"\n"
+            if not by_path:
+                return os.pread(self.fd, 1, self.written - 1) != b"\n"
+            with self.path.open("rb") as file:
+                file.seek(self.written - 1)
+                return file.read(1) != b"\n"
         except OSError:
             return True
 
@@ -754,22 +759,37 @@ class JournalWriter:
         self.records_lost += records
 
     def _replace(self, segment: _Segment) -> None:
-        """The open segment's file is gone (its directory removed, its descriptor closed):
-        what was written to it is lost; what waits goes to a new segment (less the rest of
-        a line cut short, which would begin the new file torn)."""
+        """The open segment's file is gone (its directory removed: what was written to it
+        is lost) or its descriptor was closed under us (the file, as written, is sealed).
+        What waits goes to a new segment, less the rest of a line cut short, which would
+        begin the new file torn."""
         self._syncer.wait(raise_error=False)  # before its descriptor closes
         self._segment = None
         self._dirty = False
         batch = segment.batch
-        torn = segment.torn()
-        self._lose(segment.written_records)
+        closed = self._closed_under_us(segment)
+        removed = not closed or not segment.path.exists()  # (open, it has no link)
+        torn = segment.torn(by_path=closed)
         self._done_records += segment.written_records
         waiting, records = batch.getvalue(), batch.records
         batch.clear()
-        segment.let_go(close=not self._closed_under_us(segment))
-        self._failed(f"segment {segment.path} was removed, {segment.written_records} "
-                     "record(s) written to it lost",
-                     OSError(errno.ENOENT, "its file was removed", str(segment.path)))
+        segment.let_go(close=not closed)
+        if removed:
+            self._lose(segment.written_records)
+            self._failed(f"segment {segment.path} was removed, {segment.written_records} "
+                         "record(s) written to it lost",
+                         OSError(errno.ENOENT, "its file was removed", str(segment.path)))
+        else:
+            self._failed(f"segment {segment.path} lost its descriptor; sealed as written",
+                         OSError(errno.EBADF, "its descriptor was closed", str(segment.path)))
+            sealed = segment.path.with_name(segment.path.name.removesuffix(OPEN_SUFFIX)
+                                            + SEALED_SUFFIX)
+            try:
+                os.rename(segment.path, sealed)
+            except OSError as exc:  # left .open: the next writer seals it
+                log.debug("journal %s: sealing %s: %s", self.node, segment.path, exc)
+            else:
+                self.segments_sealed.append(sealed)
         self._failing = False  # a new segment is tried at once
         if torn and waiting:
             cut = waiting.find(b"\n") + 1
