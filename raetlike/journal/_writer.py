@@ -588,8 +588,11 @@ class JournalWriter:
     def _append_line(self, data: bytes, received: float, *, strict: bool = False) -> None:
         segment = self._segment_for(received, len(data))
         if segment is None:  # the journal cannot take it now
-            if strict:
-                raise self.last_error or OSError(errno.EIO, "the journal cannot be written")
+            if strict:  # a new error each time (one raised again would grow its traceback)
+                error = self.last_error
+                if error is None:
+                    raise OSError(errno.EIO, "the journal cannot be written")
+                raise OSError(error.errno, error.strerror, error.filename)
             self._lose(1)
             return
         segment.batch.append(data)
