@@ -17,7 +17,8 @@ ints, so a scrape sees each counter whole (not every counter at one instant).
 Metric names (docs/operations.md has the table): ``raetlike_road_*`` for a
 road stack, ``raetlike_remote_*`` per remote estate, ``raetlike_lane_*`` and
 ``raetlike_lane_yard_queued`` for a lane stack, ``raetlike_manor_*`` for a
-manor, ``raetlike_mains_*`` for an estate joined to several mains.  Counters
+manor, ``raetlike_mains_*`` for an estate joined to several mains,
+``raetlike_journal_*`` for an estate's journal.  Counters
 end in ``_total``.  Every series has an ``estate`` (road, manor) or ``yard``
 (lane) label; how many series there are follows from the
 stacks' own bounds on remotes and yards.
@@ -39,6 +40,7 @@ from raetlike import __version__
 
 if TYPE_CHECKING:
     from lane.stack import LaneStack
+    from raetlike.journal import JournalWriter
     from raetlike.manor import Manor
     from raetlike.multimain import MultiMain
     from road.stack import RoadStack
@@ -64,17 +66,20 @@ class Watch:
 
     def __init__(self, *, road: RoadStack | None = None, lane: LaneStack | None = None,
                  manor: Manor | None = None, mains: MultiMain | None = None,
-                 clock: Any = time.time) -> None:
+                 journal: JournalWriter | None = None, clock: Any = time.time) -> None:
         self.road = road
         self.lane = lane
         self.manor = manor
         self.mains = mains
+        self.journal = journal
         self.clock = clock
 
     def watch(self, *, road: RoadStack | None = None, lane: LaneStack | None = None,
-              manor: Manor | None = None, mains: MultiMain | None = None) -> None:
+              manor: Manor | None = None, mains: MultiMain | None = None,
+              journal: JournalWriter | None = None) -> None:
         """Read these stacks from now on (a server may be up before they are made)."""
         self.road, self.lane, self.manor, self.mains = road, lane, manor, mains
+        self.journal = journal
 
     # -- Prometheus ----------------------------------------------------------
 
@@ -88,6 +93,8 @@ class Watch:
             yield from self._manor(self.manor, self.road.name)
         if self.mains is not None:
             yield from self._mains(self.mains)
+        if self.journal is not None:
+            yield from self._journal(self.journal)
 
     def _road(self, stack: RoadStack) -> Iterator[Metric]:
         estate = stack.name
@@ -215,6 +222,14 @@ class Watch:
             upstream.add_metric([estate, remote], 1)
         yield upstream
 
+    def _journal(self, journal: JournalWriter) -> Iterator[Metric]:
+        node = journal.node
+        for name, value, what in _journal_counters(journal):
+            family = CounterMetricFamily(f"raetlike_journal_{name}", f"journal: {what}",
+                                         labels=["estate"])
+            family.add_metric([node], value)
+            yield family
+
     # -- stats lines ---------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
@@ -237,7 +252,20 @@ class Watch:
         if self.mains is not None:
             line["mains"] = {**dict(_counters(self.mains.stats)),
                              "active": self.mains.active, "upstreams": self.mains.upstreams()}
+        if self.journal is not None:
+            error = self.journal.last_error
+            line["journal"] = {**{name: value for name, value, _ in
+                                  _journal_counters(self.journal)},
+                               "last_error": None if error is None else str(error)}
         return line
+
+
+def _journal_counters(journal: JournalWriter) -> list[tuple[str, int, str]]:
+    return [("records_written", journal.records_written, "records taken (written or waiting)"),
+            ("records_lost", journal.records_lost,
+             ("records not in the journal (refused while it could not be written, or in "
+              "a removed segment)")),
+            ("write_errors", journal.write_errors, "journal I/O operations that failed")]
 
 
 class _Collector(Collector):

@@ -27,7 +27,7 @@ from tests.journalkit import HOUR_START, record
 
 
 class Clock:
-    """A settable wall clock."""
+    """A settable clock (the tests give it as both the wall and the monotonic clock)."""
 
     def __init__(self, now: float = HOUR_START) -> None:
         self.now = now
@@ -56,7 +56,7 @@ def test_segments_rotate_at_the_hour_into_the_next_partition(tmp_path: Path) -> 
 
 def test_an_idle_segment_is_sealed_by_age_on_tick(tmp_path: Path) -> None:
     clock = Clock()
-    writer = JournalWriter(tmp_path, "main", max_age=60.0, clock=clock)
+    writer = JournalWriter(tmp_path, "main", max_age=60.0, clock=clock, monotonic=clock)
     writer.append(record(1))
     clock.now += 59.0
     writer.tick()
@@ -98,7 +98,7 @@ def test_fsync_interval_syncs_once_the_interval_has_passed(
     syncs = _count_syncs(monkeypatch)
     clock = Clock()
     writer = JournalWriter(tmp_path, "main", fsync=FsyncPolicy.INTERVAL, fsync_interval=1.0,
-                           clock=clock)
+                           clock=clock, monotonic=clock)
     for n in range(100):
         writer.append(record(n))
     assert syncs == []
@@ -135,7 +135,7 @@ def test_the_interval_fsync_does_not_hold_up_the_loop_and_sealing_waits_for_it(
     monkeypatch.setattr(writer_module, "_sync", slow)
     clock = Clock()
     writer = JournalWriter(tmp_path, "main", fsync=FsyncPolicy.INTERVAL, fsync_interval=1.0,
-                           clock=clock)
+                           clock=clock, monotonic=clock)
     writer.append(record(0))
     clock.now += 1.0
     began = time.monotonic()
@@ -166,7 +166,7 @@ def test_an_error_of_the_interval_fsync_is_raised_by_the_writer(
     monkeypatch.setattr(writer_module, "_sync", failing)
     clock = Clock()
     writer = JournalWriter(tmp_path, "main", fsync=FsyncPolicy.INTERVAL, fsync_interval=1.0,
-                           clock=clock)
+                           clock=clock, monotonic=clock)
     writer.append(record(0))
     clock.now += 1.0
     writer.tick()  # started; it fails in its thread
@@ -180,7 +180,7 @@ def test_an_error_of_the_interval_fsync_is_raised_by_the_writer(
 def test_fsync_never_leaves_it_to_the_os(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     syncs = _count_syncs(monkeypatch)
     clock = Clock()
-    writer = JournalWriter(tmp_path, "main", fsync=FsyncPolicy.NEVER, clock=clock)
+    writer = JournalWriter(tmp_path, "main", fsync=FsyncPolicy.NEVER, clock=clock, monotonic=clock)
     for n in range(10):
         writer.append(record(n))
         clock.now += 10.0

@@ -200,7 +200,7 @@ class _Estate:
         self.watch.watch(road=self.stack,
                          lane=None if self.house is None else self.house.lane,
                          manor=None if self.house is None else self.house.manor,
-                         mains=self.mains)
+                         mains=self.mains, journal=self.journal)
         self.stats_lines = StatsLines(self.watch, sys.stderr, options.stats_every, clock)
         # what deliver() reads for every message, looked up once
         self.local_name = self.stack.name
@@ -242,7 +242,16 @@ class _Estate:
         self.handle_events()
         self.loop.close()
         if self.journal is not None:
-            self.journal.close()
+            # the journal's write failures never stop the estate (counted in its stats);
+            # the last seal's is told here, and the shutdown goes on
+            try:
+                self.journal.close()
+            except OSError as exc:
+                log.error("estate %s: the journal could not be sealed: %s", self.name, exc)
+            if self.journal.records_lost or self.journal.write_errors:
+                log.warning("estate %s: the journal lost %d record(s) (%d write error(s), "
+                            "the last: %s)", self.name, self.journal.records_lost,
+                            self.journal.write_errors, self.journal.last_error)
 
     def handle_events(self) -> None:
         # one journal time for the round's deliveries: they are already received, and the

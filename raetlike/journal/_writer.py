@@ -16,14 +16,34 @@ loses at most the records of the round it was in (and a write cut short
 leaves a torn last line, which readers skip and report, never damage to what
 came before); the fsync policy decides what a power loss may take.  A writer never opens an existing
 file: after a restart it starts a new segment, and seals what a dead writer
-of the same node left open without changing its bytes.
+of the same node left open without changing its bytes.  A writer holds an
+exclusive ``flock`` on the segment it writes: a leftover ``.open`` segment
+whose lock can be taken is a dead writer's, whatever pid its name carries.
+
+A journal that cannot be written (a full disk, a file-size limit, its
+directory removed) does not stop its process: :meth:`JournalWriter.append`,
+:meth:`~JournalWriter.record_delivery` and :meth:`~JournalWriter.tick` never
+raise an ``OSError``.  The failure is counted (``write_errors``,
+``last_error``), logged at WARNING at most once a minute, and retried at each
+tick; meanwhile records wait in memory up to ``max_bytes`` (the segment's
+bound) and those past it are refused and counted in ``records_lost``, as are
+records written into a segment whose file was removed.  The calls that promise
+the bytes are written (:meth:`~JournalWriter.flush`,
+:meth:`~JournalWriter.position`, :meth:`~JournalWriter.rotate`,
+:meth:`~JournalWriter.close`, and :meth:`~JournalWriter.record_durable` when it
+refuses a line) raise it.  Intervals (segment age, interval fsync, retries)
+are on a monotonic clock; the wall clock only names segments, and a record's
+``received`` time picks its partition.
 """
 
 from __future__ import annotations
 
 import enum
+import errno
+import fcntl
 import functools
 import logging
+import math
 import os
 import re
 import threading
@@ -72,6 +92,11 @@ DEFAULT_FSYNC_INTERVAL = 1.0
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_AGE = 300.0
 DEFAULT_FLUSH_BYTES = 64 * 1024
+WARNING_EVERY = 60.0
+"""Seconds (monotonic) between two WARNING lines about a journal that cannot be written."""
+GONE_CHECK_EVERY = 1.0
+"""Seconds (monotonic) between two checks, at a tick, that the open segment's file is still
+linked (a removed directory takes it; writes into it still succeed and are lost)."""
 
 _CBATCH: Any = compiled("raetlike.journal._cjournal", "Batch")
 """The compiled batch (``_cjournal.c``), unless missing or ``RAETLIKE_PURE_PYTHON`` is set."""
@@ -108,10 +133,29 @@ def _sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def _make_directories(directory: Path) -> list[Path]:
+    """``mkdir -p``; the directories it made, the outermost first."""
+    missing = []
+    while not directory.is_dir():
+        missing.append(directory)
+        if directory.parent == directory:
+            break
+        directory = directory.parent
+    made = []
+    for path in reversed(missing):
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue  # made meanwhile (another writer of the directory)
+        made.append(path)
+    return made
+
+
 _OPEN_PATHS: set[Path] = set()  # segments this process is writing
 
 
 def _process_alive(pid: int) -> bool:
+    """Only where ``flock`` cannot tell (a file system without it)."""
     if pid == os.getpid():
         return False  # a leftover with our pid is from an earlier process (pid reuse)
     try:
@@ -120,6 +164,15 @@ def _process_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+    return True
+
+
+def _lock(fd: int) -> bool:
+    """Take the exclusive lock of a segment's file; False when another holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
     return True
 
 
@@ -186,7 +239,7 @@ class _Segment:
     def __init__(self, path: Path, opened: float, partition: str, hour: int, batch: _Batch, *,
                  sync_directory: bool, flush_bytes: int, max_bytes: int) -> None:
         self.path = path
-        self.opened = opened
+        self.opened = opened  # on the writer's monotonic clock
         self.partition = partition
         self.hour = hour  # the UTC hour (epoch hours) of the partition
         self.start, self.end = hour * 3600.0, (hour + 1) * 3600.0  # its wall times
@@ -196,15 +249,29 @@ class _Segment:
         self.sealed: Path | None = None  # its name once sealed
         if len(batch):  # bytes another segment left would land in this one's file
             raise RuntimeError("a new journal segment's batch must be empty")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        made = _make_directories(path.parent)
+        # read and write: a torn end is told by its last byte (see JournalWriter._replace)
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC,
+                          0o644)
+        try:
+            try:
+                _lock(self.fd)  # new (O_EXCL): ours; its lock tells other writers it lives
+            except OSError as exc:  # a file system without flock: the pid tells instead
+                log.debug("journal: no flock on %s: %s", path, exc)
+            if sync_directory:
+                # the new file's entry, and each new directory's in its parent, up to the
+                # first directory that was there
+                for directory in [path.parent, *(new.parent for new in reversed(made))]:
+                    _sync_directory(directory)
+        except BaseException:
+            os.close(self.fd)
+            path.unlink(missing_ok=True)
+            raise
         _OPEN_PATHS.add(path)
         self.batch = batch  # empty (above): the last segment's was written when it was sealed
         batch.written = batch.written_records = 0
         batch.start, batch.end = self.start, self.end
         self._set_limit()
-        if sync_directory:
-            _sync_directory(path.parent)
 
     def _set_limit(self) -> None:
         # a raw-bytes line (at most PLAIN_ROOM) below it neither passes max_bytes nor
@@ -246,6 +313,40 @@ class _Segment:
         batch = self.batch
         batch.start = batch.end = 0.0
         batch.limit = 0
+
+    def gone(self) -> bool:
+        """Whether its file was removed (or its descriptor closed under it)."""
+        try:
+            return os.fstat(self.fd).st_nlink == 0
+        except OSError:
+            return True
+
+    def torn(self, *, by_path: bool = False) -> bool:
+        """Whether what was written ends inside a line (a write cut short), read by its
+        descriptor (or by its path: a descriptor closed under us may be another file's
+        now); True when that cannot be read."""
+        if self.written == 0:
+            return False
+        try:
+            if not by_path:
+                return os.pread(self.fd, 1, self.written - 1) != b"\n"
+            with self.path.open("rb") as file:
+                file.seek(self.written - 1)
+                return file.read(1) != b"\n"
+        except OSError:
+            return True
+
+    def let_go(self, *, close: bool = True) -> None:
+        """Close its file as it is, unsealed (``close=False``: the descriptor is no longer
+        ours to close, EBADF)."""
+        self.close_window()
+        self.closed = True
+        if close:
+            try:
+                os.close(self.fd)
+            except OSError as exc:
+                log.debug("journal: closing %s: %s", self.path, exc)
+        _OPEN_PATHS.discard(self.path)
 
     def seal(self, *, sync: bool) -> Path:
         """Write what waits, close the file and rename it sealed.  A failed write (a full
@@ -323,7 +424,13 @@ class JournalWriter:
 
     Not thread-safe; one writer per node and directory.  Call :meth:`tick`
     now and then (the estate does every loop round) so idle segments are
-    sealed by age and interval fsyncs happen; call :meth:`close` at the end.
+    sealed by age, interval fsyncs happen and failed writes are retried; call
+    :meth:`close` at the end.
+
+    ``clock`` is the wall clock that names segments; ``monotonic`` the clock
+    every interval is measured on (segment age, fsync interval, retries,
+    warnings), :func:`time.monotonic` unless a test injects its own.  A wall
+    clock that steps (NTP, a resumed VM) moves no interval.
     """
 
     def __init__(self, directory: Path, node: str, *,
@@ -332,7 +439,8 @@ class JournalWriter:
                  max_bytes: int = DEFAULT_MAX_BYTES,
                  max_age: float = DEFAULT_MAX_AGE,
                  flush_bytes: int = DEFAULT_FLUSH_BYTES,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] | None = None) -> None:
         if not node or "/" in node or "\0" in node:
             raise ValueError(f"invalid node name {node!r}")
         self.directory = Path(directory)
@@ -343,11 +451,24 @@ class JournalWriter:
         self.max_age = max_age
         self.flush_bytes = flush_bytes
         self.clock = clock
-        self._sealed_records = 0
+        self.monotonic: Callable[[], float] = time.monotonic if monotonic is None else monotonic
+        self._done_records = 0  # records of the segments done with (sealed or let go)
+        self.records_lost = 0
+        """Records that are not in the journal: refused while it could not be written (past
+        ``max_bytes`` waiting, or of another hour while the last segment could not be
+        sealed), written into a segment file that was removed, or still waiting when
+        :meth:`close` could not write them."""
+        self.write_errors = 0
+        """Journal I/O operations that failed (writes, syncs, seals, new segments)."""
+        self.last_error: OSError | None = None
+        """The last of them."""
+        self._failing = False  # the last write failed: appends wait, the next tick retries
+        self._warned = -math.inf  # monotonic time of the last WARNING about failures
+        self._told = False  # a failure was logged and its end not yet
         self.segments_sealed: list[Path] = []
         self._segment: _Segment | None = None
         self._serial = 0
-        self._synced = clock()
+        self._synced = self._checked = self.monotonic()
         self._dirty = False
         self._syncer = _Syncer()
         self._plain = PlainLines()
@@ -438,69 +559,155 @@ class JournalWriter:
         ``durable_from`` (the remote that sent it: the road's authenticated name, which a
         routed body's source estate need not be), ``durable_store`` and ``durable_seq``
         (its store, and the message's number among those it sent this node), which make
-        the line the receiver's dedup mark too (docs/reliability.md)."""
+        the line the receiver's dedup mark too (docs/reliability.md).
+
+        Unlike the other appends this one raises an ``OSError`` when the journal cannot
+        take the line (it is then not counted in :attr:`records_lost`: the caller keeps
+        the mark elsewhere); a line it takes waits until :meth:`flush` or
+        :meth:`position`, which raise while it cannot be written."""
         line = delivery_line(node, delivery, now_wall, resends=resends)
         sender = encode_fields({"durable_from": delivery.remote})[1:-2]
         self._append_line(b"%s,%s,\"durable_store\":%d,\"durable_seq\":%d}\n"
-                          % (line[:-2], sender, store, durable_seq), now_wall)
+                          % (line[:-2], sender, store, durable_seq), now_wall, strict=True)
 
     def position(self) -> list[int | str]:
         """Where the journal stands, everything appended written to the OS first:
         ``[pid, stamp, serial, offset]``.  Lines after it are those at ``offset`` or later
         in this writer's segment (``stamp`` and ``serial`` as in its name) and in the
         segments it opens later (see :func:`raetlike.journal.durable_marks_after`); the
-        stamp tells this writer's segments from an older one's that had the same pid."""
+        stamp tells this writer's segments from an older one's that had the same pid.
+        Raises the ``OSError`` that keeps what waits from being written."""
         segment = self._segment
         if segment is None:
             return [os.getpid(), _stamp(self.clock()), self._serial + 1, 0]
-        self._flush(segment)
+        self._flush_strict(segment)
         match = _SEGMENT_NAME.match(segment.path.name)
         assert match is not None  # noqa: S101 - the writer named it so
         return [os.getpid(), match["stamp"], self._serial, segment.written]
 
-    def _append_line(self, data: bytes, received: float) -> None:
+    def _append_line(self, data: bytes, received: float, *, strict: bool = False) -> None:
         segment = self._segment_for(received, len(data))
+        if segment is None:  # the journal cannot take it now
+            if strict:  # a new error each time (one raised again would grow its traceback)
+                error = self.last_error
+                if error is None:
+                    raise OSError(errno.EIO, "the journal cannot be written")
+                raise OSError(error.errno, error.strerror, error.filename)
+            self._lose(1)
+            return
         segment.batch.append(data)
+        if self._failing:
+            return  # it waits (within max_bytes) for the tick that retries
         if self.fsync is FsyncPolicy.ALWAYS:
-            segment.flush()
-            _sync(segment.fd)
+            if self._flush(segment):
+                self._sync_now(segment)
         elif len(segment.batch) >= self.flush_bytes:
             self._write(segment)
 
     def _write(self, segment: _Segment) -> None:
-        """Write a full batch, and fsync when the interval says so."""
-        self._flush(segment)
-        self._maybe_sync(self.clock())
+        """Write a full batch, and fsync when the interval says so (never raises OSError:
+        a failure is counted, and the batch waits for the next tick)."""
+        if not self._failing and self._flush(segment):
+            self._maybe_sync(self.monotonic())
 
-    def _flush(self, segment: _Segment) -> None:
-        if segment.flush():
-            self._dirty = True  # written, not yet synced
+    def _flush(self, segment: _Segment) -> bool:
+        """Write what waits; False when nothing was or the write failed (counted)."""
+        try:
+            if not segment.flush():
+                return False
+        except OSError as exc:
+            self._failed("a write failed", exc)
+            return False
+        self._dirty = True  # written, not yet synced
+        if self._told:
+            self._recovered()
+        return True
 
-    def tick(self, now_wall: float | None = None) -> None:
-        """Write what was appended; seal a segment older than ``max_age``; fsync when due."""
-        now = self.clock() if now_wall is None else now_wall
+    def _flush_strict(self, segment: _Segment) -> None:
+        """:meth:`_flush` for the callers that must know: the write's error is raised."""
+        try:
+            if segment.flush():
+                self._dirty = True
+        except OSError as exc:
+            self._failed("a write failed", exc)
+            raise
+        self._failing = False
+        if self._told:
+            self._recovered()
+
+    def _sync_now(self, segment: _Segment) -> None:
+        try:
+            _sync(segment.fd)
+        except OSError as exc:
+            self._failed("fdatasync failed", exc)
+
+    def tick(self, now_wall: float | None = None) -> None:  # noqa: ARG002 - see below
+        """Write what was appended; seal a segment older than ``max_age``; fsync when due;
+        retry what failed.  Never raises an ``OSError``.  (``now_wall``, the round's wall
+        time an estate passes, is not used: every interval is on the monotonic clock.)"""
+        now = self.monotonic()
+        retry, self._failing = self._failing, False
         segment = self._segment
         if segment is None:
             return
+        if retry or now - self._checked >= GONE_CHECK_EVERY:
+            self._checked = now
+            if segment.gone():
+                self._replace(segment)
+                segment = self._segment
+                if segment is None:
+                    return
         if now - segment.opened >= self.max_age:
-            self._seal()
+            self._try_seal()
             return
-        self._flush(segment)
-        self._maybe_sync(now)
+        written = self._flush(segment)
+        if self._failing:
+            return
+        if self.fsync is FsyncPolicy.ALWAYS:
+            if written:
+                self._sync_now(segment)
+        else:
+            self._maybe_sync(now)
 
     def flush(self) -> None:
-        """Write what was appended (the next :meth:`tick` would)."""
+        """Write what was appended (the next :meth:`tick` would); raises the ``OSError``
+        that keeps it from being written (it waits on)."""
         if self._segment is not None:
-            self._flush(self._segment)
+            self._flush_strict(self._segment)
 
     def rotate(self) -> None:
-        """Seal the open segment now (the next record starts a new one)."""
+        """Seal the open segment now (the next record starts a new one); raises the
+        ``OSError`` that kept it from being sealed (it stays open, its lines waiting)."""
         if self._segment is not None:
-            self._seal()
+            try:
+                self._seal()
+            except OSError as exc:
+                self._failed("a seal failed", exc)
+                raise
 
     def close(self) -> None:
-        """Seal the open segment; the writer is then done."""
-        self.rotate()
+        """Seal the open segment; the writer is then done.  When what waits cannot be
+        written it is lost (counted in :attr:`records_lost`), the file is closed as it
+        is (``.open``: the next writer seals it) and the error is raised."""
+        segment = self._segment
+        if segment is not None and segment.gone():
+            self._replace(segment)  # (what waits goes to a new segment, sealed below)
+            segment = self._segment
+        if segment is None:
+            self._syncer.wait(raise_error=False)
+            return
+        try:
+            self._seal()
+        except OSError as exc:
+            self._failed("a seal failed", exc)
+            if self._segment is segment:  # its lines could not be written: give up on them
+                self._segment = None
+                self._syncer.wait(raise_error=False)
+                self._lose(segment.batch.records)
+                self._done_records += segment.records
+                segment.batch.clear()
+                segment.let_go(close=exc.errno != errno.EBADF)
+            raise
 
     def abandon(self) -> None:
         """Let go of the open segment as a killed process would: what waits unwritten is
@@ -509,9 +716,7 @@ class JournalWriter:
         self._syncer.wait(raise_error=False)  # (a killed process's sync ends with it)
         if segment is not None:
             segment.batch.clear()
-            segment.close_window()
-            os.close(segment.fd)
-            _OPEN_PATHS.discard(segment.path)
+            segment.let_go()
 
     def __enter__(self) -> JournalWriter:
         return self
@@ -521,22 +726,107 @@ class JournalWriter:
 
     @property
     def records_written(self) -> int:
-        """Records appended by this writer (written, or waiting for the next write)."""
+        """Records this writer took (written, or waiting for the next write); those of them
+        that were lost after all (a removed file's, or still waiting at a failed close)
+        are in :attr:`records_lost` too."""
         segment = self._segment
-        return self._sealed_records + (0 if segment is None else segment.records)
+        return self._done_records + (0 if segment is None else segment.records)
 
     @property
     def open_segment(self) -> Path | None:
         """The path of the segment being written, if any."""
         return None if self._segment is None else self._segment.path
 
+    # -- failures -----------------------------------------------------------
+
+    def _failed(self, what: str, exc: OSError) -> None:
+        """Count a failed journal operation; WARNING at most every :data:`WARNING_EVERY`."""
+        self.write_errors += 1
+        self.last_error = exc
+        self._failing = True
+        now = self.monotonic()
+        if now - self._warned >= WARNING_EVERY:
+            self._warned = now
+            self._told = True
+            log.warning("journal %s: %s: %s (journal %s); %d failure(s) and %d record(s) "
+                        "lost so far; retried at each tick, records wait in memory up to "
+                        "max_bytes (%d)", self.node, what, exc.strerror or exc, self.directory,
+                        self.write_errors, self.records_lost, self.max_bytes)
+
+    def _recovered(self) -> None:
+        self._told = False
+        log.warning("journal %s: writing again after %d failure(s); %d record(s) lost",
+                    self.node, self.write_errors, self.records_lost)
+
+    def _lose(self, records: int) -> None:
+        self.records_lost += records
+
+    def _replace(self, segment: _Segment) -> None:
+        """The open segment's file is gone (its directory removed: what was written to it
+        is lost) or its descriptor was closed under us (the file, as written, is sealed).
+        What waits goes to a new segment, less the rest of a line cut short, which would
+        begin the new file torn."""
+        self._syncer.wait(raise_error=False)  # before its descriptor closes
+        self._segment = None
+        self._dirty = False
+        batch = segment.batch
+        closed = self._closed_under_us(segment)
+        removed = not closed or not segment.path.exists()  # (open, it has no link)
+        torn = segment.torn(by_path=closed)
+        self._done_records += segment.written_records
+        waiting, records = batch.getvalue(), batch.records
+        batch.clear()
+        segment.let_go(close=not closed)
+        if removed:
+            self._lose(segment.written_records)
+            self._failed(f"segment {segment.path} was removed, {segment.written_records} "
+                         "record(s) written to it lost",
+                         OSError(errno.ENOENT, "its file was removed", str(segment.path)))
+        else:
+            self._failed(f"segment {segment.path} lost its descriptor; sealed as written",
+                         OSError(errno.EBADF, "its descriptor was closed", str(segment.path)))
+            sealed = segment.path.with_name(segment.path.name.removesuffix(OPEN_SUFFIX)
+                                            + SEALED_SUFFIX)
+            try:
+                os.rename(segment.path, sealed)
+            except OSError as exc:  # left .open: the next writer seals it
+                log.debug("journal %s: sealing %s: %s", self.node, segment.path, exc)
+            else:
+                self.segments_sealed.append(sealed)
+        self._failing = False  # a new segment is tried at once
+        if torn and waiting:
+            cut = waiting.find(b"\n") + 1
+            waiting, records = waiting[cut:], records - 1
+            self._lose(1)
+            self._done_records += 1
+        if not waiting:
+            return
+        try:
+            new = self._open(segment.hour)
+        except OSError as exc:
+            self._failed("no new segment", exc)
+            self._lose(records)
+            self._done_records += records
+            return
+        new.batch.append(waiting)
+
+    @staticmethod
+    def _closed_under_us(segment: _Segment) -> bool:
+        try:
+            os.fstat(segment.fd)
+        except OSError:
+            return True
+        return False
+
     # -- internals ----------------------------------------------------------
 
-    def _segment_for(self, received: float, size: int) -> _Segment:
-        """The segment a record of ``size`` bytes received at ``received`` goes to.
+    def _segment_for(self, received: float, size: int) -> _Segment | None:
+        """The segment a record of ``size`` bytes received at ``received`` goes to; None
+        when the journal cannot take it now (failing, and it needs a seal or a new segment,
+        or it would pass ``max_bytes`` waiting).
 
-        Its hour and size decide here; its age at :meth:`tick` (and when the
-        next segment opens), so an append costs no clock reading.
+        Its hour and size decide here; its age at :meth:`tick`, so an append costs no
+        clock reading.
         """
         hour = int(received // 3600)
         segment = self._segment
@@ -544,16 +834,23 @@ class JournalWriter:
             segment.hour != hour
             or (segment.size + size > self.max_bytes and segment.size > 0)
         ):
-            self._seal()
+            if self._failing or not self._try_seal():
+                return None
             segment = None
         if segment is None:
-            segment = self._open(hour)
+            if self._failing:
+                return None
+            try:
+                segment = self._open(hour)
+            except OSError as exc:
+                self._failed("no new segment", exc)
+                return None
         return segment
 
     def _open(self, hour: int) -> _Segment:
         partition = _partition_of_hour(hour)
-        opened = self.clock()
-        stamp = _stamp(opened)
+        stamp = _stamp(self.clock())
+        opened = self.monotonic()
         while True:
             self._serial += 1
             name = f"{self.node}.{stamp}.{os.getpid()}.{self._serial}{OPEN_SUFFIX}"
@@ -570,8 +867,17 @@ class JournalWriter:
                     max_bytes=self.max_bytes)
             except FileExistsError:
                 continue
+            self._checked = opened
             log.debug("journal %s: new segment %s", self.node, path)
             return self._segment
+
+    def _try_seal(self) -> bool:
+        """:meth:`_seal`, its ``OSError`` counted: whether the segment is done with."""
+        try:
+            self._seal()
+        except OSError as exc:
+            self._failed("a seal failed", exc)
+        return self._segment is None
 
     def _seal(self) -> None:
         """Seal the open segment.  When its lines cannot be written (a full disk) it stays
@@ -587,8 +893,11 @@ class JournalWriter:
             if segment.closed:  # done with, whatever failed after its write
                 self._segment = None
                 self._dirty = False
-                self._synced = self.clock()
-                self._sealed_records += segment.written_records
+                self._synced = self.monotonic()
+                if segment.sealed is None and not segment.path.exists():
+                    # its rename found no file (its directory removed): nothing of it is left
+                    self._lose(segment.written_records)
+                self._done_records += segment.written_records
                 if segment.sealed is not None:
                     self.segments_sealed.append(segment.sealed)
                 log.debug("journal %s: sealed %s (%d records)", self.node, segment.sealed,
@@ -601,23 +910,48 @@ class JournalWriter:
     def _maybe_sync(self, now: float) -> None:
         if (self.fsync is FsyncPolicy.INTERVAL and self._dirty and self._segment is not None
                 and now - self._synced >= self.fsync_interval):
-            if not self._syncer.idle():
-                return  # the last one still waits for the disk: the next tick tries again
-            self._segment.flush()
-            self._syncer.start(self._segment.fd)
+            segment = self._segment
+            try:
+                if not self._syncer.idle():
+                    return  # the last one still waits for the disk: the next tick tries again
+            except OSError as exc:  # the last sync's, met in its thread
+                self._failed("fdatasync failed", exc)
+                return
+            if len(segment.batch) and not self._flush(segment):
+                return
+            try:
+                self._syncer.start(segment.fd)
+            except OSError as exc:  # inline (no thread to be had)
+                self._failed("fdatasync failed", exc)
+                return
             self._dirty = False
             self._synced = now
 
     def _seal_leftovers(self) -> list[Path]:
-        """Rename segments a dead writer of this node left open (bytes untouched)."""
+        """Rename segments a dead writer of this node left open (bytes untouched).  A
+        segment is dead when its lock can be taken (the writer holds it while it lives),
+        whatever pid its name carries; or, in this process, when it is ours no more."""
         recovered = []
         for path in sorted(self.directory.glob(f"date=*/hour=*/*{OPEN_SUFFIX}")):
             match = _SEGMENT_NAME.match(path.name)
-            if (match is None or match["node"] != self.node or path in _OPEN_PATHS
-                    or _process_alive(int(match["pid"]))):
+            if match is None or match["node"] != self.node or path in _OPEN_PATHS:
                 continue
-            sealed = path.with_name(path.name.removesuffix(OPEN_SUFFIX) + SEALED_SUFFIX)
-            os.rename(path, sealed)
+            pid = int(match["pid"])
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue  # sealed meanwhile
+            try:
+                try:
+                    dead = _lock(fd) or pid == os.getpid()
+                except OSError:  # no flock here: the pid tells
+                    dead = not _process_alive(pid)
+                if not dead:
+                    continue
+                sealed = path.with_name(path.name.removesuffix(OPEN_SUFFIX) + SEALED_SUFFIX)
+                os.rename(path, sealed)
+            finally:
+                os.close(fd)
             recovered.append(sealed)
             log.warning("journal %s: sealed %s left open by a stopped writer", self.node, sealed)
         return recovered
