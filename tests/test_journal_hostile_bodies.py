@@ -99,3 +99,29 @@ def test_a_bytes_value_in_a_body_counts_its_length_not_its_repr(tmp_path: Path) 
         writer.record_delivery("main", MessageReceived("peer", body, 1, 7, 1), T)
     [record] = _records(tmp_path)
     assert record.body_bytes == body_size(body)
+
+
+def test_durable_marks_follow_the_writers_order_when_the_clock_steps_back(
+        tmp_path: Path) -> None:
+    now = [T]
+    writer = JournalWriter(tmp_path, "main", clock=lambda: now[0])
+    writer.record_durable("main", DurableMessageReceived("peer", b"x", 1, 7, 1, 5, 1), now[0],
+                          store=5, durable_seq=1)
+    position = writer.position()  # a checkpoint
+    now[0] = T - 600  # the wall clock steps back ten minutes
+    writer.rotate()
+    writer.record_durable("main", DurableMessageReceived("peer", b"x", 1, 8, 1, 5, 2), now[0],
+                          store=5, durable_seq=2)
+    writer.flush()
+    assert list(durable_marks_after(tmp_path, "main", position)) == [("peer", 5, 2)]
+    writer.close()
+
+
+def test_a_writer_numbers_its_segments_on_from_the_journals_highest(tmp_path: Path) -> None:
+    for _ in range(3):  # three runs (the same pid here, as after restarts in a container)
+        with JournalWriter(tmp_path, "main", clock=lambda: T) as writer:
+            writer.record_delivery("main", MessageReceived("peer", b"x", 1, 7, 1), T)
+            writer.rotate()
+            writer.record_delivery("main", MessageReceived("peer", b"x", 1, 8, 1), T)
+    serials = sorted(int(path.name.split(".")[-2]) for path in tmp_path.rglob("*.jsonl"))
+    assert serials == [1, 2, 3, 4, 5, 6]

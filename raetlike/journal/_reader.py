@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 
 from raetlike.journal._record import JournalRecord, decode_record
-from raetlike.journal._writer import _SEGMENT_NAME, OPEN_SUFFIX, SEALED_SUFFIX
+from raetlike.journal._writer import _ANY_SEGMENT_NAME, OPEN_SUFFIX, SEALED_SUFFIX
 
 __all__ = ["JournalContents", "SkippedLine", "durable_marks_after", "journal_files",
            "read_journal", "read_segment"]
@@ -76,27 +76,35 @@ def read_journal(directories: Iterable[Path], *, include_open: bool = True) -> J
     return contents
 
 
-_ANY_SEGMENT = re.compile(_SEGMENT_NAME.pattern.removesuffix(re.escape(OPEN_SUFFIX) + "$")
-                          + "(" + re.escape(OPEN_SUFFIX) + "|" + re.escape(SEALED_SUFFIX) + ")$")
+_ANY_SEGMENT = _ANY_SEGMENT_NAME
 
 
 def durable_marks_after(directory: Path, node: str,
                         position: list[int | str]) -> Iterator[tuple[str, int, int]]:
     """``(durable_from, durable_store, durable_seq)`` of every line ``node``'s writer
     journaled after ``position`` (:meth:`JournalWriter.position`) that carries a durable
-    id; a torn or bad line is skipped (it was never a delivery the writer finished)."""
+    id; a torn or bad line is skipped (it was never a delivery the writer finished).
+
+    Segments are taken in the order of their serial numbers, which a writer continues
+    from the highest in the node's journal, never by the wall-clock stamps in their
+    names (a clock that steps back names a later segment earlier): those of the
+    position's process id from the position's segment on.  A segment with the position's
+    serial and an earlier stamp is an older run's (a journal written before serials
+    continued across runs) and is left out; one with a later stamp is the segment this
+    writer opened after a position taken with none open."""
     pid, stamp, serial, offset = int(position[0]), str(position[1]), int(position[2]), \
         int(position[3])
-    start = (stamp, serial)
     segments = []
     for path in Path(directory).glob(f"date=*/hour=*/{glob_escape(node)}.*"):
         match = _ANY_SEGMENT.match(path.name)
-        if (match is not None and match["node"] == node and int(match["pid"]) == pid
-                and (match["stamp"], int(match["serial"])) >= start):
-            segments.append(((match["stamp"], int(match["serial"])), path))
+        if (match is None or match["node"] != node or int(match["pid"]) != pid
+                or int(match["serial"]) < serial
+                or (int(match["serial"]) == serial and match["stamp"] < stamp)):
+            continue
+        segments.append(((int(match["serial"]), match["stamp"]), path))
     for key, path in sorted(segments):
         with path.open("rb") as stream:
-            if key == start:
+            if key == (serial, stamp):
                 stream.seek(offset)
             for line in stream:
                 if not line.endswith(b"\n"):

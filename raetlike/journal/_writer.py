@@ -103,6 +103,10 @@ _CBATCH: Any = compiled("raetlike.journal._cjournal", "Batch")
 
 _SEGMENT_NAME = re.compile(r"^(?P<node>.+)\.(?P<stamp>\d{8}T\d{12})\.(?P<pid>\d+)\.(?P<serial>\d+)"
                            + re.escape(OPEN_SUFFIX) + "$")
+_ANY_SEGMENT_NAME = re.compile(_SEGMENT_NAME.pattern.removesuffix(re.escape(OPEN_SUFFIX) + "$")
+                               + "(" + re.escape(OPEN_SUFFIX) + "|" + re.escape(SEALED_SUFFIX)
+                               + ")$")
+"""A segment's name, open or sealed."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -488,6 +492,7 @@ class JournalWriter:
             self._batch = _PyBatch()
         self.directory.mkdir(parents=True, exist_ok=True)
         self.recovered = self._seal_leftovers()
+        self._serial = self._last_serial()
 
     # -- appending ----------------------------------------------------------
 
@@ -926,6 +931,17 @@ class JournalWriter:
                 return
             self._dirty = False
             self._synced = now
+
+    def _last_serial(self) -> int:
+        """The highest serial number in this node's segment names: a writer numbers its
+        segments on from there, so their order is their serials' across every run of the
+        node, whatever the wall clock or the process id did (``durable_marks_after``)."""
+        highest = 0
+        for path in self.directory.glob("date=*/hour=*/*"):
+            match = _ANY_SEGMENT_NAME.match(path.name)
+            if match is not None and match["node"] == self.node:
+                highest = max(highest, int(match["serial"]))
+        return highest
 
     def _seal_leftovers(self) -> list[Path]:
         """Rename segments a dead writer of this node left open (bytes untouched).  A
