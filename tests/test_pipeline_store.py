@@ -15,11 +15,14 @@ pytest.importorskip("pyspark")
 
 from raetlike.journal import JournalWriter
 from raetlike.pipeline import PipelineOptions, run_pipeline
-from raetlike.pipeline._frames import hour_directories
+from raetlike.pipeline import _store as store_module
+from raetlike.pipeline._frames import NoJournalError, find_journals, hour_directories
 from raetlike.pipeline._store import (
     MANIFEST,
     MANIFEST_VERSION,
     STORE,
+    OutBusyError,
+    out_locked,
     refresh_store,
     stored_records,
 )
@@ -177,3 +180,120 @@ def test_the_pipeline_gives_the_same_figures_from_the_store_as_from_the_json(
     again = run_pipeline(PipelineOptions((journal,), tmp_path / "out"), spark)
     assert first.records == again.records == 30
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["audit"] == summary["audit"]
+
+
+def _line(seq: int, t: float, source: str, node: str) -> str:
+    return json.dumps({"version": 1, "node": node, "source_estate": source, "kind": "message",
+                       "topic": "t", "sequence": seq, "sent": HOUR_START + t - 0.001,
+                       "received": HOUR_START + t}) + "\n"
+
+
+def test_segments_of_nodes_whose_names_spark_encodes_are_read(tmp_path: Path,
+                                                             spark: Any) -> None:  # noqa: F811
+    journal, out = tmp_path / "journal", tmp_path / "out"
+    names = ["n%41", "n#1", "n[1]", "n{a,b}", "plain"]
+    for n, node in enumerate(names):  # valid estate names Hadoop percent-encodes in paths
+        with JournalWriter(journal, node) as writer:
+            writer.append(record(n + 1, node=node, received=HOUR_START + n))
+    [hour] = hour_directories([journal])
+    foreign = Path(hour) / "_hidden.20260101T100000000000.1.1.jsonl"  # Spark skips it
+    foreign.write_text(_line(9, 9, "minion", "main"))
+    count, run = _refresh(spark, journal, out)
+    assert count == len(names)
+    assert str(foreign) not in run.read + run.reused
+    for bad in ("_main", "a:b"):  # names Spark skips or Hadoop cannot read: refused
+        with pytest.raises(ValueError, match="invalid node name"):
+            JournalWriter(journal, bad)
+
+
+def test_a_path_spark_reads_as_a_pattern_is_refused(tmp_path: Path) -> None:
+    for name in ("j[1]", "j{a,b}", "j*", "j?"):
+        journal = tmp_path / name
+        _write(journal, 1, 2)
+        with pytest.raises(NoJournalError, match="as a pattern"):
+            find_journals([journal])
+    with pytest.raises(NoJournalError, match="as a pattern"):
+        PipelineOptions((tmp_path / "j*",), tmp_path / "o[1]")
+
+
+def test_a_directory_named_like_an_hour_that_is_not_one_is_skipped(tmp_path: Path) -> None:
+    journal = tmp_path / "journal"
+    _write(journal, 1, 2)
+    for bad in ("date=2026-13-45/hour=99", "date=2026-01-01/hour=24"):
+        (journal / bad).mkdir(parents=True)
+    assert len(hour_directories([journal])) == 1
+
+
+def test_sequences_past_the_audits_range_are_skipped_lines(tmp_path: Path,
+                                                          spark: Any) -> None:  # noqa: F811
+    hour = tmp_path / "journal" / "date=2026-01-01" / "hour=10"
+    hour.mkdir(parents=True)
+    (hour / "main.20260101T100000000000.1.1.jsonl").write_text(
+        _line(-5, 1, "m", "main") + _line((1 << 63) - 1, 2, "m", "main")
+        + _line(-(1 << 63), 3, "m", "main") + _line(7, 4, "m", "main"))
+    result = run_pipeline(PipelineOptions((tmp_path / "journal",), tmp_path / "out"), spark)
+    assert (result.records, result.skipped_lines) == (2, 2)
+
+
+def test_pairs_are_told_apart_whatever_their_names_hold(tmp_path: Path,
+                                                       spark: Any) -> None:  # noqa: F811
+    journal = tmp_path / "journal"
+    h10, h11 = (journal / "date=2026-01-01" / f"hour={h}" for h in (10, 11))
+    h10.mkdir(parents=True)
+    h11.mkdir(parents=True)
+    # ("m\0n", "o"): 3 then 2 (one late); ("m", "n\0o"): 5, 4, then 3 an hour on (two late)
+    (h10 / "x.20260101T100000000000.1.1.jsonl").write_text(
+        _line(3, 1, "m\0n", "o") + _line(2, 2, "m\0n", "o") + _line(5, 3, "m", "n\0o")
+        + _line(4, 4, "m", "n\0o"))
+    (h11 / "x.20260101T110000000000.1.1.jsonl").write_text(
+        _line(3, 3601, "m", "n\0o") + _line(4, 3602, "m\0n", "o"))
+    out = tmp_path / "out"
+    run_pipeline(PipelineOptions((journal,), out), spark)
+    audit = json.loads((out / "summary.json").read_text())["audit"]
+    assert {row["source"]: row["out_of_order"] for row in audit} == {"m": 2, "m\0n": 1}
+
+
+def test_a_second_run_at_once_on_the_same_out_is_refused(tmp_path: Path,
+                                                        spark: Any) -> None:  # noqa: F811
+    journal, out = tmp_path / "journal", tmp_path / "out"
+    _write(journal, 1, 3)
+    with out_locked(out), pytest.raises(OutBusyError, match="another raetlike pipeline"):
+        run_pipeline(PipelineOptions((journal,), out), spark)
+    assert run_pipeline(PipelineOptions((journal,), out), spark).records == 3
+
+
+def test_a_damaged_unit_or_another_spelling_is_read_again_not_believed(
+        tmp_path: Path, spark: Any) -> None:  # noqa: F811
+    journal, out = tmp_path / "journal", tmp_path / "out"
+    _write(journal, 1, 10)
+    _refresh(spark, journal, out)
+    [unit] = list((out / STORE).iterdir())
+    shutil.rmtree(unit / "fine")  # a part gone: the unit is made again
+    count, run = _refresh(spark, journal, out)
+    assert (count, len(run.read)) == (10, 1)
+    spelled = tmp_path / "." / "journal" / ".." / "journal"  # the same journal
+    run = refresh_store(spark, hour_directories([spelled]), out)
+    assert (run.read, len(run.reused)) == ([], 1)
+    assert len(list((out / STORE).iterdir())) == 1
+
+
+def test_a_segment_sealed_while_it_is_read_is_read_again_under_its_name(
+        tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    journal, out = tmp_path / "journal", tmp_path / "out"
+    writer = JournalWriter(journal, "main")
+    for n in range(1, 6):
+        writer.append(record(n, received=HOUR_START + n))
+    writer.flush()
+    convert = store_module._convert
+
+    def sealed_meanwhile(spark: Any, hour: str, names: list[str], part: Path) -> Any:
+        made = convert(spark, hour, names, part)
+        if writer.open_segment is not None:
+            writer.close()  # the estate seals the segment while the run reads it
+        return made
+
+    monkeypatch.setattr(store_module, "_convert", sealed_meanwhile)
+    count, run = _refresh(spark, journal, out)
+    assert count == 5
+    assert [Path(path).name.endswith(".jsonl") for path in run.read] == [True]
+    assert len(run.units) == 1

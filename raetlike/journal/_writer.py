@@ -65,6 +65,7 @@ from raetlike.journal._delivery import (
     delivery_line,
 )
 from raetlike.journal._record import JournalRecord, encode_fields, encode_record
+from raetlike.names import name_problem, quoted_name
 
 __all__ = ["DEFAULT_FLUSH_BYTES", "DEFAULT_FSYNC", "DEFAULT_FSYNC_INTERVAL", "DEFAULT_MAX_AGE",
            "DEFAULT_MAX_BYTES",
@@ -107,6 +108,22 @@ _ANY_SEGMENT_NAME = re.compile(_SEGMENT_NAME.pattern.removesuffix(re.escape(OPEN
                                + "(" + re.escape(OPEN_SUFFIX) + "|" + re.escape(SEALED_SUFFIX)
                                + ")$")
 """A segment's name, open or sealed."""
+
+
+def _node_problem(node: object) -> str | None:
+    """Why ``node`` cannot name a journal's segments, or None: it must be a valid name
+    (:mod:`raetlike.names`: no whitespace, separators or controls, not hidden) that does not
+    start with ``_`` and holds no ``:`` either, since Spark skips files whose names start
+    with ``_`` or ``.`` and Hadoop cannot read a name with a colon."""
+    problem = name_problem(node)
+    if problem is not None:
+        return problem
+    assert isinstance(node, str)  # noqa: S101 - name_problem said so
+    if node.startswith("_"):
+        return "must not start with '_' (Spark skips such files)"
+    if ":" in node:
+        return "must not hold ':' (Hadoop cannot read such files)"
+    return None
 
 
 @functools.lru_cache(maxsize=64)
@@ -445,8 +462,9 @@ class JournalWriter:
                  flush_bytes: int = DEFAULT_FLUSH_BYTES,
                  clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] | None = None) -> None:
-        if not node or "/" in node or "\0" in node:
-            raise ValueError(f"invalid node name {node!r}")
+        problem = _node_problem(node)
+        if problem is not None:
+            raise ValueError(f"invalid node name {quoted_name(node)}: {problem}")
         self.directory = Path(directory)
         self.node = node
         self.fsync = fsync

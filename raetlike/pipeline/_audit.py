@@ -238,7 +238,15 @@ def clean_pairs(ranges: Iterable[tuple[str, str, int, int, float, float]]
 
 
 def _pair_key() -> Any:
-    return F.concat_ws("\u0000", F.col("source"), F.col("node"))
+    """One string per (source, node), told apart whatever they hold: the source's length
+    first (a separator alone would join ``("m\\0n", "x")`` and ``("m", "n\\0x")``)."""
+    return F.concat(F.length("source").cast("string"), F.lit(":"), F.col("source"),
+                    F.lit(":"), F.col("node"))
+
+
+def _pair_text(source: str, node: str) -> str:
+    """:func:`_pair_key` on the driver (Spark's ``length`` counts code points, as ``len``)."""
+    return f"{len(source)}:{source}:{node}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,8 +326,8 @@ def audit_partials(records: DataFrame, spans: Mapping[str, SourceSpan],
     duplicates = (audit_duplicates(records.where(F.col("source").isin(twice))) if twice
                   else spark.createDataFrame([], DUPLICATES_SCHEMA))
     clean, dirty = clean_pairs(row[1:] for row in folded.ranges if row[1] not in twice)
-    kept = [f"{source}\u0000{node}" for source, node in sorted(clean)]
-    redo = [f"{source}\u0000{node}" for source, node in sorted(dirty)]
+    kept = [_pair_text(source, node) for source, node in sorted(clean)]
+    redo = [_pair_text(source, node) for source, node in sorted(dirty)]
     out_of_order = late.where(_pair_key().isin(kept)) if kept else late.limit(0)
     if twice or redo:
         log.info("pipeline: out-of-order arrivals sorted afresh for %d source(s) with "

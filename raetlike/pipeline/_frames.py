@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -12,10 +14,15 @@ from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from raetlike.errors import RaetError
+from raetlike.journal import RecordKind
+from raetlike.journal._delivery import MAX_TEXT
 
-__all__ = ["ALL_GLOB", "CORRUPT_COLUMN", "JOURNAL_SCHEMA", "MOST_COUNT", "RECEIVED_RANGE",
-           "SEALED_GLOB", "NoJournalError", "find_journals", "hour_directories", "normalise",
-           "read_json_journal", "stream_json_journal", "valid_line"]
+__all__ = ["ALL_GLOB", "CORRUPT_COLUMN", "JOURNAL_SCHEMA", "KINDS", "MOST_COUNT", "MOST_SEQUENCE",
+           "MOST_TEXT", "RECEIVED_RANGE", "SEALED_GLOB", "NoJournalError", "find_journals",
+           "hour_directories", "normalise", "read_json_journal", "refuse_pattern",
+           "stream_json_journal", "valid_line"]
+
+log = logging.getLogger(__name__)
 
 CORRUPT_COLUMN = "_corrupt_record"
 SEALED_GLOB = "*.jsonl"
@@ -40,6 +47,19 @@ _HOUR_DIRECTORY = re.compile(r"^date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})$")
 
 class NoJournalError(RaetError, ValueError):
     """A path given as a journal holds no journal segments, itself or one level down."""
+
+
+_PATTERN = re.compile(r"[\[\]{}*?\\]")
+
+
+def refuse_pattern(path: Path | str, what: str) -> None:
+    """Raise :class:`NoJournalError` (a ``ValueError``) when ``path``, made absolute, holds a
+    character Spark's readers take as a glob pattern: such a path would be read as another,
+    or as none."""
+    text = os.path.abspath(path)
+    if _PATTERN.search(text):
+        raise NoJournalError(f"{what} {path}: a path with [ ] {{ }} * ? or \\ is read by Spark "
+                             "as a pattern; rename it or use another path")
 
 
 def _has_segments(directory: Path) -> bool:
@@ -81,6 +101,8 @@ def find_journals(paths: Iterable[Path]) -> list[Path]:
                 "or in its subdirectories)")
         for journal in inner:
             add(journal)
+    for journal in found:
+        refuse_pattern(journal, "journal")
     return found
 
 
@@ -97,8 +119,12 @@ def hour_directories(journals: Iterable[Path], since: float | None = None,
             match = _HOUR_DIRECTORY.match(f"{directory.parent.name}/{directory.name}")
             if match is None or not directory.is_dir():
                 continue
-            start = datetime.strptime(f"{match[1]} {match[2]}", "%Y-%m-%d %H").replace(
-                tzinfo=UTC).timestamp()
+            try:
+                start = datetime.strptime(f"{match[1]} {match[2]}", "%Y-%m-%d %H").replace(
+                    tzinfo=UTC).timestamp()
+            except ValueError:  # date=2026-13-45/hour=99: not an hour, not a journal's
+                log.warning("pipeline: %s is not a journal hour directory; skipped", directory)
+                continue
             if (since is None or start + 3600 > since) and (until is None or start < until):
                 resolved = directory.resolve()
                 if resolved not in seen:
@@ -108,11 +134,15 @@ def hour_directories(journals: Iterable[Path], since: float | None = None,
 
 
 def read_json_journal(spark: SparkSession, directories: list[str], *,
-                      include_open: bool = True) -> DataFrame:
-    """Every line of the segments in ``directories`` (parsed in parallel, one task per file)."""
+                      include_open: bool = True, ignore_missing: bool = False) -> DataFrame:
+    """Every line of the segments in ``directories`` (parsed in parallel, one task per file).
+
+    ``ignore_missing``: a file listed but gone when its task opens it (an open segment
+    sealed meanwhile) is skipped, not an error; the caller checks what it read."""
     if not directories:
         return spark.createDataFrame([], JOURNAL_SCHEMA)
     return (spark.read.schema(JOURNAL_SCHEMA)
+            .option("ignoreMissingFiles", str(ignore_missing).lower())
             .option("mode", "PERMISSIVE")
             .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
             .option("recursiveFileLookup", "true")
@@ -147,19 +177,36 @@ Times outside (a clock's garbage or a forged line) would overflow the report's d
 MOST_COUNT = 1 << 32
 """The most ``body_bytes``, ``segments`` and ``resends`` a valid record has (none is
 negative): the tables' sums of them stay exact up to 2**31 records a group."""
+MOST_SEQUENCE = 1 << 62
+"""The largest ``sequence`` (in magnitude) a valid record has: the audit's differences of
+two numbers stay within a long."""
+MOST_TEXT = MAX_TEXT
+"""The most characters a valid record's text field has (node, endpoints, kind, topic): the
+journal writer keeps a peer's text to as many (``raetlike.journal._delivery.MAX_TEXT``),
+and the report's tables and plots are laid out from them."""
+KINDS = tuple(kind.value for kind in RecordKind)
+"""The kinds a valid record has (or none)."""
 
 
 def valid_line() -> Column:
     """True for a raw journal line that parsed and carries the fields every record has,
     with a receive time in :data:`RECEIVED_RANGE` (Spark's JSON reader takes ``NaN`` and
-    ``Infinity``) and counts in ``[0, MOST_COUNT]`` where given."""
+    ``Infinity``), counts in ``[0, MOST_COUNT]`` and a sequence within
+    :data:`MOST_SEQUENCE` where given, text of at most :data:`MOST_TEXT` characters and
+    a kind of :data:`KINDS`."""
     received = F.col("received")
     low, high = RECEIVED_RANGE
-    counts = [F.col(name).isNull() | F.col(name).between(0, MOST_COUNT)
-              for name in ("body_bytes", "segments", "resends")]
+    bounded = [F.col(name).isNull() | F.col(name).between(0, MOST_COUNT)
+               for name in ("body_bytes", "segments", "resends")]
+    bounded.append(F.col("sequence").isNull()
+                   | F.col("sequence").between(-MOST_SEQUENCE, MOST_SEQUENCE))
+    bounded += [F.col(name).isNull() | (F.length(name) <= MOST_TEXT) for name in _STRINGS]
+    bounded.append(F.col("kind").isNull() | F.col("kind").isin(*KINDS))
     valid = (F.col(CORRUPT_COLUMN).isNull() & (F.col("version") == 1) & F.col("node").isNotNull()
              & received.isNotNull() & _finite(received) & (received >= low) & (received < high)
-             & F.col("source_estate").isNotNull() & counts[0] & counts[1] & counts[2])
+             & F.col("source_estate").isNotNull())
+    for condition in bounded:
+        valid = valid & condition
     return F.coalesce(valid, F.lit(False))
 
 

@@ -32,13 +32,20 @@ from raetlike.pipeline._frames import (
     JOURNAL_SCHEMA,
     hour_directories,
     normalise,
+    refuse_pattern,
     stream_json_journal,
 )
 from raetlike.pipeline._partials import Partials, compute_partials
 from raetlike.pipeline._progress import Progress
 from raetlike.pipeline._report import REPORT_ROWS, ReportData, write_report
 from raetlike.pipeline._session import inheriting, spark_session
-from raetlike.pipeline._store import StoredUnit, refresh_store, stored_partials, stored_records
+from raetlike.pipeline._store import (
+    StoredUnit,
+    out_locked,
+    refresh_store,
+    stored_partials,
+    stored_records,
+)
 
 __all__ = ["DEFAULT_INTERVAL", "PipelineOptions", "PipelineResult",
            "follow_journals", "run_pipeline"]
@@ -85,6 +92,9 @@ class PipelineOptions:
         if isinstance(self.driver_rows, bool) or not isinstance(self.driver_rows, int) \
                 or self.driver_rows < 0:
             raise ValueError(f"driver_rows must be a whole number >= 0, not {self.driver_rows!r}")
+        refuse_pattern(self.out, "out")
+        for journal in self.journals:
+            refuse_pattern(journal, "journal")
 
 
 @dataclass(frozen=True, slots=True)
@@ -476,9 +486,10 @@ def run_pipeline(options: PipelineOptions, spark: SparkSession | None = None, *,
                    if f.is_file())
         shown = Progress(session.sparkContext, stream, input_bytes=size)
     try:
-        stored = refresh_store(session, directories, options.out)
-        return _analyse(session, _store_input(session, stored.units, options),
-                        sum(unit.skipped for unit in stored.units), options, started, shown)
+        with out_locked(options.out):
+            stored = refresh_store(session, directories, options.out)
+            return _analyse(session, _store_input(session, stored.units, options),
+                            sum(unit.skipped for unit in stored.units), options, started, shown)
     finally:
         if shown is not None:
             shown.close()
@@ -514,6 +525,12 @@ def follow_journals(options: PipelineOptions, spark: SparkSession | None = None,
     means until interrupted.
     """
     session = spark or spark_session(options.master, quiet=options.quiet)
+    with out_locked(options.out):
+        return _follow(session, options, rounds, interval, on_round)
+
+
+def _follow(session: SparkSession, options: PipelineOptions, rounds: int | None,
+            interval: float, on_round: Callable[[PipelineResult], None] | None) -> PipelineResult:
     done = 0
     result: PipelineResult | None = None
     while rounds is None or done < rounds:

@@ -35,6 +35,8 @@ same path.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -42,7 +44,7 @@ import math
 import os
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,14 +53,22 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
+from raetlike.errors import RaetError
 from raetlike.journal import OPEN_SUFFIX, SEALED_SUFFIX
+from raetlike.names import safe_name
 from raetlike.pipeline._frames import JOURNAL_SCHEMA, normalise, read_json_journal, valid_line
-from raetlike.pipeline._partials import Partials, compute_partials, read_partials, write_partials
+from raetlike.pipeline._partials import (
+    PARTS,
+    Partials,
+    compute_partials,
+    read_partials,
+    write_partials,
+)
 from raetlike.pipeline._session import inheriting
 from raetlike.pipeline._tables import WINDOW_STEPS, fine_step
 
-__all__ = ["MANIFEST", "MANIFEST_VERSION", "RECORDS", "STORE", "StoreRun", "StoredUnit",
-           "refresh_store", "stored_partials", "stored_records"]
+__all__ = ["LOCK", "MANIFEST", "MANIFEST_VERSION", "RECORDS", "STORE", "OutBusyError", "StoreRun",
+           "StoredUnit", "out_locked", "refresh_store", "stored_partials", "stored_records"]
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +122,31 @@ class StoreRun:
     """The units of the hours asked for, as stored now, in the order of the hours asked."""
 
 
+LOCK = ".lock"
+
+
+class OutBusyError(RaetError, RuntimeError):
+    """Another pipeline run is writing the same ``--out``."""
+
+
+@contextlib.contextmanager
+def out_locked(out: Path) -> Iterator[None]:
+    """Hold ``OUT/.lock`` (an exclusive ``flock``) while a run writes ``out``: two runs at
+    once would overwrite each other's store and manifest.  Raises :class:`OutBusyError`
+    at once, not waiting, when another run holds it."""
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutBusyError(f"{out}: another raetlike pipeline is writing it; wait for it "
+                               "or give another --out") from None
+        yield
+    finally:
+        os.close(fd)  # the lock goes with the descriptor
+
+
 def stored_records(spark: SparkSession, units: list[StoredUnit]) -> DataFrame:
     """The lines of ``units``, normalised (valid and not): one read over all of them."""
     if not units:
@@ -136,9 +171,17 @@ def _files(hour: Path) -> Files:
         return found
     for entry in entries:
         if entry.name.endswith((SEALED_SUFFIX, OPEN_SUFFIX)) and entry.is_file():
+            if entry.name.startswith(_UNREAD) or ":" in entry.name:
+                log.warning("pipeline: %s is not read: Spark skips a file whose name starts "
+                            "with '_' or '.', and Hadoop cannot read one with ':'",
+                            safe_name(entry.path))
+                continue
             info = entry.stat()
             found[entry.name] = [info.st_size, info.st_mtime_ns]
     return found
+
+
+_UNREAD = ("_", ".")
 
 
 def _key(hour: str, names: Iterable[str]) -> str:
@@ -207,20 +250,62 @@ def _stored(store: Path, key: str, entry: dict[str, Any]) -> StoredUnit:
                       float(entry["step"]))
 
 
+DONE = "_DONE"
+"""Written last into a unit's directory (its key): a unit without it, or without a part's
+``_SUCCESS``, was not made whole (a run that died, a directory emptied) and is read again."""
+
+
+def _whole_unit(directory: Path, key: str) -> bool:
+    try:
+        if (directory / DONE).read_text() != key:
+            return False
+    except (OSError, UnicodeDecodeError):
+        return False
+    return all((directory / part / "_SUCCESS").is_file() for part in (RECORDS, *PARTS))
+
+
 def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> StoreRun:
     """Bring ``OUT/store`` up to date for the segment files of ``hours``; what it did and
     the hours' units as stored (their records: :func:`stored_records`).
 
-    ``hours`` are ``date=/hour=`` directories (:func:`hour_directories`).
+    ``hours`` are ``date=/hour=`` directories (:func:`hour_directories`); each stands for
+    its resolved path, so two spellings of one journal share its units.  A unit one of
+    whose files was renamed or removed while Spark read it (the writer sealed its open
+    segment) is not kept: its hour is planned and read once more.
     """
     store = out / STORE
     manifest_path = out / MANIFEST
     units = _load(manifest_path)
     out.mkdir(parents=True, exist_ok=True)
+    real = list(dict.fromkeys(os.path.realpath(hour) for hour in hours))
+    read: list[str] = []
+    reused: list[str] = []
+    removed: list[str] = []
+    again = real
+    for _ in range(2):
+        again = _refresh(spark, again, store, manifest_path, units, read, reused, removed)
+        if not again:
+            break
+    now: dict[str, list[str]] = {}
+    for key, entry in units.items():
+        now.setdefault(entry["hour"], []).append(key)
+    asked = [key for hour in real
+             for key in sorted(now.get(hour, []), key=lambda k: min(units[k]["files"]))]
+    log.info("pipeline: %d segment(s) read from JSON, %d reused from %s; %d hour(s) removed",
+             len(read), len(reused), store, len(removed))
+    return StoreRun(sorted(read), sorted(reused), sorted(set(removed)),
+                    [_stored(store, key, units[key]) for key in asked])
+
+
+def _refresh(spark: SparkSession, hours: list[str], store: Path,  # noqa: PLR0917
+             manifest_path: Path, units: dict[str, Any], read: list[str], reused: list[str],
+             removed: list[str]) -> list[str]:
+    """One pass of :func:`refresh_store` over ``hours`` (resolved): ``units`` brought up to
+    date and saved, what was read and reused added to ``read`` and ``reused``; the hours a
+    file of which vanished while it was read."""
     by_hour: dict[str, list[str]] = {}
     for key, entry in units.items():
         by_hour.setdefault(entry["hour"], []).append(key)
-    reused: list[str] = []
     dropped: list[str] = []
     todo: list[tuple[str, Files]] = []
     for hour in hours:
@@ -229,7 +314,7 @@ def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> StoreRun:
         for key in sorted(by_hour.get(hour, [])):
             files = units[key]["files"]
             if all(on_disk.get(name) == stat for name, stat in files.items()) \
-                    and held.isdisjoint(files) and (store / key).is_dir():
+                    and held.isdisjoint(files) and _whole_unit(store / key, key):
                 held.update(files)
             else:
                 dropped.append(key)
@@ -240,14 +325,15 @@ def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> StoreRun:
                      if name.endswith(OPEN_SUFFIX) is wanted}
             if group:
                 todo.append((hour, group))
-    removed = sorted({entry["hour"] for entry in units.values()
-                      if not Path(entry["hour"]).is_dir()})
-    dropped += [key for key, entry in units.items() if entry["hour"] in removed]
+    gone = sorted({entry["hour"] for entry in units.values() if not Path(entry["hour"]).is_dir()})
+    removed += gone
+    dropped += [key for key, entry in units.items() if entry["hour"] in gone]
     for key in set(dropped):
         del units[key]
         shutil.rmtree(store / key, ignore_errors=True)  # a key is 20 hex digits (_load)
     if dropped or not manifest_path.exists():
         _save(manifest_path, units)
+    vanished: list[str] = []
     # a few units at once: each job's start overlaps another's work
     with ThreadPoolExecutor(max_workers=CONVERTERS) as pool:
         convert = inheriting(spark)(_convert)
@@ -256,27 +342,35 @@ def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> StoreRun:
                    for hour, files in todo}
         for future in as_completed(futures):
             hour, files = futures[future]
-            units[_key(hour, files)] = {"hour": hour, "files": files, **future.result()}
+            made = future.result()
+            key = _key(hour, files)
+            if any(not os.path.isfile(os.path.join(hour, name)) for name in files):
+                log.info("pipeline: a segment of %s was sealed or removed while it was read; "
+                         "reading the hour again", safe_name(hour))
+                shutil.rmtree(store / key, ignore_errors=True)
+                vanished.append(hour)
+                continue
+            units[key] = {"hour": hour, "files": files, **made}
             _save(manifest_path, units)  # each unit as soon as its Parquet is whole
-    read = [os.path.join(hour, name) for hour, files in todo for name in sorted(files)]
-    log.info("pipeline: %d segment(s) read from JSON, %d reused from %s; %d hour(s) removed",
-             len(read), len(reused), store, len(removed))
-    now: dict[str, list[str]] = {}
-    for key, entry in units.items():
-        now.setdefault(entry["hour"], []).append(key)
-    asked = [key for hour in dict.fromkeys(hours)
-             for key in sorted(now.get(hour, []), key=lambda k: min(units[k]["files"]))]
-    return StoreRun(read, reused, removed, [_stored(store, key, units[key]) for key in asked])
+            read += [os.path.join(hour, name) for name in sorted(files)]
+    return sorted(set(vanished))
 
 
-def _in_files(hour: str, names: list[str]) -> Column:
-    """True for rows of the segment files ``names`` directly in ``hour`` (read as
-    ``os.path.abspath(hour)``): Spark lists the directory and skips the other files' splits,
-    so only these are read; a file of the same name in a subdirectory is not one of them
-    (its path has more parts)."""
-    parts = len(os.path.abspath(hour).split(os.sep)) + 1  # "file:", the path's, the name
-    return (F.col("_metadata.file_name").isin(names)
-            & (F.size(F.split(F.col("_metadata.file_path"), "/")) == parts))
+_SCHEME = r"^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?"
+"""A URI's scheme and authority (``file:``, ``hdfs://host:8020``), before its path."""
+
+
+def _in_files(spark: SparkSession, hour: str, names: list[str]) -> Column:
+    """True for rows of the segment files ``names`` directly in ``hour``: Spark lists the
+    directory and skips the other files (a filter on ``_metadata`` prunes files before
+    they are opened).  Each file is matched by its path as Spark writes it, percent-encoded
+    by Hadoop (``my node`` is ``my%20node``), here made by Hadoop itself."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # noqa: S101 - the session's JVM is up
+    path = jvm.org.apache.hadoop.fs.Path
+    paths = [path(os.path.join(os.path.abspath(hour), name)).toUri().getRawPath()
+             for name in names]
+    return F.regexp_replace(F.col("_metadata.file_path"), _SCHEME, "").isin(paths)
 
 
 def _convert(spark: SparkSession, hour: str, names: list[str], part: Path) -> dict[str, Any]:
@@ -291,8 +385,8 @@ def _convert(spark: SparkSession, hour: str, names: list[str], part: Path) -> di
     valid = valid_line()
     received = F.when(valid, F.col("received"))
     seen = Observation(f"unit-{part.name}")
-    (read_json_journal(spark, [os.path.abspath(hour)])
-     .where(_in_files(hour, names))
+    (read_json_journal(spark, [os.path.abspath(hour)], ignore_missing=True)
+     .where(_in_files(spark, hour, names))
      .observe(seen, F.count(F.when(valid, 1)).alias("records"),
               F.count(F.when(~valid, 1)).alias("skipped"),
               F.min(received).alias("first"), F.max(received).alias("last"))
@@ -303,6 +397,7 @@ def _convert(spark: SparkSession, hour: str, names: list[str], part: Path) -> di
     records = (normalise(spark.read.schema(JOURNAL_SCHEMA).parquet(str(part / RECORDS)))
                .where("valid").coalesce(1))
     write_partials(compute_partials(records, step), part)
+    (part / DONE).write_text(part.name)
     return {"records": int(stats["records"]), "skipped": int(stats["skipped"]),
             "first": None if first is None else float(first),
             "last": None if last is None else float(last), "step": step}

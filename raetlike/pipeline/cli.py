@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from raetlike.pipeline._frames import NoJournalError, find_journals
+from raetlike.pipeline._frames import NoJournalError, find_journals, refuse_pattern
 from raetlike.pipeline._job import (
     DRIVER_ROWS,
     PipelineOptions,
@@ -16,6 +16,7 @@ from raetlike.pipeline._job import (
     follow_journals,
     run_pipeline,
 )
+from raetlike.pipeline._store import OutBusyError
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "parse_time", "run_command"]
 
@@ -55,6 +56,11 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"raetlike pipeline: error: {exc} (see --help)\n")
         return EXIT_USAGE
     try:
+        refuse_pattern(args.out, "--out")
+    except NoJournalError as exc:
+        err.write(f"raetlike pipeline: error: {exc} (see --help)\n")
+        return EXIT_USAGE
+    try:
         journals = find_journals(Path(p) for p in args.journals)
     except NoJournalError as exc:
         err.write(f"raetlike pipeline: error: {exc}\n")
@@ -66,7 +72,11 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                               driver_rows=(DRIVER_ROWS if args.driver_rows is None
                                            else args.driver_rows))
     if not args.follow:
-        result = run_pipeline(options)
+        try:
+            result = run_pipeline(options)
+        except OutBusyError as exc:
+            err.write(f"raetlike pipeline: error: {exc}\n")
+            return EXIT_FAILURE
         _say(result, out)
         if result.records == 0:
             window = " between --since and --until" if since or until else ""
@@ -77,6 +87,9 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         follow_journals(options, rounds=args.rounds, interval=args.interval,
                         on_round=lambda result: _say(result, out))
+    except OutBusyError as exc:
+        err.write(f"raetlike pipeline: error: {exc}\n")
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         log.info("pipeline: interrupted, stopping")
     return EXIT_OK
