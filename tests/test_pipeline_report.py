@@ -3,6 +3,7 @@ and points, and latency quantiles per kind and per pair (over a small real Spark
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -231,3 +232,27 @@ def test_a_window_the_user_gives_is_used_as_it_is(tmp_path: Path,
     assert sum(rate["messages"]) == truth["records"]
     assert rate["messages_per_second"] == [n / 7.0 for n in rate["messages"]]
     assert len(rate["edges"]) > 60  # the user's width, not one fitted to at most 60 windows
+
+
+def test_the_page_shows_the_busiest_pairs_and_sources_when_there_are_thousands(
+        tmp_path: Path) -> None:
+    from raetlike.pipeline._report import REPORT_ROWS, write_report  # noqa: PLC0415
+
+    many = 3000  # a hostile journal's distinct estates, each with a long name
+    pairs = [{"source_estate": f"{'s' * 900}{n}", "destination_estate": "main",
+              "messages": n, "bytes": n, "timed": 1, "p50_ms": 1.0, "p90_ms": 2.0,
+              "p99_ms": 3.0, "max_ms": 4.0, "segments": n, "resends": 0,
+              "messages_with_resends": 0} for n in range(many)]
+    audit = [{"source": f"s{n}", "records": 1, "distinct": 1, "first": 1, "last": 1,
+              "missing": 0, "duplicates": 0, "out_of_order": 0, "complete": n != 7}
+             for n in range(many)]
+    data = dataclasses.replace(_data([], 60.0), pairs=pairs, audit=audit)
+    write_report(data, tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    svg = (tmp_path / "pairs.svg").read_text()
+    assert svg.count('id="quantile-point-') == 3 * REPORT_ROWS
+    assert f"s{'s' * 900}{many - 1}" not in svg  # labels cut short
+    assert page.count("→ main") == REPORT_ROWS
+    assert f"{REPORT_ROWS} pairs with the most messages of 3,000" in page
+    assert page.index(">s7<") < page.index(">s0<")  # the incomplete source first
+    assert "all are in tables/audit_summary" in page

@@ -115,9 +115,31 @@ def _pair_label(row: Row) -> str:
     return f"{row['source_estate']} → {row['destination_estate']}"
 
 
+PLOT_LABEL = 60
+"""The most characters of a plot's row label (a longer one is cut, with "…")."""
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= PLOT_LABEL else text[:PLOT_LABEL - 1] + "…"
+
+
+def _busiest(rows: Sequence[Row]) -> list[Row]:
+    """The :data:`REPORT_ROWS` rows with the most messages (a page and a plot of every pair of
+    a hostile journal's thousands of estates would take minutes to lay out); the tables
+    under ``tables/`` hold them all."""
+    return sorted(rows, key=lambda row: -int(row.get("messages") or 0))[:REPORT_ROWS]
+
+
+def _more(shown: int, rows: int, what: str, table: str) -> str:
+    if shown >= rows:
+        return ""
+    return (f"<p class='note'>The {shown} {what} with the most messages of {units.count(rows)};"
+            f" all are in tables/{table}.</p>")
+
+
 def _quantiles(title: str, rows: Sequence[Row], label: Callable[[Row], str]) -> _Plot:
     timed = [row for row in rows if row.get("p50_ms") is not None]
-    svg = quantile_plot(title, [label(row) for row in timed],
+    svg = quantile_plot(title, [_short(label(row)) for row in timed],
                         [(float(row["p50_ms"]), float(row["p90_ms"]), float(row["p99_ms"]))
                          for row in timed])
     return _Plot(svg, 3 * len(timed))
@@ -132,7 +154,7 @@ def _plots(data: ReportData) -> dict[str, _Plot]:
     edges, _, per_second = rate_series(data)
     return {
         "kinds": _quantiles("Latency by kind", data.kinds, lambda row: str(row["kind"])),
-        "pairs": _quantiles("Latency by estate pair", data.pairs, _pair_label),
+        "pairs": _quantiles("Latency by estate pair", _busiest(data.pairs), _pair_label),
         "latency": _Plot(latency_svg, len(buckets)),
         "rate": _Plot(rate_plot(edges, per_second, data.window_seconds), len(edges)),
     }
@@ -238,8 +260,10 @@ def write_report(data: ReportData, out: Path, *, now: datetime | None = None) ->
     lat = data.latency
     duplicates_total = sum(int(r["duplicates"]) for r in data.audit)
     missing_total = sum(int(r["missing"]) for r in data.audit)
-    audit_rows = [{**r, "complete": units.flag(r.get("complete"))} for r in data.audit]
-    pairs = [{**r, "pair": _pair_label(r)} for r in data.pairs]
+    audit_rows = [{**r, "complete": units.flag(r.get("complete"))}
+                  for r in sorted(data.audit, key=lambda r: (bool(r.get("complete")),
+                                                             str(r["source"])))[:REPORT_ROWS]]
+    pairs = [{**r, "pair": _pair_label(r)} for r in _busiest(data.pairs)]
     untimed = [str(r["kind"]) for r in data.kinds if not r.get("timed")]
     cards = [
         ("records", units.count(data.records)),
@@ -274,6 +298,7 @@ twice); a retry whose first copy was lost is seen only by its sender.</p>
 {_figure("kinds", plots["kinds"])}
 <h2>By estate pair</h2>
 {_table(pairs, [("pair", "source → destination", _text), *_LATENCY_COLUMNS])}
+{_more(len(pairs), len(data.pairs), "pairs", "pairs")}
 {_figure("pairs", plots["pairs"])}
 <h2>Latency</h2>
 <p>{units.count(lat.get("messages", 0))} timed messages: p50 {units.duration_ms(lat.get("p50_ms"))},
@@ -293,6 +318,9 @@ max {units.duration_ms(lat.get("max_ms"))}.</p>
                      ("out_of_order", "out of order", units.count),
                      ("complete", "complete", _text)]) if data.audit else
   "<p>No sequenced messages.</p>"}
+{"" if len(audit_rows) >= len(data.audit) else
+ f"<p class='note'>{len(audit_rows)} of {units.count(len(data.audit))} sources, the incomplete "
+ "first; all are in tables/audit_summary.</p>"}
 {_listing("Missing", data.missing, missing_total,
           [("source", "source", _text), ("first_missing", "first", _text),
            ("last_missing", "last", _text), ("missing", "missing", units.count)],
