@@ -140,8 +140,8 @@ def test_hostile_numbers_are_skipped_lines_in_both_ways(
            {"body_bytes": 2**62}, {"body_bytes": 2**62}, {"body_bytes": -1},
            {"segments": 2**33}, {"resends": -3}]
     lines = [good, {**good, "sequence": 2, "sent": -1e306, "kind": "event"},
-             {**good, "sequence": 3, "body_bytes": 2**32, "kind": "tie"},
-             {**good, "sequence": 4, "kind": "tie2"}]
+             {**good, "sequence": 3, "body_bytes": 2**32, "kind": "survey"},
+             {**good, "sequence": 4, "kind": "request"}]
     lines += [{**good, "sequence": 10 + n, **change} for n, change in enumerate(bad)]
     (root / "main.1.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     result, _ = _same_tables(spark, tmp_path / "journal", tmp_path, caplog)
@@ -149,7 +149,7 @@ def test_hostile_numbers_are_skipped_lines_in_both_ways(
     summary = json.loads((tmp_path / "driver" / "summary.json").read_text())
     assert summary["latency"]["max_ms"] == 500.0  # the overflowing latency is untimed
     # kinds with as many messages are listed by name, the same both ways
-    assert [row["kind"] for row in summary["kinds"]] == ["event", "message", "tie", "tie2"]
+    assert [row["kind"] for row in summary["kinds"]] == ["event", "message", "request", "survey"]
 
 
 def test_partials_past_driver_rows_are_left_to_spark(
