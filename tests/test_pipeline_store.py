@@ -297,3 +297,64 @@ def test_a_segment_sealed_while_it_is_read_is_read_again_under_its_name(
     assert count == 5
     assert [Path(path).name.endswith(".jsonl") for path in run.read] == [True]
     assert len(run.units) == 1
+
+
+def test_a_name_or_a_link_spark_cannot_take_is_left_out_or_refused(
+        tmp_path: Path, spark: Any) -> None:  # noqa: F811
+    journal, out = tmp_path / "journal", tmp_path / "out"
+    _write(journal, 1, 10)
+    [hour] = hour_directories([journal])
+    with open(os.path.join(os.fsencode(hour), b"main.\xff.jsonl"), "wb") as stream:
+        stream.write(_line(99, 9, "minion", "main").encode())  # a name that is not UTF-8
+    assert _refresh(spark, journal, out)[0] == 10
+    target = tmp_path / "disk[1]"
+    target.mkdir()
+    shutil.move(journal, target / "journal")
+    journal.symlink_to(target / "journal")  # the journal, through a link, at a pattern
+    with pytest.raises(NoJournalError, match="as a pattern"):
+        find_journals([journal])
+    with pytest.raises(NoJournalError, match="as a pattern"):
+        refresh_store(spark, hour_directories([journal]), out)
+
+
+def test_a_manifest_time_no_record_can_have_is_not_believed(
+        tmp_path: Path, spark: Any) -> None:  # noqa: F811
+    journal, out = tmp_path / "journal", tmp_path / "out"
+    _write(journal, 1, 10)
+    _refresh(spark, journal, out)
+    manifest = json.loads((out / MANIFEST).read_text())
+    [(key, entry)] = manifest["units"].items()
+    for forged in ({"first": -1e300, "last": 1e300}, {"first": entry["last"] + 1},
+                   {"records": 0}, {"skipped": 1 << 60}):
+        manifest["units"] = {key: {**entry, **forged}}
+        (out / MANIFEST).write_text(json.dumps(manifest))
+        count, run = _refresh(spark, journal, out)
+        assert (count, len(run.read), [u.records for u in run.units]) == (10, 1, [10]), forged
+
+
+def test_a_segment_sealed_on_every_read_leaves_no_unit_behind(
+        tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    journal, out = tmp_path / "journal", tmp_path / "out"
+    writers = [JournalWriter(journal, "main")]
+    writers[0].append(record(1, received=HOUR_START + 1))
+    writers[0].flush()
+    convert = store_module._convert
+
+    def sealed_each_time(spark: Any, hour: str, names: list[str], part: Path) -> Any:
+        made = convert(spark, hour, names, part)
+        if any(name.endswith(".open") for name in names):  # the estate seals, writes on
+            writers[-1].close()
+            writers.append(JournalWriter(journal, "main"))
+            writers[-1].append(record(len(writers), received=HOUR_START + len(writers)))
+            writers[-1].flush()
+        return made
+
+    monkeypatch.setattr(store_module, "_convert", sealed_each_time)
+    try:
+        count, run = _refresh(spark, journal, out)
+    finally:
+        writers[-1].close()
+    assert count == 1  # the sealed segment; the open one waits for the next run
+    assert all(path.endswith(".jsonl") for path in run.read)
+    monkeypatch.setattr(store_module, "_convert", convert)
+    assert _refresh(spark, journal, out)[0] == len(writers)

@@ -88,10 +88,12 @@ def durable_marks_after(directory: Path, node: str,
     Segments are taken in the order of their serial numbers, which a writer continues
     from the highest in the node's journal, never by the wall-clock stamps in their
     names (a clock that steps back names a later segment earlier): those of the
-    position's process id from the position's segment on.  A segment with the position's
-    serial and an earlier stamp is an older run's (a journal written before serials
-    continued across runs) and is left out; one with a later stamp is the segment this
-    writer opened after a position taken with none open."""
+    position's process id from the position's segment on.  Of the segments with the
+    position's serial, the one with its stamp is the position's; when the position was
+    taken with no segment open (offset 0) a later stamp is the segment the writer opened
+    next.  Any other (an older run's, from a journal written before serials continued
+    across runs, or a second writer of the node in the same process, which is not
+    supported) is left out."""
     pid, stamp, serial, offset = int(position[0]), str(position[1]), int(position[2]), \
         int(position[3])
     segments = []
@@ -99,7 +101,8 @@ def durable_marks_after(directory: Path, node: str,
         match = _ANY_SEGMENT.match(path.name)
         if (match is None or match["node"] != node or int(match["pid"]) != pid
                 or int(match["serial"]) < serial
-                or (int(match["serial"]) == serial and match["stamp"] < stamp)):
+                or (int(match["serial"]) == serial and match["stamp"] != stamp
+                    and (offset > 0 or match["stamp"] < stamp))):
             continue
         segments.append(((int(match["serial"]), match["stamp"]), path))
     for key, path in sorted(segments):

@@ -16,6 +16,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 from raetlike.errors import RaetError
 from raetlike.journal import RecordKind
 from raetlike.journal._delivery import MAX_TEXT
+from raetlike.names import safe_name
 
 __all__ = ["ALL_GLOB", "CORRUPT_COLUMN", "JOURNAL_SCHEMA", "KINDS", "MOST_COUNT", "MOST_SEQUENCE",
            "MOST_TEXT", "RECEIVED_RANGE", "SEALED_GLOB", "NoJournalError", "find_journals",
@@ -60,6 +61,11 @@ def refuse_pattern(path: Path | str, what: str) -> None:
     if _PATTERN.search(text):
         raise NoJournalError(f"{what} {path}: a path with [ ] {{ }} * ? or \\ is read by Spark "
                              "as a pattern; rename it or use another path")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise NoJournalError(f"{what} {safe_name(text)}: a path that is not UTF-8 cannot be "
+                             "given to Spark; rename it") from None
 
 
 def _has_segments(directory: Path) -> bool:
@@ -103,6 +109,7 @@ def find_journals(paths: Iterable[Path]) -> list[Path]:
             add(journal)
     for journal in found:
         refuse_pattern(journal, "journal")
+        refuse_pattern(journal.resolve(), "journal")  # a symlink's target too
     return found
 
 

@@ -56,7 +56,14 @@ from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from raetlike.errors import RaetError
 from raetlike.journal import OPEN_SUFFIX, SEALED_SUFFIX
 from raetlike.names import safe_name
-from raetlike.pipeline._frames import JOURNAL_SCHEMA, normalise, read_json_journal, valid_line
+from raetlike.pipeline._frames import (
+    JOURNAL_SCHEMA,
+    RECEIVED_RANGE,
+    normalise,
+    read_json_journal,
+    refuse_pattern,
+    valid_line,
+)
 from raetlike.pipeline._partials import (
     PARTS,
     Partials,
@@ -171,10 +178,10 @@ def _files(hour: Path) -> Files:
         return found
     for entry in entries:
         if entry.name.endswith((SEALED_SUFFIX, OPEN_SUFFIX)) and entry.is_file():
-            if entry.name.startswith(_UNREAD) or ":" in entry.name:
+            if entry.name.startswith(_UNREAD) or ":" in entry.name or not _utf8(entry.name):
                 log.warning("pipeline: %s is not read: Spark skips a file whose name starts "
-                            "with '_' or '.', and Hadoop cannot read one with ':'",
-                            safe_name(entry.path))
+                            "with '_' or '.', and Hadoop cannot read one with ':' or one "
+                            "that is not UTF-8", safe_name(entry.path))
                 continue
             info = entry.stat()
             found[entry.name] = [info.st_size, info.st_mtime_ns]
@@ -182,6 +189,15 @@ def _files(hour: Path) -> Files:
 
 
 _UNREAD = ("_", ".")
+
+
+def _utf8(name: str) -> bool:
+    """Whether ``name`` is text (a name of bytes that are not UTF-8 comes as surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _key(hour: str, names: Iterable[str]) -> str:
@@ -194,8 +210,13 @@ def _whole(value: Any) -> bool:
 
 
 def _time(value: Any) -> bool:
+    """None, or a receive time a valid record can have (:data:`RECEIVED_RANGE`)."""
     return value is None or (isinstance(value, float | int) and not isinstance(value, bool)
-                             and math.isfinite(value))
+                             and RECEIVED_RANGE[0] <= value < RECEIVED_RANGE[1])
+
+
+_MOST_LINES = 1 << 53
+"""The most lines a unit's entry may count (a float's whole numbers)."""
 
 
 def _valid_entry(key: str, entry: Any) -> bool:
@@ -210,8 +231,11 @@ def _valid_entry(key: str, entry: Any) -> bool:
                     and all(_whole(n) for n in stat) for name, stat in files.items())
             and key == _key(hour, files)
             and _whole(entry.get("records")) and _whole(entry.get("skipped"))
+            and entry["records"] + entry["skipped"] <= _MOST_LINES
             and _time(entry.get("first")) and _time(entry.get("last"))
             and (entry.get("first") is None) == (entry.get("last") is None)
+            and (entry.get("first") is None) == (entry["records"] == 0)
+            and (entry.get("first") is None or entry["first"] <= entry["last"])
             and isinstance(step, float | int) and not isinstance(step, bool)
             and math.isfinite(step) and 0.001 <= step <= WINDOW_STEPS[-1]
             and round(step * 1000) >= 1)
@@ -278,12 +302,15 @@ def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> StoreRun:
     units = _load(manifest_path)
     out.mkdir(parents=True, exist_ok=True)
     real = list(dict.fromkeys(os.path.realpath(hour) for hour in hours))
+    for hour in real:  # a symlink may lead to a path Spark would read as a pattern
+        refuse_pattern(hour, "hour directory")
     read: list[str] = []
     reused: list[str] = []
     removed: list[str] = []
     again = real
-    for _ in range(2):
-        again = _refresh(spark, again, store, manifest_path, units, read, reused, removed)
+    for last in (False, True):
+        again = _refresh(spark, again, store, manifest_path, units, read, reused, removed,
+                         sealed_only=last)
         if not again:
             break
     now: dict[str, list[str]] = {}
@@ -299,10 +326,11 @@ def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> StoreRun:
 
 def _refresh(spark: SparkSession, hours: list[str], store: Path,  # noqa: PLR0917
              manifest_path: Path, units: dict[str, Any], read: list[str], reused: list[str],
-             removed: list[str]) -> list[str]:
+             removed: list[str], *, sealed_only: bool = False) -> list[str]:
     """One pass of :func:`refresh_store` over ``hours`` (resolved): ``units`` brought up to
     date and saved, what was read and reused added to ``read`` and ``reused``; the hours a
-    file of which vanished while it was read."""
+    file of which vanished while it was read.  ``sealed_only`` (the last pass) leaves open
+    segments out, with a warning: sealed files do not vanish, so nothing read is lost."""
     by_hour: dict[str, list[str]] = {}
     for key, entry in units.items():
         by_hour.setdefault(entry["hour"], []).append(key)
@@ -323,7 +351,11 @@ def _refresh(spark: SparkSession, hours: list[str], store: Path,  # noqa: PLR091
         for wanted in (False, True):  # sealed segments, then open ones, each as one unit
             group = {name: stat for name, stat in rest.items()
                      if name.endswith(OPEN_SUFFIX) is wanted}
-            if group:
+            if group and wanted and sealed_only:
+                log.warning("pipeline: %s: the open segment was sealed twice while this run "
+                            "read it; its newest records wait for the next run",
+                            safe_name(hour))
+            elif group:
                 todo.append((hour, group))
     gone = sorted({entry["hour"] for entry in units.values() if not Path(entry["hour"]).is_dir()})
     removed += gone

@@ -74,7 +74,7 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not args.follow:
         try:
             result = run_pipeline(options)
-        except OutBusyError as exc:
+        except (OutBusyError, NoJournalError) as exc:
             err.write(f"raetlike pipeline: error: {exc}\n")
             return EXIT_FAILURE
         _say(result, out)
@@ -87,7 +87,7 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         follow_journals(options, rounds=args.rounds, interval=args.interval,
                         on_round=lambda result: _say(result, out))
-    except OutBusyError as exc:
+    except (OutBusyError, NoJournalError) as exc:
         err.write(f"raetlike pipeline: error: {exc}\n")
         return EXIT_FAILURE
     except KeyboardInterrupt:
