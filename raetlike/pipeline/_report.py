@@ -120,7 +120,11 @@ PLOT_LABEL = 60
 
 
 def _short(text: str) -> str:
-    return text if len(text) <= PLOT_LABEL else text[:PLOT_LABEL - 1] + "…"
+    """A plot's row label: at most :data:`PLOT_LABEL` characters, a character no font draws
+    (a control, such as a NUL a journal line may hold) shown as U+FFFD."""
+    text = text if len(text) <= PLOT_LABEL else text[:PLOT_LABEL - 1] + "…"
+    return text if text.isprintable() else "".join(
+        char if char.isprintable() else "\ufffd" for char in text)
 
 
 def _busiest(rows: Sequence[Row]) -> list[Row]:
