@@ -81,13 +81,15 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 STORE = "store"
-MANIFEST_VERSION = 5  # 2: the lines' fields, not normalised records; 3: and partials;
+MANIFEST_VERSION = 6  # 2: the lines' fields, not normalised records; 3: and partials;
 # 4: a send time that is not finite gives no latency (partials made before had NaN maxima);
-# 5: units of segment files, not whole hours
+# 5: units of segment files, not whole hours; 6: a file's ctime and inode too
 RECORDS = "records"  # a unit's lines, beside its partials
 CONVERTERS = 4  # units converted at once
 
-Files = dict[str, list[int]]  # segment file name -> [size, mtime_ns]
+Files = dict[str, list[int]]  # segment file name -> [size, mtime_ns, ctime_ns, inode]
+# (ctime and inode: a file rewritten and given back its mtime, as cp -p or rsync -a do, or
+# replaced by another of the same size and times, is noticed; no call sets a ctime)
 
 _KEY = re.compile(r"[0-9a-f]{20}")
 
@@ -184,7 +186,7 @@ def _files(hour: Path) -> Files:
                             "that is not UTF-8", safe_name(entry.path))
                 continue
             info = entry.stat()
-            found[entry.name] = [info.st_size, info.st_mtime_ns]
+            found[entry.name] = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
     return found
 
 
@@ -227,7 +229,7 @@ def _valid_entry(key: str, entry: Any) -> bool:
         return False
     hour, files, step = entry.get("hour"), entry.get("files"), entry.get("step")
     return (isinstance(hour, str) and isinstance(files, dict) and bool(files)
-            and all(isinstance(name, str) and isinstance(stat, list) and len(stat) == 2
+            and all(isinstance(name, str) and isinstance(stat, list) and len(stat) == 4
                     and all(_whole(n) for n in stat) for name, stat in files.items())
             and key == _key(hour, files)
             and _whole(entry.get("records")) and _whole(entry.get("skipped"))
