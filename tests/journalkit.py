@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from raetlike.journal import (
     Endpoint,
@@ -17,6 +22,41 @@ from tests.roadkit import MAIN, allowed_pair
 from tests.simlink import Impairment
 
 HOUR_START = 1_767_261_600.0  # 2026-01-01T10:00:00Z
+ROOT = Path(__file__).resolve().parent.parent
+
+_FULL_DISK_PRELUDE = textwrap.dedent("""
+    import errno, os, resource, signal, sys, time
+    from pathlib import Path
+    from raetlike.journal import FsyncPolicy, JournalWriter
+    from raetlike.journal import _delivery as delivery_module
+    from road.events import MessageReceived
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    directory, path = Path(sys.argv[1]), sys.argv[2]
+    if path == "pure":
+        delivery_module._APPEND_PLAIN = None
+    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    H = 1_767_261_600.0
+""")
+
+
+def run_full_disk(body: str, directory: Path, *,
+                  compiled: bool) -> subprocess.CompletedProcess[str]:
+    """Run ``body`` in a child process after a prelude that gives it a full disk without
+    root: a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes writes fail with EFBIG
+    where a full disk gives ENOSPC, a write cut short first, as there.  The prelude
+    defines ``directory`` (the journal), ``hard`` (the limit to give back), ``H`` (an hour's
+    start) and takes the pure path when ``compiled`` is false (skipped when the compiled
+    path is not built).  The child must exit 0; its output is returned."""
+    from raetlike.journal._delivery import COMPILED  # noqa: PLC0415
+
+    if compiled and not COMPILED:
+        pytest.skip("the compiled path is not built (RAETLIKE_PURE_PYTHON)")
+    done = subprocess.run([sys.executable, "-c", _FULL_DISK_PRELUDE + textwrap.dedent(body),
+                           str(directory), "compiled" if compiled else "pure"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return done
 
 
 def record(sequence: int | None = 1, *, node: str = "main", source: str = "minion",

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import errno
 import json
-import subprocess
-import sys
-import textwrap
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,7 +23,7 @@ from raetlike.journal import _delivery as delivery_module
 from raetlike.journal import _writer as writer_module
 from raetlike.journal._delivery import COMPILED
 from road.events import MessageReceived
-from tests.journalkit import HOUR_START, record
+from tests.journalkit import HOUR_START, record, run_full_disk
 
 ROOT = Path(__file__).resolve().parent.parent
 PATHS = [pytest.param(True, id="compiled"), pytest.param(False, id="pure")]
@@ -53,21 +50,8 @@ def _writer(tmp_path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch,
     return writer
 
 
-# A child process, as tests/test_durable_disk_full.py does: a file-size limit
-# (RLIMIT_FSIZE, SIGXFSZ ignored) stands in for a full disk (EFBIG as ENOSPC would be).
-_FULL_DISK = textwrap.dedent("""
-    import errno, os, resource, signal, sys
-    from pathlib import Path
-    from raetlike.journal import FsyncPolicy, JournalWriter
-    from raetlike.journal import _delivery as delivery_module
-    from road.events import MessageReceived
-
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    directory, path = Path(sys.argv[1]), sys.argv[2]
-    if path == "pure":
-        delivery_module._APPEND_PLAIN = None
-    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
-    H = 1_767_261_600.0
+# Run in a child with a full disk (tests.journalkit.run_full_disk).
+_FULL_DISK = """
     descriptors = len(os.listdir("/proc/self/fd"))
     writer = JournalWriter(directory, "main", fsync=FsyncPolicy.NEVER, clock=lambda: H)
     print(type(writer._batch).__name__)
@@ -90,7 +74,7 @@ _FULL_DISK = textwrap.dedent("""
     writer.record_delivery("main", event(101), H + 3602.0)
     writer.close()
     print("descriptors", len(os.listdir("/proc/self/fd")) - descriptors)
-""")
+"""
 
 
 @pytest.mark.parametrize("compiled", PATHS)
@@ -103,12 +87,7 @@ def test_a_seal_that_meets_a_full_disk_keeps_the_segment_and_its_hour(
     segment of their own.  Before, the failed seal dropped the segment
     (left .open, its descriptor leaked) and the next segment began with the old hour's
     half line and records."""
-    if compiled and not COMPILED:
-        pytest.skip("the compiled path is not built (RAETLIKE_PURE_PYTHON)")
-    done = subprocess.run([sys.executable, "-c", _FULL_DISK, str(tmp_path),
-                           "compiled" if compiled else "pure"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
+    done = run_full_disk(_FULL_DISK, tmp_path, compiled=compiled)
     assert done.stdout.split("\n") == [
         "Batch" if compiled else "_PyBatch", "tick EFBIG", "seal 1", "open True",
         "descriptors 0", ""]

@@ -26,7 +26,7 @@ from raetlike.journal import _writer as writer_module
 from raetlike.journal._delivery import COMPILED
 from raetlike.udp import parse_host_port
 from road.events import MessageReceived
-from tests.journalkit import HOUR_START
+from tests.journalkit import HOUR_START, run_full_disk
 
 ROOT = Path(__file__).resolve().parent.parent
 PATHS = [pytest.param(True, id="compiled"), pytest.param(False, id="pure")]
@@ -54,21 +54,8 @@ def _event(n: int, size: int = 100) -> MessageReceived:
                            segments=1)
 
 
-# A child process: a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) is a full disk that
-# needs no root (EFBIG where a full disk gives ENOSPC; a write cut short first, as there).
-_FULL_DISK = textwrap.dedent("""
-    import errno, os, resource, signal, sys, time
-    from pathlib import Path
-    from raetlike.journal import FsyncPolicy, JournalWriter
-    from raetlike.journal import _delivery as delivery_module
-    from road.events import MessageReceived
-
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    directory, path = Path(sys.argv[1]), sys.argv[2]
-    if path == "pure":
-        delivery_module._APPEND_PLAIN = None
-    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
-    H = 1_767_261_600.0
+# Run in a child with a full disk (tests.journalkit.run_full_disk).
+_FULL_DISK = """
     now = [0.0]
     time.monotonic = lambda: now[0]  # the writer's interval clock (its default)
     writer = JournalWriter(directory, "main", fsync=FsyncPolicy.INTERVAL, max_bytes=16_384,
@@ -113,7 +100,7 @@ _FULL_DISK = textwrap.dedent("""
         offered += 1
     writer.close()
     print("offered", offered, "lost", writer.records_lost, "taken", writer.records_written)
-""")
+"""
 
 
 @pytest.mark.parametrize("compiled", PATHS)
@@ -121,12 +108,7 @@ def test_a_full_disk_never_raises_from_appends_or_ticks_and_counts_what_it_loses
         tmp_path: Path, compiled: bool) -> None:
     """Before, the first tick after the disk filled raised EFBIG out of the writer (an
     estate died of it) and nothing counted the records it could not keep."""
-    if compiled and not COMPILED:
-        pytest.skip("the compiled path is not built (RAETLIKE_PURE_PYTHON)")
-    done = subprocess.run([sys.executable, "-c", _FULL_DISK, str(tmp_path),
-                           "compiled" if compiled else "pure"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
+    done = run_full_disk(_FULL_DISK, tmp_path, compiled=compiled)
     lines = done.stdout.splitlines()
     assert lines[:5] == ["Batch" if compiled else "_PyBatch", "error EFBIG True",
                          "bounded True True", "flush EFBIG", "durable EFBIG"]

@@ -76,9 +76,6 @@ def read_journal(directories: Iterable[Path], *, include_open: bool = True) -> J
     return contents
 
 
-_ANY_SEGMENT = _ANY_SEGMENT_NAME
-
-
 def durable_marks_after(directory: Path, node: str,
                         position: list[int | str]) -> Iterator[tuple[str, int, int]]:
     """``(durable_from, durable_store, durable_seq)`` of every line ``node``'s writer
@@ -98,7 +95,7 @@ def durable_marks_after(directory: Path, node: str,
         int(position[3])
     segments = []
     for path in Path(directory).glob(f"date=*/hour=*/{glob_escape(node)}.*"):
-        match = _ANY_SEGMENT.match(path.name)
+        match = _ANY_SEGMENT_NAME.match(path.name)
         if (match is None or match["node"] != node or int(match["pid"]) != pid
                 or int(match["serial"]) < serial
                 or (int(match["serial"]) == serial and match["stamp"] != stamp
