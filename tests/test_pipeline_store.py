@@ -196,8 +196,9 @@ def _line(seq: int, t: float, source: str, node: str) -> str:
 
 def test_segments_of_nodes_whose_names_spark_encodes_are_read(tmp_path: Path,
                                                              spark: Any) -> None:  # noqa: F811
-    journal, out = tmp_path / "journal", tmp_path / "out"
-    names = ["n%41", "n#1", "n[1]", "n{a,b}", "plain"]
+    # under a directory Hadoop encodes too: the plain names are joined to its encoded path
+    journal, out = tmp_path / "a b%25 é" / "journal", tmp_path / "out"
+    names = ["n%41", "n#1", "n[1]", "n{a,b}", "plain", "Plain-2.x_y"]
     for n, node in enumerate(names):  # valid estate names Hadoop percent-encodes in paths
         with JournalWriter(journal, node) as writer:
             writer.append(record(n + 1, node=node, received=HOUR_START + n))

@@ -398,13 +398,29 @@ def _in_files(spark: SparkSession, hour: str, names: list[str]) -> Column:
     """True for rows of the segment files ``names`` directly in ``hour``: Spark lists the
     directory and skips the other files (a filter on ``_metadata`` prunes files before
     they are opened).  Each file is matched by its path as Spark writes it, percent-encoded
-    by Hadoop (``my node`` is ``my%20node``), here made by Hadoop itself."""
+    by Hadoop (``my node`` is ``my%20node``), made by Hadoop itself: the hour's path once,
+    and each name of other characters than :data:`_PLAIN` (which Hadoop leaves as they
+    are).  A unit of 20,000 segments costs the driver 0.3 s, not 9 s."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None  # noqa: S101 - the session's JVM is up
     path = jvm.org.apache.hadoop.fs.Path
-    paths = [path(os.path.join(os.path.abspath(hour), name)).toUri().getRawPath()
+
+    def raw(local: str) -> str:
+        return str(path(local).toUri().getRawPath())
+
+    directory = os.path.abspath(hour)
+    base = raw(directory).rstrip("/")
+    paths = [f"{base}/{name}" if _PLAIN.fullmatch(name) else raw(os.path.join(directory, name))
              for name in names]
-    return F.regexp_replace(F.col("_metadata.file_path"), _SCHEME, "").isin(paths)
+    # the list crosses to the JVM as one string (``isin`` makes a JVM call per literal: 6 s
+    # for 20,000 files); no path holds a NUL
+    listed = jvm.java.util.regex.Pattern.compile("\0").splitAsStream("\0".join(paths)).toList()
+    column = F.regexp_replace(F.col("_metadata.file_path"), _SCHEME, "")
+    return Column(column._jc.isInCollection(listed))  # type: ignore[operator] # pyspark: a JVM column
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9._-]+")
+"""A file name Hadoop puts in a URI's path as it is: unreserved URI characters, no ``:``."""
 
 
 def _convert(spark: SparkSession, hour: str, names: list[str], part: Path) -> dict[str, Any]:
