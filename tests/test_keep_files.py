@@ -122,7 +122,8 @@ def test_a_write_that_fails_before_the_rename_keeps_the_old_file(
     assert not [f for f in files if f.name.endswith(".tmp")]
 
 
-@pytest.mark.parametrize("text", ["", "{", '{"role": ', "[1, 2]", "null", "\xff\xfe"])
+@pytest.mark.parametrize("text", ["", "{", '{"role": ', "[1, 2]", "null", "\xff\xfe",
+                                  "[" * 100_000])  # nested past the parser
 def test_corrupt_json_raises_keep_error_naming_the_file(tmp_path: Path, text: str) -> None:
     keep = filled_keep(tmp_path)
     for path, load in [

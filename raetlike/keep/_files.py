@@ -88,7 +88,7 @@ def read_json(path: Path, *, secret: bool = False) -> dict[str, Any] | None:
         raise KeepError(f"{path}: cannot read keep file: {exc}") from exc
     try:
         value: object = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser
         raise KeepError(f"{path}: keep file is not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise KeepError(f"{path}: keep file must hold a JSON object, not {type(value).__name__}")
