@@ -381,7 +381,9 @@ class FastLink:
         return newest
 
     def _on_ack(self, ranges: list[tuple[int, int]], now: float) -> None:
-        if ranges[0][1] >= self.next_packet:  # an ack of what we never sent
+        # an ack of what we never sent (ranges[0] is the highest: read_frames checks the
+        # ranges descend, so none of the others reaches next_packet either)
+        if ranges[0][1] >= self.next_packet:
             self.stack.stats.drop(Drop.INVALID_BODY)
             return
         self.ping.answered(ranges[0][1], now)  # (the verdict "alive": _heard, after the frames)
