@@ -85,6 +85,34 @@ def test_forged_fast_datagrams_change_nothing_before_their_tag_verifies() -> Non
     _flows(pair)
 
 
+def test_forged_or_replayed_fast_datagrams_schedule_nothing() -> None:
+    """A datagram under any key id (one byte: 256 tries) with a wrong tag, or a replay,
+    does not put its link on the next round's visits: only an authentic one does."""
+    pair = fast_pair()
+    _flows(pair, 5)
+    _, main_link = _links(pair)
+    fast = pair.main._fast
+    pair.main.datagrams_to_send(pair.net.now)
+    pair.main.get_timer()  # (the visits of the round are done: nothing is touched)
+    assert not {**fast._to_send, **fast._to_time}
+    real = _sealed(pair, pack_abandon(0))  # a ping: "alive?"
+    far_uid = pair.minion.remote("main").far_uid
+    for key_id in range(256):
+        forged = pack_header(key_id, far_uid, 1, 10**9) + bytes(100)
+        pair.main.receive_datagram(forged, ("127.0.0.9", 9999), pair.net.now)
+    _feed(pair, real[:-1] + bytes([real[-1] ^ 1]))  # the real key id, a flipped tag
+    assert pair.main.stats.dropped[Drop.BAD_COAT] == 2
+    assert not {**fast._to_send, **fast._to_time}
+    _feed(pair, real)
+    assert main_link.remote.uid in fast._to_send  # (its ack goes in time)
+    pair.main.datagrams_to_send(pair.net.now)
+    pair.main.get_timer()
+    _feed(pair, real)  # the same again: a replay
+    assert pair.main.stats.dropped[Drop.REPLAYED] == 1
+    assert not {**fast._to_send, **fast._to_time}
+    _flows(pair)
+
+
 def test_a_replayed_fast_datagram_is_never_delivered_twice() -> None:
     pair = fast_pair()
     seen = capture(pair)
