@@ -6,6 +6,7 @@ from __future__ import annotations
 import tracemalloc
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -158,6 +159,45 @@ def test_chunks_of_huge_announced_messages_cost_what_they_carry_and_are_freed() 
     assert pair.main._partials.count == 0
     assert pair.main._partials.bytes == 0
     assert pair.main.stats.dropped[Drop.REASSEMBLY_TIMEOUT] == 1000
+    _flows(pair)
+
+
+@pytest.mark.parametrize(("chunk", "per_datagram", "fillers"), [
+    (64, 13, 0),  # the smallest chunks, copied out of full datagrams
+    (64, 1, 0),  # the smallest chunks, each held as a view into its own short datagram
+    (600, 1, 60),  # a view of half a datagram, the rest ABANDON frames: the whole kept
+])
+def test_reassembly_memory_stays_within_max_reassembly_bytes_whatever_the_chunks(
+        chunk: int, per_datagram: int, fillers: int) -> None:
+    """Each held chunk is charged what it keeps in memory (its bytes, or the datagram its
+    view keeps, and PIECE_COST or VIEW_PIECE_COST beside): before, 64-byte chunks held
+    2.6x (copied) or 7.8x (views) the bound in traced memory."""
+    limit = 1 << 20
+    config = RoadConfig(fast=True, max_reassembly_bytes=limit)
+    pair = allowed_pair(main_config=config, minion_config=RoadConfig(fast=True))
+    _flows(pair, 5)
+    total = config.max_message_size - 1
+    chunks = -(-total // chunk)
+    index, number, refused = 0, 10**6, 0
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        while refused < 5:  # until the bound refuses the chunks (they go unacked)
+            frames = []
+            for _ in range(per_datagram):
+                if index >= chunks - 1:
+                    number, index = number + 1, 0
+                frames.append(_frame(number, total, index, chunks, b"z" * chunk))
+                index += 1
+            full = pair.main.stats.dropped[Drop.REASSEMBLY_FULL]
+            _feed(pair, _sealed(pair, b"".join(frames) + pack_abandon(1) * fillers))
+            if pair.main.stats.dropped[Drop.REASSEMBLY_FULL] > full:
+                refused += 1
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert pair.main._partials.bytes <= limit
+    assert grown <= 1.2 * limit, (grown, grown / limit)
     _flows(pair)
 
 
