@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from raetlike.errors import PacketError
 from road import events
 from road._alive import Aliver
-from road._fast_link import FastLink
+from road._fast_link import NEWEST, FastLink
 from road._fast_wire import read_header
 from road.stats import Drop
 
@@ -195,10 +195,12 @@ class FastRoad:
         if key_id != link.key_id:
             stack.stats.drop(Drop.STALE_KEY)
             return
-        remote = link.remote
+        heard = link.receive(data, stream, number, now)
+        if not heard:  # replayed or forged: nothing is scheduled for it either
+            return
         self.touch(link)
-        if link.receive(data, stream, number, now) and source != remote.host_address:
-            stack._probe_path(remote, source)
+        if heard == NEWEST and source != link.remote.host_address:
+            stack._probe_path(link.remote, source)
 
     def datagrams(self, now: float) -> list[tuple[bytes, Address]]:
         """Datagrams from the links touched since the last round, one per link per pass

@@ -87,7 +87,13 @@ class ReceivedRanges:
                     del ranges[position + 1]
                 return
             if number == first - 1:
-                ranges[position][0] = number
+                if position and ranges[position - 1][1] >= number - 1:
+                    # it joins the range below too (one range: an ACK frame's ranges
+                    # never overlap, or the peer refuses them; road/_fast_wire.py)
+                    ranges[position - 1][1] = last
+                    del ranges[position]
+                else:
+                    ranges[position][0] = number
                 return
             if number > last:
                 ranges.insert(position + 1, [number, number])

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from road.remote import Outgoing, Remote
     from road.stack import RoadStack
 
-__all__ = ["FastLink", "Ping"]
+__all__ = ["HEARD", "NEWEST", "FastLink", "Ping"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,10 @@ _ACK_ROOM = 2 + 16 * 4  # an ack frame of up to 4 ranges rides along with data
 _RAET_GRACE = 0.25  # a peer that just answered RAET has this long to ack a fast datagram
 # before its silence on the fast link counts (its acks of our probes come with its answer)
 _REKEY_AT = 1 << 62  # packet numbers: ask for a new allow long before 2**64
+HEARD = 1
+"""FastLink.receive: the datagram was authentic (fresh and its tag verified); 0: it was not."""
+NEWEST = 2
+"""FastLink.receive: authentic, and its packet number the highest yet."""
 
 
 class Ping:
@@ -327,26 +331,28 @@ class FastLink:
         return datagram
 
     # -- in --------------------------------------------------------------------------
-    def receive(self, data: bytes, stream: int, number: int, now: float) -> bool:
+    def receive(self, data: bytes, stream: int, number: int, now: float) -> int:
         """A datagram under our key id; garbage is dropped and counted.
 
         The door: nothing of the datagram reaches any part's state before its
         packet number is fresh and its AEAD tag (over the header, stream id and
-        number included) has verified.  True when it did and its number is the
-        highest yet: where such a datagram came from is where the peer is now.
+        number included) has verified.  0 when it did not (replayed or forged:
+        the caller changes nothing either), HEARD when it did, NEWEST when it
+        did and its number is the highest yet: where such a datagram came from
+        is where the peer is now.
         """
         stack, acks = self.stack, self.acks
         if not acks.replay.fresh(number):
             stack.stats.drop(Drop.REPLAYED)
-            return False
-        newest = number > acks.replay.highest
+            return 0
+        newest = NEWEST if number > acks.replay.highest else HEARD
         assert self.receive_key is not None  # noqa: S101 - keyed links have keys
         try:
             plain = self.receive_key.open(data[FAST_HEADER_SIZE:], counter_nonce(0, number),
                                           data[:FAST_HEADER_SIZE])
         except CryptoError:
             stack.stats.drop(Drop.BAD_COAT)
-            return False
+            return 0
         stack._heard_from(self.remote, len(data))
         acks.replay.mark(number)
         try:
@@ -358,7 +364,7 @@ class FastLink:
         known = receiving.peer_stream
         if not receiving.accepts(stream):  # a second stream under the same keys
             stack.stats.drop(Drop.STALE_PACKET)
-            return False
+            return HEARD
         if stream != known and known is not None:
             log.debug("%s: %s restarted its fast stream", stack.name, self.remote.name)
         self.sending_ok = True
@@ -381,7 +387,9 @@ class FastLink:
         return newest
 
     def _on_ack(self, ranges: list[tuple[int, int]], now: float) -> None:
-        if ranges[0][1] >= self.next_packet:  # an ack of what we never sent
+        # an ack of what we never sent (ranges[0] is the highest: read_frames checks the
+        # ranges descend, so none of the others reaches next_packet either)
+        if ranges[0][1] >= self.next_packet:
             self.stack.stats.drop(Drop.INVALID_BODY)
             return
         self.ping.answered(ranges[0][1], now)  # (the verdict "alive": _heard, after the frames)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from road.remote import Remote
     from road.stats import RoadStats
 
-__all__ = ["MIN_CHUNK", "AckState", "Partial", "ReceiveStream"]
+__all__ = ["MIN_CHUNK", "PIECE_COST", "VIEW_PIECE_COST", "AckState", "Partial", "ReceiveStream"]
 
 NEVER = float("inf")
 
@@ -41,19 +41,30 @@ _RAW = int(BodyKind.RAW)
 _SHORT_ACK_SPACING = 0.001  # at most one early ack for short datagrams per millisecond
 MIN_CHUNK = 64
 """The smallest chunk but a message's last (senders cut at least this; FastLink checks)."""
+PIECE_COST = 128
+"""Bytes a held chunk costs beyond its own, charged to ``max_reassembly_bytes`` with it:
+its bytes object's header and its entry in the partial message's dict (key included),
+94-117 bytes measured with tracemalloc (CPython 3.11, 64-bit), rounded up.  Counted
+bare, 64-byte chunks held 2.6 times the bound (docs/security.md)."""
+VIEW_PIECE_COST = 448
+"""The same for a chunk held as a view into its datagram (a chunk of half the datagram or
+more, kept uncopied), which is charged the whole opened datagram it keeps alive beside
+this: the view, its buffer's record, the datagram's bytes header and the dict entry,
+~400 bytes measured, rounded up."""
 _SWEEP_SPACING = 1.0  # partials are swept for quiet ones at most once a second
 
 
 class Partial:
     """Chunks of one message still arriving: only what came, never slots for what was declared."""
 
-    __slots__ = ("chunk_size", "chunks", "held", "last", "pieces", "total")
+    __slots__ = ("charged", "chunk_size", "chunks", "held", "last", "pieces", "total")
 
     def __init__(self, total: int, chunks: int, now: float) -> None:
         self.total = total
         self.chunks = chunks
         self.chunk_size = 0  # the size of every chunk but the last, once one of them came
         self.held = 0  # bytes of the pieces held (never more than total)
+        self.charged = 0  # what they cost, counted in max_reassembly_bytes (PIECE_COST)
         self.last = now  # when the last new piece came (reassembly_timeout counts from it)
         self.pieces: dict[int, bytes | memoryview] = {}
 
@@ -197,6 +208,10 @@ class ReceiveStream:
             stats.drop(Drop.DUPLICATE)
             return False
         size = len(data)
+        # a view into the datagram when the chunk is most of it (no copy), else its own
+        # bytes; either is charged what it keeps in memory (PIECE_COST, VIEW_PIECE_COST)
+        view = 2 * size >= plain_size
+        cost = plain_size + VIEW_PIECE_COST if view else size + PIECE_COST
         last = chunks - 1
         # every chunk but the last has one size, at least MIN_CHUNK, and they add up to total
         if ((index < last and not (size >= MIN_CHUNK and last * size < total <= chunks * size))
@@ -205,7 +220,7 @@ class ReceiveStream:
             return False
         partial = self.partials.get(number)
         if partial is None:
-            opened = self._open_partial(number, total, chunks, size, now)
+            opened = self._open_partial(number, total, chunks, cost, now)
             if not isinstance(opened, Partial):
                 return opened
             partial = opened
@@ -225,14 +240,13 @@ class ReceiveStream:
             stats.drop(Drop.MALFORMED)
             return False
         shared = self.reassembly
-        if shared.bytes + size > self.config.max_reassembly_bytes:
+        if shared.bytes + cost > self.config.max_reassembly_bytes:
             stats.drop(Drop.REASSEMBLY_FULL)
             return True
-        # a view into the datagram when the chunk is most of it (no copy), else its own bytes,
-        # so what is held is at most twice what is counted
-        pieces[index] = data if 2 * size >= plain_size else bytes(data)
+        pieces[index] = data if view else bytes(data)
         partial.held += size
-        shared.bytes += size
+        partial.charged += cost
+        shared.bytes += cost
         partial.last = now
         if len(pieces) == partial.chunks:
             self._complete(number, partial, body_kind, made)
@@ -254,15 +268,16 @@ class ReceiveStream:
                                                self.remote.remote_session_id,
                                                number & 0xFFFFFFFF, partial.chunks))
 
-    def _open_partial(self, number: int, total: int, chunks: int, size: int,
+    def _open_partial(self, number: int, total: int, chunks: int, cost: int,
                       now: float) -> Partial | bool:
-        """A new partial message, or why not: True when refused for want of room (the
-        datagram goes unacked, its sender retries), False when refused for good."""
+        """A new partial message for a first chunk costing ``cost``, or why not: True when
+        refused for want of room (the datagram goes unacked, its sender retries), False
+        when refused for good."""
         config, shared = self.config, self.reassembly
         if total > config.max_message_size:
             self.stats.drop(Drop.MESSAGE_TOO_LARGE)
             return False
-        if shared.bytes + size > config.max_reassembly_bytes:
+        if shared.bytes + cost > config.max_reassembly_bytes:
             self.stats.drop(Drop.REASSEMBLY_FULL)
             return True
         if not shared.open(self.remote, total):  # counts its refusal
@@ -276,13 +291,13 @@ class ReceiveStream:
         """Forget the partial message ``number`` and what it held."""
         partial = self.partials.pop(number, None)
         if partial is not None:
-            self.reassembly.close(self.remote, partial.held)
+            self.reassembly.close(self.remote, partial.charged)
 
     def release_partials(self) -> None:
         """Forget every partial message (a new peer stream, the link gone)."""
         shared, remote = self.reassembly, self.remote
         for partial in self.partials.values():
-            shared.close(remote, partial.held)
+            shared.close(remote, partial.charged)
         self.partials.clear()
         self.partials_check = NEVER
 

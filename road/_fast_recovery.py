@@ -10,8 +10,7 @@ which gives them to the send stream: recovery never sees a message.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from typing import Any
+from bisect import bisect_left, bisect_right
 
 from road._fast_control import CongestionControl
 from road._fast_send import Carried
@@ -28,9 +27,9 @@ Sent = tuple[float, int, list[Carried], list[int]]
 class LossRecovery:
     """The ack-eliciting datagrams in flight with one remote, and the window they fill."""
 
-    __slots__ = ("ack_delay", "acked_probed", "control", "datagram_size", "floor",
+    __slots__ = ("ack_delay", "acked_probed", "control", "datagram_size",
                  "largest_acked", "last_eliciting", "loss_time", "probe_count", "probed",
-                 "probes", "sent", "upto")
+                 "probes", "sent", "sent_numbers", "upto")
 
     def __init__(self, datagram_size: int, max_window: int, ack_delay: float,
                  initial_window: int = 0) -> None:
@@ -38,7 +37,10 @@ class LossRecovery:
         self.ack_delay = ack_delay  # how long the peer may hold an ack (as we do)
         self.control = CongestionControl(datagram_size, max_window, initial_window)
         self.sent: dict[int, Sent] = {}
-        self.floor = 0  # no packet below this one awaits its ack (see first_sent)
+        # the keys of sent, ascending (packet numbers only grow, and what leaves sent
+        # leaves as a run of this list: a prefix when lost or probed, a bisected slice
+        # when acked), so an ack range finds what it covers in O(log n)
+        self.sent_numbers: list[int] = []
         self.upto = 0  # no packet at or above this one was sent under these keys
         self.largest_acked = -1
         self.last_eliciting = 0.0
@@ -71,6 +73,7 @@ class LossRecovery:
                 abandons: list[int]) -> None:
         """Packet ``number`` (``size`` bytes) left carrying ``chunks`` and ``abandons``."""
         self.sent[number] = (now, size, chunks, abandons)
+        self.sent_numbers.append(number)
         self.upto = number + 1
         self.control.on_sent(size, now)
         self.last_eliciting = now
@@ -79,43 +82,35 @@ class LossRecovery:
 
     # -- acks and losses ---------------------------------------------------------------
     def first_sent(self) -> int:
-        """The lowest packet number awaiting its ack (upto when none does).
-
-        A pointer moved forward lazily, as ``SendStream.oldest_in_flight`` is.
-        """
-        sent, first, upto = self.sent, self.floor, self.upto
-        while first < upto and first not in sent:
-            first += 1
-        self.floor = first
-        return first
+        """The lowest packet number awaiting its ack (upto when none does)."""
+        sent_numbers = self.sent_numbers
+        return sent_numbers[0] if sent_numbers else self.upto
 
     def on_ack(self, ranges: list[tuple[int, int]], now: float) -> list[list[Carried]]:
         """The peer acknowledged ``ranges`` (highest first, all below what we sent).
 
-        Returns what the newly acked datagrams carried, in the order acked.
+        Returns what the newly acked datagrams carried, in the order acked.  Each
+        range costs two bisections of what is in flight, whatever it spans, and then
+        only the datagrams it newly acknowledges (a range covering none, below,
+        between or above them, costs no walk).
         """
-        sent = self.sent
+        sent, sent_numbers = self.sent, self.sent_numbers
         largest = ranges[0][1]
         control = self.control
-        newest: Sent | None = None
+        newest = sent.get(largest)  # (in flight: the first range acknowledges it below)
         acked: list[list[Carried]] = []
         for first, last in ranges:
-            if not sent:
+            if not sent_numbers:
                 break
-            low = max(first, self.first_sent())
-            if last < low:
+            start = bisect_left(sent_numbers, first)
+            stop = bisect_right(sent_numbers, last, start)
+            if start == stop:
                 continue
-            numbers: Any = range(low, last + 1) if last - low < len(sent) else \
-                [n for n in sent if low <= n <= last]
-            for number in numbers:
-                packet = sent.pop(number, None)
-                if packet is None:
-                    continue
-                if number == largest:
-                    newest = packet
-                sent_at, size, chunks, _ = packet
+            for number in sent_numbers[start:stop]:
+                sent_at, size, chunks, _ = sent.pop(number)
                 control.on_acked(size, sent_at)
                 acked.append(chunks)
+            del sent_numbers[start:stop]
         self.largest_acked = max(self.largest_acked, largest)
         probed = self.probed
         self.acked_probed = False
@@ -143,30 +138,29 @@ class LossRecovery:
     def detect_losses(self, now: float) -> list[Sent]:
         """The datagrams now counted lost (removed; the window cut), and the next loss time."""
         self.loss_time = None
-        sent = self.sent
+        sent, sent_numbers = self.sent, self.sent_numbers
         if not sent:
             return []
         control = self.control
         delay = control.loss_delay(control.smoothed_rtt)
         largest = self.largest_acked
-        lost: list[int] = []
-        number = self.first_sent()
-        while number <= largest:
-            packet = sent.get(number)
-            number += 1
-            if packet is None:
-                continue  # acknowledged out of order
+        count = 0  # the lost ones are the oldest in flight: a prefix of sent_numbers
+        for number in sent_numbers:
+            if number > largest:
+                break
+            packet = sent[number]
             # packet[0] + delay is the loss time this method sets: compare that same sum
-            if number <= largest - 2 or packet[0] + delay <= now:
-                lost.append(number - 1)
+            if number < largest - 2 or packet[0] + delay <= now:
+                count += 1
             else:
                 self.loss_time = packet[0] + delay
                 break
         gone = []
-        for number in lost:
+        for number in sent_numbers[:count]:
             packet = sent.pop(number)
             control.on_lost(packet[1], packet[0], now)
             gone.append(packet)
+        del sent_numbers[:count]
         return gone
 
     # -- probes ------------------------------------------------------------------------
@@ -194,7 +188,7 @@ class LossRecovery:
         without a window cut) and two datagrams may go whatever the window."""
         if self.probe_count >= 3:
             self.control.collapse()
-        number = self.first_sent()
+        number = self.sent_numbers.pop(0)
         packet = self.sent.pop(number)
         self.control.on_forgotten(packet[1])
         probed = self.probed
@@ -213,6 +207,7 @@ class LossRecovery:
         for packet in forgotten:
             control.on_forgotten(packet[1])
         self.sent.clear()
+        self.sent_numbers.clear()
         self.probed.clear()
         self.loss_time = None
         self.probe_count = 0
@@ -222,7 +217,7 @@ class LossRecovery:
     def new_keys(self) -> list[Sent]:
         """New session keys: packet numbers start again at 0; what was in flight is returned."""
         forgotten = self.forget()
-        self.floor = self.upto = 0
+        self.upto = 0
         self.largest_acked = -1
         return forgotten
 

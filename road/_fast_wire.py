@@ -45,6 +45,9 @@ _ACK_HEAD = struct.Struct("!BB")  # kind, range count
 _RANGE = struct.Struct("!QQ")  # first, last packet number (inclusive)
 _ABANDON = struct.Struct("!BQ")
 MAX_ACK_RANGES = 32
+"""The most ranges an ACK frame carries, and the most a receiver accepts: a datagram with
+more (or with a second ACK frame) is malformed, so one ACK costs its receiver at most this
+many bisections of what it has in flight (docs/wire.md, "Fast-mode frame")."""
 _ACK_FORMATS = [struct.Struct(f"!BB{2 * count}Q") for count in range(MAX_ACK_RANGES + 1)]
 
 
@@ -124,8 +127,10 @@ def read_frames(plain: bytes) -> tuple[list[MessageFields], list[tuple[int, int]
                                        list[int]]:
     """The frames of an opened datagram as plain values: messages, ack ranges, abandons.
 
-    Ack ranges are None when the datagram has no ACK frame (several ACK frames:
-    the ranges of all of them).  PacketError on anything malformed.
+    Ack ranges are None when the datagram has no ACK frame.  PacketError on anything
+    malformed, which includes a second ACK frame, more than MAX_ACK_RANGES ranges, and
+    ranges not strictly descending (each wholly below the one before it): no raetlike
+    sends those, and each range costs the receiver work.
     """
     messages: list[MessageFields] = []
     ranges: list[tuple[int, int]] | None = None
@@ -147,14 +152,17 @@ def read_frames(plain: bytes) -> tuple[list[MessageFields], list[tuple[int, int]
                              else view[offset:offset + size]))
             offset += size
         elif kind == _ACK_KIND:
+            if ranges is not None:
+                raise PacketError("bad-frame", "a second ack frame")
             if offset + 2 > end:
                 raise PacketError("bad-frame", "truncated ack frame")
             count = plain[offset + 1]
             offset += 2
+            if count > MAX_ACK_RANGES:
+                raise PacketError("bad-frame", "too many ack ranges")
             if offset + count * _RANGE.size > end:
                 raise PacketError("bad-frame", "truncated ack ranges")
-            if ranges is None:
-                ranges = []
+            ranges = []
             offset = _read_ranges(plain, offset, count, ranges)
         elif kind == _ABANDON_KIND:
             if offset + _ABANDON.size > end:
@@ -167,11 +175,16 @@ def read_frames(plain: bytes) -> tuple[list[MessageFields], list[tuple[int, int]
 
 
 def _read_ranges(plain: bytes, offset: int, count: int, ranges: list[tuple[int, int]]) -> int:
-    """Append ``count`` ack ranges read at ``offset``; the offset after them."""
+    """Append ``count`` ack ranges read at ``offset`` (highest first, each wholly below
+    the one before); the offset after them."""
+    below = -1  # the previous range's first number (-1: none yet)
     for _ in range(count):
         first, last = _RANGE.unpack_from(plain, offset)
         if first > last:
             raise PacketError("bad-frame", "ack range runs backwards")
+        if below >= 0 and last >= below:
+            raise PacketError("bad-frame", "ack ranges out of order or overlapping")
+        below = first
         ranges.append((first, last))
         offset += _RANGE.size
     return offset

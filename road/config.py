@@ -110,7 +110,10 @@ class RoadConfig:
     """Partly received messages kept at once across all remotes."""
     max_reassembly_bytes: int = 256 * 1024 * 1024
     """Bytes of partly received messages held at once across all remotes; a segment or
-    chunk past it is refused (``Drop.REASSEMBLY_FULL``): memory follows bytes received."""
+    chunk past it is refused (``Drop.REASSEMBLY_FULL``): memory follows bytes received.
+    A fast-mode chunk is charged what it keeps in memory: its bytes and
+    ``road._fast_receive.PIECE_COST`` (128), or, held as a view, its whole datagram and
+    ``VIEW_PIECE_COST`` (448) (docs/security.md)."""
     reassembly_timeout: float = 30.0
     """Seconds a partly received message may go without a new piece before it is freed
     (``Drop.REASSEMBLY_TIMEOUT``), whatever its flags."""

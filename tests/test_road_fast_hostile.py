@@ -6,6 +6,7 @@ from __future__ import annotations
 import tracemalloc
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -85,6 +86,34 @@ def test_forged_fast_datagrams_change_nothing_before_their_tag_verifies() -> Non
     _flows(pair)
 
 
+def test_forged_or_replayed_fast_datagrams_schedule_nothing() -> None:
+    """A datagram under any key id (one byte: 256 tries) with a wrong tag, or a replay,
+    does not put its link on the next round's visits: only an authentic one does."""
+    pair = fast_pair()
+    _flows(pair, 5)
+    _, main_link = _links(pair)
+    fast = pair.main._fast
+    pair.main.datagrams_to_send(pair.net.now)
+    pair.main.get_timer()  # (the visits of the round are done: nothing is touched)
+    assert not {**fast._to_send, **fast._to_time}
+    real = _sealed(pair, pack_abandon(0))  # a ping: "alive?"
+    far_uid = pair.minion.remote("main").far_uid
+    for key_id in range(256):
+        forged = pack_header(key_id, far_uid, 1, 10**9) + bytes(100)
+        pair.main.receive_datagram(forged, ("127.0.0.9", 9999), pair.net.now)
+    _feed(pair, real[:-1] + bytes([real[-1] ^ 1]))  # the real key id, a flipped tag
+    assert pair.main.stats.dropped[Drop.BAD_COAT] == 2
+    assert not {**fast._to_send, **fast._to_time}
+    _feed(pair, real)
+    assert main_link.remote.uid in fast._to_send  # (its ack goes in time)
+    pair.main.datagrams_to_send(pair.net.now)
+    pair.main.get_timer()
+    _feed(pair, real)  # the same again: a replay
+    assert pair.main.stats.dropped[Drop.REPLAYED] == 1
+    assert not {**fast._to_send, **fast._to_time}
+    _flows(pair)
+
+
 def test_a_replayed_fast_datagram_is_never_delivered_twice() -> None:
     pair = fast_pair()
     seen = capture(pair)
@@ -130,6 +159,45 @@ def test_chunks_of_huge_announced_messages_cost_what_they_carry_and_are_freed() 
     assert pair.main._partials.count == 0
     assert pair.main._partials.bytes == 0
     assert pair.main.stats.dropped[Drop.REASSEMBLY_TIMEOUT] == 1000
+    _flows(pair)
+
+
+@pytest.mark.parametrize(("chunk", "per_datagram", "fillers"), [
+    (64, 13, 0),  # the smallest chunks, copied out of full datagrams
+    (64, 1, 0),  # the smallest chunks, each held as a view into its own short datagram
+    (600, 1, 60),  # a view of half a datagram, the rest ABANDON frames: the whole kept
+])
+def test_reassembly_memory_stays_within_max_reassembly_bytes_whatever_the_chunks(
+        chunk: int, per_datagram: int, fillers: int) -> None:
+    """Each held chunk is charged what it keeps in memory (its bytes, or the datagram its
+    view keeps, and PIECE_COST or VIEW_PIECE_COST beside): before, 64-byte chunks held
+    2.6x (copied) or 7.8x (views) the bound in traced memory."""
+    limit = 1 << 20
+    config = RoadConfig(fast=True, max_reassembly_bytes=limit)
+    pair = allowed_pair(main_config=config, minion_config=RoadConfig(fast=True))
+    _flows(pair, 5)
+    total = config.max_message_size - 1
+    chunks = -(-total // chunk)
+    index, number, refused = 0, 10**6, 0
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        while refused < 5:  # until the bound refuses the chunks (they go unacked)
+            frames = []
+            for _ in range(per_datagram):
+                if index >= chunks - 1:
+                    number, index = number + 1, 0
+                frames.append(_frame(number, total, index, chunks, b"z" * chunk))
+                index += 1
+            full = pair.main.stats.dropped[Drop.REASSEMBLY_FULL]
+            _feed(pair, _sealed(pair, b"".join(frames) + pack_abandon(1) * fillers))
+            if pair.main.stats.dropped[Drop.REASSEMBLY_FULL] > full:
+                refused += 1
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert pair.main._partials.bytes <= limit
+    assert grown <= 1.2 * limit, (grown, grown / limit)
     _flows(pair)
 
 
