@@ -32,6 +32,7 @@ from raetlike.durable import DurableConfig, DurableRoad, DurableSeen
 from raetlike.durable._log import RecordLog
 from raetlike.errors import BackpressureError, StoreWriteError
 from raetlike.journal import FsyncPolicy, journal_files
+from raetlike.metrics import Watch
 from road import events
 from tests.simlink import SimNet
 from tests.test_durable_sim import MINION, _pair, _send
@@ -89,6 +90,13 @@ def test_a_journal_write_eio_holds_the_round_and_nothing_escapes(tmp_path: Path)
         assert len(minion.road.outbox) == 20  # no acknowledgement left for them
         assert road.journal is not None
         assert road.journal.write_errors > 0
+        line = Watch(durable=road).snapshot()["durable"]  # visible: stats line, metrics
+        assert line["held_for_errors"] == road.held_for_errors
+        assert "Input/output error" in line["last_error"]
+        assert line["held"] == 0  # (the receiver's outbox: it sends nothing here)
+        scraped = {metric.name: metric.samples[0].value
+                   for metric in Watch(durable=road).collect()}
+        assert scraped["raetlike_durable_held_for_errors"] == road.held_for_errors
     assert net.run_until(lambda: len(minion.road.outbox) == 0, timeout=60)
     road.journal.flush()
     assert _journaled_seqs(tmp_path / "main" / "journal") == Counter(range(1, 31))
