@@ -25,6 +25,7 @@ __all__ = [
     "LibsodiumMissingError",
     "StoreError",
     "StoreFullError",
+    "StoreWriteError",
     "MessageExpiredError",
     "YardUnreachableError",
     "JoinError",
@@ -95,9 +96,17 @@ class BackpressureError(RaetError):
     """An outbox is full: the caller must slow down or drop the message itself."""
 
 
-class StoreFullError(StoreError, BackpressureError):
+class StoreWriteError(StoreError, BackpressureError):
+    """A durable store (or the journal that holds its marks) could not be written: an
+    I/O error (EIO, EROFS, a removed directory, ...).  What failed was not stored (or its
+    mark not written); the store goes on when the write can be made (also a
+    BackpressureError: slow down, try again)."""
+
+
+class StoreFullError(StoreWriteError):
     """The disk has no room for a durable store's next segment: nothing was stored, and the
-    store goes on when there is room (also a BackpressureError: slow down)."""
+    store goes on when there is room (a :class:`StoreWriteError`, so also a
+    BackpressureError: slow down)."""
 
 
 class AddressError(RaetError, ValueError):

@@ -18,7 +18,8 @@ Metric names (docs/operations.md has the table): ``raetlike_road_*`` for a
 road stack, ``raetlike_remote_*`` per remote estate, ``raetlike_lane_*`` and
 ``raetlike_lane_yard_queued`` for a lane stack, ``raetlike_manor_*`` for a
 manor, ``raetlike_mains_*`` for an estate joined to several mains,
-``raetlike_journal_*`` for an estate's journal.  Counters
+``raetlike_journal_*`` for an estate's journal, ``raetlike_durable_*`` for its durable
+store (the write errors it went on after, what it holds).  Counters
 end in ``_total``.  Every series has an ``estate`` (road, manor) or ``yard``
 (lane) label; how many series there are follows from the
 stacks' own bounds on remotes and yards.
@@ -40,6 +41,7 @@ from raetlike import __version__
 
 if TYPE_CHECKING:
     from lane.stack import LaneStack
+    from raetlike.durable import DurableRoad
     from raetlike.journal import JournalWriter
     from raetlike.manor import Manor
     from raetlike.multimain import MultiMain
@@ -66,20 +68,23 @@ class Watch:
 
     def __init__(self, *, road: RoadStack | None = None, lane: LaneStack | None = None,
                  manor: Manor | None = None, mains: MultiMain | None = None,
-                 journal: JournalWriter | None = None, clock: Any = time.time) -> None:
+                 journal: JournalWriter | None = None, durable: DurableRoad | None = None,
+                 clock: Any = time.time) -> None:
         self.road = road
         self.lane = lane
         self.manor = manor
         self.mains = mains
         self.journal = journal
+        self.durable = durable
         self.clock = clock
 
     def watch(self, *, road: RoadStack | None = None, lane: LaneStack | None = None,
               manor: Manor | None = None, mains: MultiMain | None = None,
-              journal: JournalWriter | None = None) -> None:
+              journal: JournalWriter | None = None,
+              durable: DurableRoad | None = None) -> None:
         """Read these stacks from now on (a server may be up before they are made)."""
         self.road, self.lane, self.manor, self.mains = road, lane, manor, mains
-        self.journal = journal
+        self.journal, self.durable = journal, durable
 
     # -- Prometheus ----------------------------------------------------------
 
@@ -95,6 +100,8 @@ class Watch:
             yield from self._mains(self.mains)
         if self.journal is not None:
             yield from self._journal(self.journal)
+        if self.durable is not None:
+            yield from self._durable(self.durable)
 
     def _road(self, stack: RoadStack) -> Iterator[Metric]:
         estate = stack.name
@@ -230,6 +237,19 @@ class Watch:
             family.add_metric([node], value)
             yield family
 
+    def _durable(self, durable: DurableRoad) -> Iterator[Metric]:
+        estate = durable.name
+        for name, value, what in _durable_counters(durable):
+            family = CounterMetricFamily(f"raetlike_durable_{name}", f"durable store: {what}",
+                                         labels=["estate"])
+            family.add_metric([estate], value)
+            yield family
+        held = GaugeMetricFamily("raetlike_durable_held",
+                                 "durable store: messages held (accepted, fate not known)",
+                                 labels=["estate"])
+        held.add_metric([estate], len(durable.outbox))
+        yield held
+
     # -- stats lines ---------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
@@ -257,6 +277,12 @@ class Watch:
             line["journal"] = {**{name: value for name, value, _ in
                                   _journal_counters(self.journal)},
                                "last_error": None if error is None else str(error)}
+        if self.durable is not None:
+            failed = self.durable.last_error
+            line["durable"] = {**{name: value for name, value, _ in
+                                  _durable_counters(self.durable)},
+                               "held": len(self.durable.outbox),
+                               "last_error": None if failed is None else str(failed)}
         return line
 
 
@@ -266,6 +292,19 @@ def _journal_counters(journal: JournalWriter) -> list[tuple[str, int, str]]:
              ("records not in the journal (refused while it could not be written, or in "
               "a removed segment)")),
             ("write_errors", journal.write_errors, "journal I/O operations that failed")]
+
+
+def _durable_counters(durable: DurableRoad) -> list[tuple[str, int, str]]:
+    return [("held_for_room", durable.held_for_room,
+             "rounds whose datagrams waited: no room on the disk for the dedup marks"),
+            ("held_for_errors", durable.held_for_errors,
+             "rounds whose datagrams waited: another write error kept the marks from disk"),
+            ("sync_errors", durable.sync_errors, "interval syncs that failed"),
+            ("write_errors", durable.write_errors,
+             "write errors met and gone on after (held rounds, syncs, close)"),
+            ("journal_failures", durable.journal_failures,
+             "durable deliveries the journal could not take (marks kept in the store)"),
+            ("duplicates", durable.duplicates_seen, "durable messages received again, dropped")]
 
 
 class _Collector(Collector):

@@ -200,7 +200,7 @@ class _Estate:
         self.watch.watch(road=self.stack,
                          lane=None if self.house is None else self.house.lane,
                          manor=None if self.house is None else self.house.manor,
-                         mains=self.mains, journal=self.journal)
+                         mains=self.mains, journal=self.journal, durable=self.durable)
         self.stats_lines = StatsLines(self.watch, sys.stderr, options.stats_every, clock)
         # what deliver() reads for every message, looked up once
         self.local_name = self.stack.name

@@ -18,10 +18,17 @@ process loses nothing it appended.  Whether they also reach stable storage befor
 cut is the fsync policy (:class:`raetlike.journal.FsyncPolicy`): every record (msync),
 at most every ``interval`` seconds (:meth:`RecordLog.sync_due` / :meth:`RecordLog.sync`),
 or never.
+
+An I/O error while writing (a full disk, EIO, EROFS, the directory removed, ...) is raised
+as :class:`~raetlike.errors.StoreWriteError` (:class:`~raetlike.errors.StoreFullError`
+when the disk has no room), the log left as it was before the call, or where the next
+call picks up (a segment that could not be made is made again by the next append); a
+record whose forced sync failed is taken back.  Opening the log raises what it meets.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
@@ -34,10 +41,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from raetlike.errors import StoreError, StoreFullError
+from raetlike.errors import StoreError, StoreFullError, StoreWriteError
 from raetlike.journal import FsyncPolicy
 
-__all__ = ["HEAD", "MAX_RECORD", "NO_ROOM", "RecordLog", "frame"]
+__all__ = ["HEAD", "MAX_RECORD", "NO_ROOM", "RecordLog", "frame", "write_error"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +56,13 @@ MAX_RECORD = 64 * 1024 * 1024
 NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 """The errors that mean the disk (or quota, or file size limit) has no room."""
 _NAME = re.compile(r"^(?P<index>\d{12})\.log$")
+
+
+def write_error(what: str, exc: OSError) -> StoreWriteError:
+    """``exc``, met while writing ``what``, as the store's error: StoreFullError when the
+    disk has no room (:data:`NO_ROOM`), else StoreWriteError."""
+    kind = StoreFullError if exc.errno in NO_ROOM else StoreWriteError
+    return kind(f"{what}: {exc.strerror or exc}")
 
 
 def frame(payload: bytes, _crc32: Any = zlib.crc32, _pack: Any = HEAD.pack) -> bytes:
@@ -156,19 +170,27 @@ class RecordLog:
     def _open(self, index: int, used: int, room: int = 0) -> None:
         """Map segment ``index`` (``used`` bytes of records) with room for ``room`` more."""
         path = self._path(index)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        length = max(self.segment_bytes, used + room, 1)
         try:
-            length = max(self.segment_bytes, used + room, os.fstat(fd).st_size, 1)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise write_error(f"{path}: a segment of {length} bytes cannot be made",
+                              exc) from None
+        try:
+            length = max(length, os.fstat(fd).st_size)
             os.ftruncate(fd, length)
             # blocks reserved now: a full disk is an error here, never SIGBUS at a copy
             os.posix_fallocate(fd, 0, length)
             self._map = mmap.mmap(fd, length)
         except OSError as exc:
-            os.ftruncate(fd, used)
+            with contextlib.suppress(OSError):  # (the error to tell is the first)
+                os.ftruncate(fd, used)
             os.close(fd)
-            kind = StoreFullError if exc.errno in NO_ROOM else StoreError
-            raise kind(f"{path}: no room for a segment of {length} bytes: "
-                       f"{exc.strerror or exc}") from None
+            if exc.errno in NO_ROOM:
+                raise StoreFullError(f"{path}: no room for a segment of {length} bytes: "
+                                     f"{exc.strerror or exc}") from None
+            raise write_error(f"{path}: a segment of {length} bytes cannot be made",
+                              exc) from None
         except BaseException:
             os.close(fd)
             raise
@@ -230,7 +252,12 @@ class RecordLog:
         mapped[size:end] = framed
         self.size = end
         if self.fsync is FsyncPolicy.ALWAYS:
-            mapped.flush()
+            try:
+                mapped.flush()
+            except OSError as exc:  # not on stable storage: taken back, as if never made
+                mapped[size:end] = bytes(end - size)
+                self.size = size
+                raise write_error(f"{self._path(self.index)}: msync", exc) from None
         else:
             self.dirty = True
 
@@ -260,42 +287,60 @@ class RecordLog:
         return self.synced_at + self.interval
 
     def sync(self, now: float) -> None:
-        """Force what was appended to stable storage (a no-op when nothing waits)."""
-        if self.dirty and self._map is not None:
-            self._map.flush()
-            self.dirty = False
+        """Force what was appended to stable storage (a no-op when nothing waits).  When
+        that fails (StoreWriteError) it stays dirty, and is due again an interval on."""
         self.synced_at = now
+        if self.dirty and self._map is not None:
+            self._flush_map(self._map)
 
     def force(self) -> None:
         """Put what was appended on stable storage now, whatever the fsync policy."""
         if self._map is not None:
-            self._map.flush()
-            self.dirty = False
+            self._flush_map(self._map)
+
+    def _flush_map(self, mapped: mmap.mmap) -> None:
+        try:
+            mapped.flush()
+        except OSError as exc:
+            raise write_error(f"{self._path(self.index)}: msync", exc) from None
+        self.dirty = False
 
     def _close_map(self, *, sync: bool) -> None:
-        """Unmap and close the open segment, cut to its records (synced first if asked)."""
+        """Unmap and close the open segment, cut to its records (synced first if asked).
+        Unmapped and closed also when a step fails (StoreWriteError): the next append
+        maps the segment again where its records end."""
         mapped, self._map = self._map, None
+        fd, self._fd = self._fd, -1
         self._room = 0
-        if mapped is not None:
-            if sync:
+        try:
+            if mapped is not None and sync:
                 mapped.flush()
-            mapped.close()
-        if self._fd >= 0:
-            os.ftruncate(self._fd, self.size)
-            if sync:
-                os.fdatasync(self._fd)
-            os.close(self._fd)
-            self._fd = -1
+            if fd >= 0:
+                os.ftruncate(fd, self.size)
+                if sync:
+                    os.fdatasync(fd)
+        except OSError as exc:
+            raise write_error(f"{self._path(self.index)}: closing the segment", exc) \
+                from None
+        finally:
+            if mapped is not None:
+                mapped.close()
+            if fd >= 0:
+                os.close(fd)
 
     def rotate(self) -> int:
         """Start a new segment (the old one synced first); returns its index.  When the
-        new one cannot be made (StoreError: disk full) the next append tries again."""
-        self._close_map(sync=self.fsync is not FsyncPolicy.NEVER)
-        self.dirty = False
-        self.index += 1
-        self.segments.append(self.index)
-        self.size = 0
-        self._open(self.index, 0)
+        new one cannot be made (StoreWriteError: disk full, an I/O error) the next append
+        or rotation tries again, under the same index."""
+        if self._map is None and self.size == 0 and not self.closed:
+            self._open(self.index, 0)  # the last rotation's segment was not made: again
+        else:
+            self._close_map(sync=self.fsync is not FsyncPolicy.NEVER)
+            self.dirty = False
+            self.index += 1
+            self.segments.append(self.index)
+            self.size = 0
+            self._open(self.index, 0)
         self._sync_directory()
         return self.index
 
@@ -303,11 +348,13 @@ class RecordLog:
         """Delete the segments older than ``index`` (never the open one); how many went."""
         gone = [i for i in self.segments if i < min(index, self.index)]
         if gone and self.dirty and self.fsync is not FsyncPolicy.NEVER and self._map:
-            self._map.flush()  # what was copied forward is on disk before the old goes
-            self.dirty = False
+            self._flush_map(self._map)  # what was copied forward is on disk before the old goes
         for old in gone:
-            self._path(old).unlink(missing_ok=True)
-        self.segments = [i for i in self.segments if i not in gone]
+            try:
+                self._path(old).unlink(missing_ok=True)
+            except OSError as exc:  # (those before it are gone: the next call goes on)
+                raise write_error(f"{self._path(old)}: unlink", exc) from None
+            self.segments.remove(old)
         if gone:
             self._sync_directory()
         return len(gone)
@@ -315,11 +362,15 @@ class RecordLog:
     def _sync_directory(self, directory: Path | None = None) -> None:
         if self.fsync is FsyncPolicy.NEVER:
             return
-        fd = os.open(directory or self.directory, os.O_RDONLY)
+        where = directory or self.directory
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(where, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise write_error(f"{where}: fsync of the directory", exc) from None
 
     def abandon(self) -> None:
         """Let go as a killed process would: the page cache keeps what was appended, the
@@ -335,6 +386,8 @@ class RecordLog:
 
     def close(self) -> None:
         """Sync (unless the policy is never), cut the segment to its records and close."""
-        self._close_map(sync=self.dirty and self.fsync is not FsyncPolicy.NEVER)
-        self.dirty = False
-        self.closed = True
+        try:
+            self._close_map(sync=self.dirty and self.fsync is not FsyncPolicy.NEVER)
+        finally:  # (closed also when the sync failed: StoreWriteError)
+            self.dirty = False
+            self.closed = True

@@ -376,7 +376,9 @@ class DurableOutbox:
         self.log.sync(now)
 
     def close(self) -> None:
-        """Write what waits and close the log."""
-        self.flush()
-        self.log.close()
+        """Write what waits and close the log (closed also when the write fails)."""
+        try:
+            self.flush()
+        finally:
+            self.log.close()
 

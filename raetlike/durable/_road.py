@@ -19,6 +19,12 @@ driver, asyncio and the simulated link drive it unchanged.  What it adds:
   process (:meth:`datagrams_to_send` commits first), so no acknowledgement can leave for
   a message whose mark a crash would lose.  With a journal, each durable delivery is
   journaled here, and that line is its mark (see :mod:`raetlike.durable._seen`).
+- A store or journal that cannot be written (a full disk, EIO, EROFS, a removed
+  directory, ...) never raises out of the road, but from :meth:`transmit` as
+  :class:`~raetlike.errors.StoreWriteError` (a BackpressureError: nothing stored): a
+  round whose marks cannot be written sends nothing and is counted (:attr:`held_for_room`,
+  :attr:`held_for_errors`), a failed interval sync is counted (:attr:`sync_errors`) and
+  due again an interval on, and :meth:`close` logs what it could not write.
 
 See docs/reliability.md, "Durable delivery", for what survives what.
 """
@@ -35,10 +41,16 @@ from pathlib import Path
 from typing import Any
 
 from raetlike.durable._api import DurableConfig, DurableMessageReceived
-from raetlike.durable._log import NO_ROOM
+from raetlike.durable._log import write_error
 from raetlike.durable._outbox import RAW_HEAD, RAW_MAGIC, DurableOutbox, Stored
 from raetlike.durable._seen import DurableSeen
-from raetlike.errors import BackpressureError, LocalProtocolError, StoreError, StoreFullError
+from raetlike.errors import (
+    BackpressureError,
+    LocalProtocolError,
+    StoreError,
+    StoreFullError,
+    StoreWriteError,
+)
 from raetlike.journal import JournalWriter, durable_marks_after
 from road import events
 from road.config import LocalEstate
@@ -56,6 +68,10 @@ _RAW_HEAD = RAW_HEAD
 _BODY = "body"
 _ENVELOPE_KEYS = frozenset({DURABLE_KEY, _BODY})
 _CLOSING = "stack closed"
+HOLD_RETRY = 0.05
+"""Seconds between tries while the marks cannot be written (the round is held): the
+stack's timer, due at once for what waits to be sent, is put off till then, so a driver
+does not spin."""
 
 
 def is_durable_envelope(body: object) -> bool:
@@ -101,6 +117,17 @@ class DurableRoad:
         """Messages received without an envelope (handed over as they are)."""
         self.held_for_room = 0
         """Rounds whose datagrams waited because the disk had no room for the marks."""
+        self.held_for_errors = 0
+        """Rounds whose datagrams waited because another I/O error (EIO, EROFS, a removed
+        directory, ...) kept the marks (or the journal lines that are marks) from being
+        written."""
+        self.sync_errors = 0
+        """Interval syncs of the stores that failed (each due again an interval on)."""
+        self.write_errors = 0
+        """Every write error the road met and did not raise: the held rounds', the failed
+        syncs' and those :meth:`close` met."""
+        self.last_error: StoreWriteError | None = None
+        """The last of them."""
         self.journal_failures = 0
         """Durable deliveries the journal could not take (their marks kept in the store)."""
         self._lock = _lock(self.directory)
@@ -132,6 +159,7 @@ class DurableRoad:
         brings the time: the stack's clock may not be set before)."""
         self._held = True
         self._backlog: dict[str, deque[Stored]] = {}  # remote -> held, waiting for room
+        self._retry_at: float | None = None  # while a round is held: when to try again
 
     # == what the store held ===============================================
 
@@ -208,8 +236,9 @@ class DurableRoad:
 
         The message is written to the OS (and fdatasynced under ``fsync=always``) before
         this returns.  Raises BackpressureError when the durable outbox or the stack's
-        outbox is full, LocalProtocolError for an unknown remote or a closed stack;
-        either way nothing is stored.
+        outbox is full, or the store cannot be written (StoreWriteError: a full disk,
+        EIO, EROFS, ...; StoreFullError when there is no room), LocalProtocolError for an
+        unknown remote or a closed stack; either way nothing is stored.
         """
         stack = self.stack
         if self.closed or self._held:
@@ -238,16 +267,39 @@ class DurableRoad:
         return durable_id
 
     def close(self, *, now: float | None = None) -> None:
-        """Close the stack; messages still held stay in the store for the next start."""
+        """Close the stack; messages still held stay in the store for the next start.
+
+        What cannot be written now (a write error) is logged and counted, not raised, and
+        the store is let go all the same: a mark not written had no acknowledgement leave
+        (its message comes again), a done record not written sends its message once more.
+        """
         if self.closed:
             return
         self.stack.close(now=now)
         self._take_all()
-        self._commit()
+        try:
+            self._commit()
+        except (StoreWriteError, OSError) as exc:
+            self._close_failed("the dedup marks and done records", exc)
         self.closed = True
-        self.outbox.close()
-        self.seen.close()
+        for store, what in ((self.outbox, "the outbox"), (self.seen, "the dedup store")):
+            try:
+                store.close()
+            except (StoreWriteError, OSError) as exc:
+                self._close_failed(what, exc)
         self._lock.close()
+
+    def _close_failed(self, what: str, exc: StoreWriteError | OSError) -> None:
+        error = self._met(exc)
+        log.error("%s: closing, %s could not be written: %s", self.stack.name, what, error)
+
+    def _met(self, exc: StoreWriteError | OSError) -> StoreWriteError:
+        """Count a write error the road goes on after; the store's error for it."""
+        error = exc if isinstance(exc, StoreWriteError) else write_error(
+            f"{self.directory}", exc)
+        self.write_errors += 1
+        self.last_error = error
+        return error
 
     def abandon(self) -> None:
         """Let go of the store as a killed process would: nothing more is written (what
@@ -268,8 +320,9 @@ class DurableRoad:
     def datagrams_to_send(self, now: float) -> list[tuple[bytes, Address]]:
         """Mark everything received (durably), then take the stack's datagrams.
 
-        When the marks cannot be written (StoreFullError: the disk is full) nothing leaves
-        this round: no acknowledgement may go out for a message whose mark is not down.
+        When the marks cannot be written (StoreWriteError: the disk is full, EIO, EROFS,
+        ...) nothing leaves this round: no acknowledgement may go out for a message whose
+        mark is not down.
         """
         if self._held:
             self._requeue(now)
@@ -277,14 +330,20 @@ class DurableRoad:
             self._drain(now)
         self._take_all()
         if not self._committed():
+            self._retry_at = now + HOLD_RETRY
             return []
+        self._retry_at = None
         return self.stack.datagrams_to_send(now)
 
     def get_timer(self) -> float | None:
-        """The stack's next deadline, or the next interval fsync if sooner."""
+        """The stack's next deadline, or the next interval fsync if sooner (while a round
+        is held, the stack's deadline no sooner than the next try: :data:`HOLD_RETRY`)."""
         if self._held:
             return 0.0  # at once: queue what the store held
-        times = [self.stack.get_timer(), self.outbox.sync_due(), self.seen.sync_due()]
+        timer, retry = self.stack.get_timer(), self._retry_at
+        if retry is not None and timer is not None and timer < retry:
+            timer = retry  # held: nothing can leave before the next try
+        times = [timer, self.outbox.sync_due(), self.seen.sync_due()]
         return min((t for t in times if t is not None), default=None)
 
     def handle_timer(self, now: float) -> None:
@@ -301,8 +360,21 @@ class DurableRoad:
             if due is not None and due <= now:
                 if store is self.seen:
                     self._take_all()
-                if self._committed():
+                if not self._committed():
+                    store.log.synced_at = now  # tried again an interval on, not at once
+                    continue
+                try:
                     store.sync(now)
+                except (StoreWriteError, OSError) as exc:
+                    store.log.synced_at = now
+                    self._sync_failed(exc)
+
+    def _sync_failed(self, exc: StoreWriteError | OSError) -> None:
+        error = self._met(exc)
+        self.sync_errors += 1
+        if self.sync_errors % 1000 == 1:
+            log.warning("%s: a durable store could not be synced (%d so far; due again "
+                        "an interval on): %s", self.stack.name, self.sync_errors, error)
 
     def next_event(self) -> events.Event | None:
         """The next event, durable ids and original bodies in place of the stack's."""
@@ -376,15 +448,22 @@ class DurableRoad:
         self._events.append(delivered)
 
     def _committed(self) -> bool:
-        """:meth:`_commit`; False (logged now and then, counted) when the disk has no room
-        for it, and then nothing that needs it may happen this round."""
+        """:meth:`_commit`; False (logged now and then, counted) when it cannot be written
+        (no room on the disk, or another I/O error), and then nothing that needs it may
+        happen this round.  The next round tries again."""
         try:
             self._commit()
-        except StoreFullError as exc:
-            self.held_for_room += 1
-            if self.held_for_room % 1000 == 1:
-                log.warning("%s: datagrams held, the dedup marks cannot be written: %s",
-                            self.stack.name, exc)
+        except (StoreWriteError, OSError) as exc:
+            error = self._met(exc)
+            if isinstance(error, StoreFullError):
+                self.held_for_room += 1
+                held = self.held_for_room
+            else:
+                self.held_for_errors += 1
+                held = self.held_for_errors
+            if held % 1000 == 1:
+                log.warning("%s: datagrams held, the dedup marks cannot be written "
+                            "(%d round(s) so far): %s", self.stack.name, held, error)
             return False
         return True
 
@@ -398,11 +477,8 @@ class DurableRoad:
                     self._journaled = 0
                 else:
                     journal.flush()
-            except OSError as exc:
-                if exc.errno not in NO_ROOM:
-                    raise
-                raise StoreFullError(f"journal {journal.directory}: "
-                                     f"{exc.strerror or exc}") from None
+            except OSError as exc:  # (the writer counted it too: write_errors)
+                raise write_error(f"journal {journal.directory}", exc) from None
         self.seen.commit()
         self.outbox.flush()
 

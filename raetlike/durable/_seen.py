@@ -18,7 +18,8 @@ Where the marks live:
 Either way a snapshot starts every segment: a record per sender's window, ``[2, sender,
 store, floor, [starts], [ends]]`` (at most ``max_ranges`` ranges: each record stays
 small), then ``[1, journal_position, windows]``, which makes the snapshot whole (one cut
-short by a crash is not used: the segments before it are still there).  Opening the
+short by a crash or a write error is not used: the segments before it are still there,
+and a whole snapshot in a later segment does not count its windows).  Opening the
 store replays the newest whole snapshot, the marks after it and (with a journal) the
 journal lines written after its position.
 The snapshot is rewritten as the log grows (the old segments go), so opening never reads
@@ -80,7 +81,10 @@ class DurableSeen:
     def _recover(self, journal_marks: JournalMarks | None) -> None:
         position: Position | None = None
         pending: list[tuple[str, int, RangeWindow]] = []  # a snapshot's windows so far
+        opened = 0  # the segment of the records so far
         for segment, payload in self.log.records():
+            if segment != opened:  # a snapshot is all in one segment (it starts it): one
+                opened, pending = segment, []  # cut short by a fault or crash is not used
             try:
                 record = msgpack.unpackb(payload, raw=False, strict_map_key=False)
                 if record[0] == _SNAPSHOT:  # the snapshot is whole: it replaces all
@@ -185,9 +189,11 @@ class DurableSeen:
         self.log.sync(now)
 
     def close(self) -> None:
-        """Commit and close."""
-        self.commit()
-        self.log.close()
+        """Commit and close (closed also when the commit fails)."""
+        try:
+            self.commit()
+        finally:
+            self.log.close()
 
     @property
     def senders(self) -> int:
