@@ -18,7 +18,7 @@ from raetlike.errors import LocalProtocolError
 from raetlike.sp._asker import Asker
 from raetlike.sp._channel import Channel, Outgoing, Payload
 from raetlike.sp._events import RawResponse, SurveyDone, SurveyResponse
-from raetlike.sp._framing import Framing, encode
+from raetlike.sp._framing import Framing, carries, encode
 from raetlike.wire.tags import DEFAULT_MAX_HOPS, Backtrace
 
 __all__ = ["Surveyor", "DEFAULT_SURVEY_TIME"]
@@ -85,11 +85,21 @@ class Surveyor(Asker[SurveyorEvent, _Open]):
         return survey_id
 
     def forward(self, backtrace: Backtrace, body: Any, now: float) -> int:  # noqa: ARG002
-        """Raw: send ``body`` behind ``backtrace`` to every live channel; how many got it."""
+        """Raw: send ``body`` behind ``backtrace`` to every live channel; how many got it.
+
+        0 and counted for a stack deeper than ``max_hops`` or a body this
+        framing cannot carry (``stats.malformed``).
+        """
         if not self.raw:
             raise LocalProtocolError("a cooked SURVEYOR makes its own stacks; use survey()")
         if len(backtrace.tags) > self.max_hops:
             self.stats.ttl_exceeded += 1
+            return 0
+        if not carries(self.framing, body):
+            # a device's front took in a body this framing cannot carry (a peer's choice)
+            self.stats.malformed += 1
+            logger.debug("%s: dropped a survey whose body the %s framing cannot carry",
+                         self.name, self.framing.value)
             return 0
         return self._broadcast(encode(self.framing, backtrace.tags, body), backtrace)
 
