@@ -39,8 +39,9 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any, TextIO
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+from types import TracebackType
+from typing import IO, TYPE_CHECKING, Any, TextIO, cast
+from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -329,6 +330,20 @@ class _DeadlineReader(io.RawIOBase):
             self.sock.settimeout(self.timeout)
 
 
+class _Answer(ServerHandler):
+    """wsgiref's answer to one request, but an error in it (the client stopped reading,
+    reset the connection) is counted by the server, not printed to stderr."""
+
+    def log_exception(
+        self, exc_info: tuple[type[BaseException], BaseException, TracebackType] | tuple[
+            None, None, None],
+    ) -> None:
+        handler = self.request_handler  # type: ignore[attr-defined]
+        server = handler.server
+        assert isinstance(server, MetricsServer)  # noqa: S101 - only MetricsServer uses it
+        server.failure(exc_info[1], handler.client_address)
+
+
 class _Handler(WSGIRequestHandler):
     """One request per connection, read by its deadline; logs nothing per request."""
 
@@ -342,6 +357,22 @@ class _Handler(WSGIRequestHandler):
         self.rfile.close()  # the base's reader: the socket closes only when it is
         self.rfile = io.BufferedReader(_DeadlineReader(
             self.connection, time.monotonic() + timeout, timeout))
+
+    def handle(self) -> None:
+        """WSGIRequestHandler.handle, answering with :class:`_Answer`."""
+        self.raw_requestline = self.rfile.readline(65537)
+        if len(self.raw_requestline) > 65536:
+            self.requestline = ""
+            self.request_version = ""
+            self.command = ""
+            self.send_error(414)
+            return
+        if not self.parse_request():  # an error was sent
+            return
+        answer = _Answer(self.rfile, cast("IO[bytes]", self.wfile), self.get_stderr(),
+                         self.get_environ(), multithread=False)
+        answer.request_handler = self  # type: ignore[attr-defined]
+        answer.run(self.server.get_app())  # type: ignore[attr-defined]
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
         """Log nothing (prometheus_client's server does not either)."""
@@ -400,16 +431,20 @@ class MetricsServer(WSGIServer):
     def _serve(self, request: Any, client_address: Any) -> None:
         try:
             self.finish_request(request, client_address)
-        except TimeoutError:
-            with self._lock:
-                self.timed_out += 1
-        except Exception:
-            # a client's doing (a reset, garbage): counted, never printed
-            with self._lock:
-                self.failed += 1
-            logger.debug("metrics: a connection from %s failed", client_address, exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - a client's doing (a timeout, a reset): counted
+            self.failure(exc, client_address)
         finally:
             self._done(request)
+
+    def failure(self, exc: BaseException | None, client_address: Any) -> None:
+        """Count a connection that ended in ``exc``: a timeout in ``timed_out``, the rest
+        in ``failed``; logged at debug only."""
+        with self._lock:
+            if isinstance(exc, TimeoutError):
+                self.timed_out += 1
+            else:
+                self.failed += 1
+        logger.debug("metrics: a connection from %s ended in %r", client_address, exc)
 
     def _done(self, request: Any) -> None:
         self.shutdown_request(request)

@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 
 import pytest
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from raetlike.metrics import (
     METRICS_MAX_CONNECTIONS,
@@ -156,3 +157,32 @@ def test_garbage_and_resets_are_counted_never_printed(
     out, err = capfd.readouterr()
     assert "Traceback" not in err + out
     assert "Exception occurred" not in err + out
+
+
+class _BigPage(Watch):
+    """A page of some megabytes, more than the loopback buffers hold."""
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily("big", "a big page", labels=["n"])
+        for n in range(200_000):
+            family.add_metric([str(n)], n)
+        yield family
+
+
+def test_a_client_that_never_reads_the_answer_is_cut_off_and_counted_not_printed(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    server, (host, port) = serve_metrics(("127.0.0.1", 0), _BigPage(), timeout=0.5)
+    try:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect((host, port))
+        sock.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")  # a whole request; then no reading
+        _until(lambda: server.busy() == 1, "the request taken")
+        _until(lambda: server.busy() == 0, "the answer given up")
+        assert server.timed_out == 1
+        sock.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    out, err = capfd.readouterr()
+    assert "Traceback" not in err + out
