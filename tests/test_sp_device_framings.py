@@ -139,3 +139,58 @@ def test_a_cooked_answer_its_framing_cannot_carry_raises_and_leaves_the_request_
     assert server.outstanding() == 1
     server.reply(request, b"pong")
     assert server.outstanding() == 0
+
+
+_TAGS = [0, 1, 5, 0x7FFF_FFFF, 0x8000_0000, RID, 0xFFFF_FFFF, -1, 1 << 32, True, 1.5, "1", None]
+_BODIES = [b"x", "s", {"a": 1}, [1], 7, None, bytearray(b"y"), {"sp": [1]}, 1.5]
+
+
+def _hostile(rng: random.Random, channel_ids: list[int]) -> object:
+    """A payload a hostile peer might send: either framing, well formed or not."""
+    if rng.random() < 0.5:
+        data = b"".join(tag.to_bytes(4, "big") for tag in rng.choices(_TAGS, k=rng.randint(0, 9))
+                        if type(tag) is int and 0 <= tag < 1 << 32)
+        return data + rng.choice([b"", b"x"])
+    tags: object = rng.choices(_TAGS, k=rng.randint(0, 9))
+    if rng.random() < 0.3:
+        tags = [rng.choice([*channel_ids, 12345]), RID]  # a reply routed to a real channel
+    elif rng.random() < 0.1:
+        tags = rng.choice([None, "x", 5, {}])
+    payload = {"sp": tags, "body": rng.choice(_BODIES)}
+    if rng.random() < 0.1:
+        payload["extra"] = 1
+    return payload
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nothing_a_peer_sends_raises_out_of_any_endpoint_or_device(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(100):
+        front_framing, back_framing = rng.choice(list(Framing)), rng.choice(list(Framing))
+        device = Device(
+            Rep(name="f", raw=True, framing=front_framing, rng=rng), Req(
+                name="b", raw=True, framing=back_framing, rng=rng)
+        ) if rng.random() < 0.5 else Device(
+            Respondent(name="f", raw=True, framing=front_framing, rng=rng),
+            Surveyor(name="b", raw=True, framing=back_framing, rng=rng))
+        clients = [MemoryChannel(f"c{i}") for i in range(2)]
+        servers = [MemoryChannel(f"s{i}") for i in range(2)]
+        channel_ids = [device.front.add_channel(channel) for channel in clients]
+        for channel in servers:
+            device.back.add_channel(channel)
+        peer = MemoryChannel("peer")
+        cooked = [Rep(name="r", framing=front_framing), Respondent(name="p", framing=front_framing),
+                  Req(name="q", framing=back_framing), Surveyor(name="v", framing=back_framing)]
+        for endpoint in cooked:
+            endpoint.add_channel(peer)
+        for _ in range(20):
+            device.front.receive(rng.choice(clients), _hostile(rng, channel_ids), 0.0)  # type: ignore[arg-type]
+            device.back.receive(rng.choice(servers), _hostile(rng, channel_ids), 0.0)  # type: ignore[arg-type]
+            device.pump(0.0)
+            flush(device.front, 0.0)
+            flush(device.back, 0.0)
+            for endpoint in cooked:
+                endpoint.receive(peer, _hostile(rng, channel_ids), 0.0)  # type: ignore[arg-type]
+                while endpoint.next_event() is not None:
+                    pass
+                flush(endpoint, 0.0)
