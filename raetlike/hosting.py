@@ -27,7 +27,9 @@ from raetlike.bus._message import Errno, is_bus_body
 from raetlike.bus._node import BusNode
 from raetlike.channels import LaneChannel, Road, RoadChannel
 from raetlike.manor import Manor
+from raetlike.manor._manor import loudness
 from raetlike.multimain import MainActive, MultiMain
+from raetlike.names import safe_name
 from raetlike.run import Loop, TaskBody
 from raetlike.uxd import UxdDriver
 from road import events as road_events
@@ -117,9 +119,11 @@ class EstateBus:
                 self.node.add_link(LaneChannel(self.lane, event.yard), now=now)
                 self._yards.add(event.yard)
             elif event.yard not in self._yards:  # an estate's name: never speak for it
-                logger.warning("bus %s: yard %s has a remote's name; dropped",
-                               self.node.name, event.yard)
+                # the yard can repeat it at will: the first and every 100th are warnings
                 self.refused += 1
+                logger.log(loudness(self.refused), "bus %s: yard %s has a remote's name; "
+                           "dropped (%d refused so far)", self.node.name, safe_name(event.yard),
+                           self.refused)
                 return True
         return self._attachment.handle_event(event, now)
 

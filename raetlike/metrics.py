@@ -8,7 +8,12 @@ they go (:class:`road.stats.RoadStats`, each remote's
 asked: when Prometheus scrapes (``--metrics HOST:PORT``), every ``--stats-every
 S`` seconds, or on SIGUSR1.
 
-The metrics are served by prometheus_client's own HTTP server, in its thread.
+The metrics are served by prometheus_client's WSGI app on a bounded server
+of our own (:class:`MetricsServer`), in its thread: at most
+:data:`METRICS_MAX_CONNECTIONS` connections are handled at once, each in its
+own thread (more are closed at once and counted), and each must send its
+whole request within :data:`METRICS_TIMEOUT` seconds (each write of the
+answer has as long), so idle or trickling clients hold no thread for long.
 A scrape reads the stacks' counters while the loop may be changing them: it
 copies each table in one C-level call (``list(d.values())``, ``dict(c)``), which
 CPython runs under the GIL without giving way to the loop, and reads plain
@@ -27,13 +32,19 @@ stacks' own bounds on remotes and yards.
 
 from __future__ import annotations
 
+import io
 import json
+import logging
+import socket
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any, TextIO
+from types import TracebackType
+from typing import IO, TYPE_CHECKING, Any, TextIO, cast
+from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -47,7 +58,25 @@ if TYPE_CHECKING:
     from raetlike.multimain import MultiMain
     from road.stack import RoadStack
 
-__all__ = ["Watch", "StatsLines", "serve_metrics"]
+__all__ = [
+    "METRICS_MAX_CONNECTIONS",
+    "METRICS_TIMEOUT",
+    "MetricsServer",
+    "StatsLines",
+    "Watch",
+    "serve_metrics",
+]
+
+logger = logging.getLogger(__name__)
+
+METRICS_MAX_CONNECTIONS = 16
+"""Most connections the metrics endpoint handles at once (one thread each); a
+connection beyond them is closed as soon as it is accepted (``MetricsServer.refused``)."""
+
+METRICS_TIMEOUT = 5.0
+"""Seconds a metrics connection has, from its accept, to send its whole request; and
+seconds each write of the answer may take.  Later, the connection is closed
+(``MetricsServer.timed_out``)."""
 
 
 def _counters(stats: object) -> Iterator[tuple[str, int]]:
@@ -315,19 +344,175 @@ class _Collector(Collector):
         return self.watch.collect()
 
 
-def serve_metrics(address: tuple[str, int], watch: Watch) -> tuple[Any, tuple[str, int]]:
+class _DeadlineReader(io.RawIOBase):
+    """Reads a socket until a deadline: each read waits only for the time left, then
+    TimeoutError, so a client trickling its request a byte at a time gains nothing.
+    Between reads the socket's timeout is ``timeout`` again (for writing the answer)."""
+
+    def __init__(self, sock: socket.socket, deadline: float, timeout: float) -> None:
+        super().__init__()
+        self.sock = sock
+        self.deadline = deadline
+        self.timeout = timeout
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request took too long")
+        self.sock.settimeout(left)
+        try:
+            return self.sock.recv_into(buffer)
+        finally:
+            self.sock.settimeout(self.timeout)
+
+
+class _Answer(ServerHandler):
+    """wsgiref's answer to one request, but an error in it (the client stopped reading,
+    reset the connection) is counted by the server, not printed to stderr."""
+
+    def log_exception(
+        self, exc_info: tuple[type[BaseException], BaseException, TracebackType] | tuple[
+            None, None, None],
+    ) -> None:
+        handler = self.request_handler  # type: ignore[attr-defined]
+        server = handler.server
+        assert isinstance(server, MetricsServer)  # noqa: S101 - only MetricsServer uses it
+        server.failure(exc_info[1], handler.client_address)
+
+
+class _Handler(WSGIRequestHandler):
+    """One request per connection, read by its deadline; logs nothing per request."""
+
+    def setup(self) -> None:
+        server = self.server
+        assert isinstance(server, MetricsServer)  # noqa: S101 - only MetricsServer uses it
+        super().setup()
+        timeout = server.timeout_seconds
+        self.connection.settimeout(timeout)  # for each write of the answer
+        # the whole request must be in by the deadline counted from here (the accept)
+        self.rfile.close()  # the base's reader: the socket closes only when it is
+        self.rfile = io.BufferedReader(_DeadlineReader(
+            self.connection, time.monotonic() + timeout, timeout))
+
+    def handle(self) -> None:
+        """WSGIRequestHandler.handle, answering with :class:`_Answer`."""
+        self.raw_requestline = self.rfile.readline(65537)
+        if len(self.raw_requestline) > 65536:
+            self.requestline = ""
+            self.request_version = ""
+            self.command = ""
+            self.send_error(414)
+            return
+        if not self.parse_request():  # an error was sent
+            return
+        answer = _Answer(self.rfile, cast("IO[bytes]", self.wfile), self.get_stderr(),
+                         self.get_environ(), multithread=False)
+        answer.request_handler = self  # type: ignore[attr-defined]
+        answer.run(self.server.get_app())  # type: ignore[attr-defined]
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        """Log nothing (prometheus_client's server does not either)."""
+
+
+class MetricsServer(WSGIServer):
+    """A WSGI server with bounds: at most ``max_connections`` connections at once, one
+    thread each (more are closed at once and counted in ``refused``), each with
+    ``timeout_seconds`` to send its request (``timed_out`` counts those that did not;
+    ``failed`` other connections that ended in an error).  Nothing is printed per
+    connection."""
+
+    request_queue_size = 64
+    """The listen backlog: connections the kernel completes while the accepting
+    thread catches up (the base's 5 makes a burst of clients wait a SYN resend)."""
+
+    def __init__(self, address: tuple[str, int], *,
+                 family: socket.AddressFamily = socket.AF_INET,
+                 max_connections: int = METRICS_MAX_CONNECTIONS,
+                 timeout: float = METRICS_TIMEOUT) -> None:
+        if max_connections < 1 or timeout <= 0:
+            raise ValueError("a metrics server needs a connection and some time")
+        self.address_family = family
+        self.max_connections = max_connections
+        self.timeout_seconds = timeout
+        self.refused = 0
+        self.timed_out = 0
+        self.failed = 0
+        self._busy = 0
+        self._lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def busy(self) -> int:
+        """How many connections are being handled now."""
+        return self._busy
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Handle ``request`` in a thread of its own, or close it at once when all
+        ``max_connections`` are taken."""
+        with self._lock:
+            full = self._busy >= self.max_connections
+            if full:
+                self.refused += 1
+            else:
+                self._busy += 1
+        if full:
+            self.shutdown_request(request)
+            return
+        try:
+            threading.Thread(target=self._serve, args=(request, client_address),
+                             name="metrics-connection", daemon=True).start()
+        except BaseException:
+            self._done(request)
+            raise
+
+    def _serve(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception as exc:  # noqa: BLE001 - a client's doing (a timeout, a reset): counted
+            self.failure(exc, client_address)
+        finally:
+            self._done(request)
+
+    def failure(self, exc: BaseException | None, client_address: Any) -> None:
+        """Count a connection that ended in ``exc``: a timeout in ``timed_out``, the rest
+        in ``failed``; logged at debug only."""
+        with self._lock:
+            if isinstance(exc, TimeoutError):
+                self.timed_out += 1
+            else:
+                self.failed += 1
+        logger.debug("metrics: a connection from %s ended in %r", client_address, exc)
+
+    def _done(self, request: Any) -> None:
+        self.shutdown_request(request)
+        with self._lock:
+            self._busy -= 1
+
+
+def serve_metrics(address: tuple[str, int], watch: Watch, *,
+                  max_connections: int = METRICS_MAX_CONNECTIONS,
+                  timeout: float = METRICS_TIMEOUT) -> tuple[MetricsServer, tuple[str, int]]:
     """Serve ``watch`` at ``http://HOST:PORT/metrics`` in a thread; returns (server, bound).
 
-    The server is prometheus_client's; stop it with ``server.shutdown()``.
+    prometheus_client's WSGI app on a :class:`MetricsServer` (bounded as its
+    arguments say); stop it with ``server.shutdown()`` and ``server.server_close()``.
     Raises OSError (naming the address) when it cannot bind.
     """
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(watch))
     host, port = address
     try:
-        server, _thread = start_http_server(port, addr=host, registry=registry)
+        # the address family as prometheus_client's own server picks it
+        family, _, _, _, sockaddr = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        server = MetricsServer((str(sockaddr[0]), port), family=family,
+                               max_connections=max_connections, timeout=timeout)
     except OSError as exc:
         raise OSError(exc.errno, f"--metrics {host}:{port}: cannot bind: {exc.strerror}") from None
+    server.set_app(make_wsgi_app(registry))
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     bound = server.server_address
     return server, (str(bound[0]), int(bound[1]))
 

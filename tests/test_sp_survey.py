@@ -138,7 +138,10 @@ def test_a_respondent_can_cancel_a_survey_it_will_not_answer() -> None:
 @pytest.mark.parametrize("framing", list(Framing))
 def test_a_survey_through_a_device_fans_out_and_answers_come_back(framing: Framing) -> None:
     network = MemoryNetwork()
-    surveyor = Surveyor(name="surveyor", framing=framing, rng=random.Random(1))
+    # its one channel leads to a device that stands for four respondents
+    surveyor = Surveyor(
+        name="surveyor", framing=framing, responses_per_channel=4, rng=random.Random(1)
+    )
     device = Device(
         Respondent(name="front", raw=True, framing=framing, rng=random.Random(2)),
         Surveyor(name="back", raw=True, framing=framing, rng=random.Random(3)),
@@ -167,3 +170,50 @@ def test_a_survey_through_a_device_fans_out_and_answers_come_back(framing: Frami
         isinstance(event, SurveyResponse) and event.survey_id == survey_id for event in events
     )
     assert device.front.outstanding() == 0
+
+
+def test_a_channel_answers_a_survey_once_and_repeats_are_counted_as_duplicates() -> None:
+    network, surveyor, respondents = star(3)
+    survey_id = surveyor.survey(b"how many?", 0.0)
+    network.run(0.0)
+    to_r0 = network.channels()[1]
+    assert to_r0.name == "r0"  # the surveyor's channel to r0
+    stuffer = respondents[0]
+    survey = stuffer.next_event()
+    assert survey is not None
+    stuffer.respond(survey, b"first")
+    network.run(0.0)
+    for index in range(99):  # the same stack, answered again and again
+        surveyor.receive(to_r0, stuffer_payload(survey_id, index), 0.1)
+    answer_all(respondents[1:])
+    network.run(0.2)
+    events = drain(surveyor)
+    assert [event.channel_name for event in events if isinstance(event, SurveyResponse)] == [
+        "r0", "r1", "r2"]
+    assert surveyor.stats.duplicate == 99
+    surveyor.handle_timer(10.0)
+    assert drain(surveyor) == [SurveyDone(survey_id, 3)]
+
+
+def stuffer_payload(survey_id: int, index: int) -> bytes:
+    return survey_id.to_bytes(4, "big") + b"again %d" % index
+
+
+def test_each_survey_keeps_its_own_count_per_channel() -> None:
+    network, surveyor, respondents = star(2)
+    first = surveyor.survey(b"one", 0.0)
+    second = surveyor.survey(b"two", 0.0)
+    network.run(0.0)
+    answer_all(respondents)
+    answer_all(respondents)
+    network.run(0.0)
+    events = drain(surveyor)
+    assert sorted((e.survey_id, e.channel_name) for e in events
+                  if isinstance(e, SurveyResponse)) == sorted(
+        [(first, "r0"), (first, "r1"), (second, "r0"), (second, "r1")])
+    assert surveyor.stats.duplicate == 0
+
+
+def test_responses_per_channel_must_be_positive() -> None:
+    with pytest.raises(LocalProtocolError):
+        Surveyor(name="s", responses_per_channel=0)

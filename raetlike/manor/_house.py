@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from lane import LaneConfig, LaneStack, LocalYard, events
 from raetlike.channels import Road
-from raetlike.manor._manor import Delivered, Manor, Undelivered
+from raetlike.manor._manor import Delivered, Manor, Undelivered, loudness
 from raetlike.manor._route import is_error
 from raetlike.names import safe_name
 from raetlike.run import Loop
@@ -43,6 +43,8 @@ class ManorHouse:
         """
         self.clock = clock
         self.echo = echo
+        self.errors_heard = 0
+        """Error messages addressed to the manor itself (for the log's rate limit)."""
         local = (LocalYard(yard, lane, main=True) if directory is None
                  else LocalYard(yard, lane, directory, main=True))
         self.lane = LaneStack(local, LaneConfig(), now=clock())
@@ -78,16 +80,21 @@ class ManorHouse:
             if isinstance(manor_event, Delivered):
                 self._delivered(manor_event, now)
             elif isinstance(manor_event, Undelivered):
-                log.warning("manor %s: undelivered (%s): %s", self.manor.estate,
-                            manor_event.problem, safe_name(manor_event.detail))
+                # the manor logged it already (the first and every 100th as a warning)
+                log.debug("manor %s: undelivered (%s): %s", self.manor.estate,
+                          manor_event.problem, safe_name(manor_event.detail))
         self.driver.send(now)
 
     def _delivered(self, event: Delivered, now: float) -> None:
         log.debug("manor %s: message for the manor from %s (by %s)", self.manor.estate,
                  event.source, event.via)
         if is_error(event.body):
-            log.warning("manor %s: error from %s: %s", self.manor.estate, event.source,
-                        safe_name(event.body.get("error")))
+            # a peer can send errors at will: the first and every 100th are warnings
+            # (``event.source`` is partly a sender's claim: Triple.__str__ escapes it)
+            self.errors_heard += 1
+            log.log(loudness(self.errors_heard), "manor %s: error from %s: %s (%d so far)",
+                    self.manor.estate, event.source, safe_name(event.body.get("error")),
+                    self.errors_heard)
         elif self.echo:
             self.manor.reply(event, event.body, now=now)
 

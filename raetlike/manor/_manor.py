@@ -47,9 +47,19 @@ from raetlike.manor._route import (
 from raetlike.names import safe_name
 from road import events as road_events
 
-__all__ = ["Delivered", "Manor", "ManorEvent", "ManorStats", "Undelivered", "Via"]
+__all__ = ["LOUD_EVERY", "Delivered", "Manor", "ManorEvent", "ManorStats", "Undelivered", "Via",
+           "loudness"]
 
 log = logging.getLogger(__name__)
+
+LOUD_EVERY = 100
+"""Of a log line a peer can cause at will, the first and every this-many-th is a warning."""
+
+
+def loudness(count: int) -> int:
+    """The level of the ``count``-th (from 1) of a log line a peer can repeat at will:
+    WARNING for the first and every :data:`LOUD_EVERY`-th, DEBUG for the rest."""
+    return logging.WARNING if count % LOUD_EVERY == 1 else logging.DEBUG
 
 
 class Via(StrEnum):
@@ -144,6 +154,8 @@ class Manor:
         self.lane = lane
         self._yard_known = yard_known
         self.stats = ManorStats()
+        self.answers_failed = 0
+        """Answers (:meth:`reply`) a stack would not take (for the log's rate limit)."""
         self._events: deque[ManorEvent] = deque()
 
     @property
@@ -211,7 +223,9 @@ class Manor:
             elif delivered.via is Via.LANE:
                 self.lane.transmit(message, to=delivered.sender, now=now)
         except RaetError as exc:
-            log.warning("manor %s: cannot answer %s: %s", self.estate, delivered.sender, exc)
+            self.answers_failed += 1
+            log.log(loudness(self.answers_failed), "manor %s: cannot answer %s: %s",
+                    self.estate, safe_name(delivered.sender), safe_name(str(exc)))
 
     def next_event(self) -> ManorEvent | None:
         """The oldest manor event not yet taken, or None."""
@@ -320,9 +334,9 @@ class Manor:
         self.stats.problems[problem] += 1
         # a failed lookup (no such yard or estate, no route) is what an operator must see;
         # a sender can repeat it at will, so the first and every 100th are warnings
-        level = logging.WARNING if self.stats.problems[problem] % 100 == 1 else logging.DEBUG
-        log.log(level, "manor %s: %s from %s: %s (%d so far)", self.estate, problem, source,
-                safe_name(detail), self.stats.problems[problem])
+        # (``source`` is a sender's claim: Triple.__str__ escapes its parts)
+        log.log(loudness(self.stats.problems[problem]), "manor %s: %s from %s: %s (%d so far)",
+                self.estate, problem, source, safe_name(detail), self.stats.problems[problem])
         if is_error(body):
             self._undelivered(body, problem, detail)
             return
@@ -334,5 +348,7 @@ class Manor:
 
     def _undelivered(self, body: Any, problem: Problem, detail: str) -> None:
         self.stats.undelivered += 1
-        log.warning("manor %s: undelivered (%s): %s", self.estate, problem, safe_name(detail))
+        # a peer can send unroutable errors at will: the first and every 100th are warnings
+        log.log(loudness(self.stats.undelivered), "manor %s: undelivered (%s): %s (%d so far)",
+                self.estate, problem, safe_name(detail), self.stats.undelivered)
         self._events.append(Undelivered(body, problem, detail))

@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from raetlike.errors import RaetError
+from raetlike.names import safe_name
 
 __all__ = [
     "ROUTE",
@@ -82,8 +83,15 @@ class Triple:
         return [self.estate, self.yard, self.share]
 
     def __str__(self) -> str:
-        """``estate/yard/share`` with ``-`` for empty parts (for logs and error details)."""
-        return "/".join(part or "-" for part in (self.estate, self.yard, self.share))
+        """``estate/yard/share`` with ``-`` for empty parts (for logs and error details).
+
+        The parts are a sender's claim (a share always is, a yard from the
+        road too), so each goes through :func:`~raetlike.names.safe_name`: one
+        with a line break, an escape sequence or any other unprintable
+        character shows quoted with escapes, a long one cut short.
+        """
+        return "/".join("-" if not part else safe_name(part)
+                        for part in (self.estate, self.yard, self.share))
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from raetlike.sp._rep import Rep
 from raetlike.sp._req import DEFAULT_RESEND_INTERVAL, Req
 from raetlike.sp._respondent import Respondent
 from raetlike.sp._stats import SpStats
-from raetlike.sp._surveyor import DEFAULT_SURVEY_TIME, Surveyor
+from raetlike.sp._surveyor import DEFAULT_RESPONSES_PER_CHANNEL, DEFAULT_SURVEY_TIME, Surveyor
 
 __all__ = [
     # channels
@@ -50,6 +50,7 @@ __all__ = [
     "Device",
     "SpStats",
     "DEFAULT_RESEND_INTERVAL",
+    "DEFAULT_RESPONSES_PER_CHANNEL",
     "DEFAULT_SURVEY_TIME",
     "DEFAULT_MAX_QUEUED",
     # events

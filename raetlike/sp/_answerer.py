@@ -16,7 +16,7 @@ from typing import Any
 from raetlike.errors import LocalProtocolError
 from raetlike.sp._channel import Channel, Outgoing, Payload
 from raetlike.sp._endpoint import SpEndpoint
-from raetlike.sp._framing import Framing, encode
+from raetlike.sp._framing import Framing, carries, encode
 from raetlike.wire.tags import DEFAULT_MAX_HOPS, Backtrace
 
 __all__ = ["Answerer"]
@@ -123,14 +123,25 @@ class Answerer(SpEndpoint):
         """Send ``body`` back along ``backtrace``: pop the front channel id, send on it.
 
         A cooked endpoint answers only what it handed out and not yet answered
-        or cancelled (LocalProtocolError otherwise).  An answer whose channel is
-        gone is dropped and counted.
+        or cancelled, with a body its framing carries (LocalProtocolError
+        otherwise, and the message stays outstanding).  A raw endpoint (a
+        device's front) passes on bodies a peer chose: one its framing cannot
+        carry is dropped and counted (``stats.malformed``), as is an answer
+        whose channel is gone (``stats.vanished_channel``).
         """
         if not self.raw:
             if not self._outstanding[backtrace]:
                 del self._outstanding[backtrace]
                 raise LocalProtocolError("not an outstanding message of this endpoint")
+            if not carries(self.framing, body):
+                raise LocalProtocolError(
+                    f"the {self.framing.value} framing cannot carry a {type(body).__name__} body")
             self._forget(backtrace)
+        elif not carries(self.framing, body):
+            self.stats.malformed += 1
+            logger.debug("%s: dropped an answer whose body the %s framing cannot carry",
+                         self.name, self.framing.value)
+            return
         if not backtrace.channels:
             self.stats.malformed += 1
             return

@@ -100,4 +100,5 @@ class SurveyDone:
     survey_id: int
     """The survey that ended."""
     responses: int
-    """How many responses it collected."""
+    """How many responses it took: with the default of one per channel, how many
+    distinct channels answered (repeats are dropped, ``stats.duplicate``)."""

@@ -17,7 +17,7 @@ from raetlike.errors import LocalProtocolError, PacketError
 from raetlike.sp._channel import Payload
 from raetlike.wire import tags as tag_codec
 
-__all__ = ["BODY_KEY", "Framing", "encode", "decode"]
+__all__ = ["BODY_KEY", "Framing", "carries", "encode", "decode"]
 
 BODY_KEY = "body"
 """The key of the application body in the mapping form."""
@@ -32,8 +32,21 @@ class Framing(enum.Enum):
     """A mapping with the tag list under ``sp`` and the body under ``body``."""
 
 
+def carries(framing: Framing, body: object) -> bool:
+    """True if ``framing`` can carry ``body``: BYTES only bytes, MAPPING any value.
+
+    A device whose front and back frame differently forwards bodies a peer
+    chose; it asks this first and drops (and counts) what the other side
+    cannot carry instead of letting :func:`encode` raise.
+    """
+    return framing is not Framing.BYTES or isinstance(body, bytes | bytearray | memoryview)
+
+
 def encode(framing: Framing, tags: Sequence[int], body: Any) -> Payload:
-    """The payload carrying ``body`` behind the tag stack ``tags``."""
+    """The payload carrying ``body`` behind the tag stack ``tags``.
+
+    LocalProtocolError if ``framing`` cannot carry ``body`` (see :func:`carries`).
+    """
     if framing is Framing.BYTES:
         if not isinstance(body, bytes | bytearray | memoryview):
             raise LocalProtocolError("the bytes framing carries bytes bodies only")

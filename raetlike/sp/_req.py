@@ -17,7 +17,7 @@ from raetlike.errors import BackpressureError, LocalProtocolError
 from raetlike.sp._asker import Asker
 from raetlike.sp._channel import Channel, Outgoing, Payload
 from raetlike.sp._events import RawReply, Reply, RequestBlocked
-from raetlike.sp._framing import Framing, encode
+from raetlike.sp._framing import Framing, carries, encode
 from raetlike.wire.tags import DEFAULT_MAX_HOPS, Backtrace
 
 __all__ = ["Req", "DEFAULT_RESEND_INTERVAL"]
@@ -95,12 +95,22 @@ class Req(Asker[ReqEvent, _Pending]):
         return request_id
 
     def forward(self, backtrace: Backtrace, body: Any, now: float) -> bool:  # noqa: ARG002
-        """Raw: send ``body`` behind ``backtrace`` as is; False if dropped (depth, no channel)."""
+        """Raw: send ``body`` behind ``backtrace`` as is; False if dropped (counted).
+
+        Dropped: a stack deeper than ``max_hops``, a body this framing cannot
+        carry (``stats.malformed``), no live channel.
+        """
         if not self.raw:
             raise LocalProtocolError("a cooked REQ makes its own stacks; use request()")
         if len(backtrace.tags) > self.max_hops:
             self.stats.ttl_exceeded += 1
             logger.debug("%s: dropped a request %d hops deep", self.name, backtrace.hops)
+            return False
+        if not carries(self.framing, body):
+            # a device's front took in a body this framing cannot carry (a peer's choice)
+            self.stats.malformed += 1
+            logger.debug("%s: dropped a request whose body the %s framing cannot carry",
+                         self.name, self.framing.value)
             return False
         channel = self._roster.pick()
         if channel is None:

@@ -30,7 +30,7 @@ class SpStats:
     stray: int = 0
     """Replies or responses to no request or survey in flight (or a cancelled one)."""
     duplicate: int = 0
-    """Replies to a request already answered."""
+    """Replies to a request already answered; survey responses past a channel's share."""
     late: int = 0
     """Survey responses after the survey's deadline."""
     vanished_channel: int = 0

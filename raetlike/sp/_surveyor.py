@@ -2,7 +2,8 @@
 
 Cooked: ``survey(body, now)`` gives a survey id; responses come out of
 ``next_event()`` as :class:`SurveyResponse` until the deadline, then one
-:class:`SurveyDone`; later responses are dropped (counted as late).  Raw (a
+:class:`SurveyDone`; later responses are dropped (counted as late), and so are
+more than ``responses_per_channel`` from one channel (counted as duplicates).  Raw (a
 device's back): ``forward(backtrace, body, now)`` sends a stack as it is to
 every channel and responses come out as :class:`RawResponse`.
 """
@@ -11,22 +12,27 @@ from __future__ import annotations
 
 import logging
 import random
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from raetlike.errors import LocalProtocolError
 from raetlike.sp._asker import Asker
 from raetlike.sp._channel import Channel, Outgoing, Payload
 from raetlike.sp._events import RawResponse, SurveyDone, SurveyResponse
-from raetlike.sp._framing import Framing, encode
+from raetlike.sp._framing import Framing, carries, encode
 from raetlike.wire.tags import DEFAULT_MAX_HOPS, Backtrace
 
-__all__ = ["Surveyor", "DEFAULT_SURVEY_TIME"]
+__all__ = ["Surveyor", "DEFAULT_SURVEY_TIME", "DEFAULT_RESPONSES_PER_CHANNEL"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_SURVEY_TIME = 60.0
 """Seconds a survey collects responses unless told otherwise."""
+
+DEFAULT_RESPONSES_PER_CHANNEL = 1
+"""Most responses one survey takes from one channel; repeats count as duplicates."""
+
 
 @dataclass(slots=True)
 class _Open:
@@ -35,7 +41,9 @@ class _Open:
     deadline: float
     """When it ends."""
     responses: int = 0
-    """Responses so far."""
+    """Responses taken so far."""
+    by_channel: Counter[str] = field(default_factory=Counter)
+    """Responses taken per channel name (at most one entry per channel of the roster)."""
 
 
 SurveyorEvent = SurveyResponse | SurveyDone | RawResponse
@@ -44,7 +52,7 @@ SurveyorEvent = SurveyResponse | SurveyDone | RawResponse
 class Surveyor(Asker[SurveyorEvent, _Open]):
     """A surveyor endpoint; see the module docstring."""
 
-    __slots__ = ("survey_time",)
+    __slots__ = ("responses_per_channel", "survey_time")
 
     def __init__(
         self,
@@ -53,14 +61,25 @@ class Surveyor(Asker[SurveyorEvent, _Open]):
         raw: bool = False,
         framing: Framing = Framing.BYTES,
         survey_time: float = DEFAULT_SURVEY_TIME,
+        responses_per_channel: int = DEFAULT_RESPONSES_PER_CHANNEL,
         max_hops: int = DEFAULT_MAX_HOPS,
         rng: random.Random | None = None,
     ) -> None:
-        """A surveyor with no channels; ``rng`` seeds the first survey id."""
+        """A surveyor with no channels; ``rng`` seeds the first survey id.
+
+        ``responses_per_channel`` bounds what one survey takes from one
+        channel: 1 for channels that are respondents; a channel that leads to
+        a device stands for every respondent behind it, so give the most
+        respondents one channel may stand for.  Raw surveyors keep nothing
+        per message and do not count.
+        """
         if survey_time <= 0:
             raise LocalProtocolError("the survey time must be positive")
+        if responses_per_channel < 1:
+            raise LocalProtocolError("a survey takes at least one response per channel")
         super().__init__(name=name, raw=raw, framing=framing, max_hops=max_hops, rng=rng)
         self.survey_time = survey_time
+        self.responses_per_channel = responses_per_channel
 
     # channels
 
@@ -85,11 +104,21 @@ class Surveyor(Asker[SurveyorEvent, _Open]):
         return survey_id
 
     def forward(self, backtrace: Backtrace, body: Any, now: float) -> int:  # noqa: ARG002
-        """Raw: send ``body`` behind ``backtrace`` to every live channel; how many got it."""
+        """Raw: send ``body`` behind ``backtrace`` to every live channel; how many got it.
+
+        0 and counted for a stack deeper than ``max_hops`` or a body this
+        framing cannot carry (``stats.malformed``).
+        """
         if not self.raw:
             raise LocalProtocolError("a cooked SURVEYOR makes its own stacks; use survey()")
         if len(backtrace.tags) > self.max_hops:
             self.stats.ttl_exceeded += 1
+            return 0
+        if not carries(self.framing, body):
+            # a device's front took in a body this framing cannot carry (a peer's choice)
+            self.stats.malformed += 1
+            logger.debug("%s: dropped a survey whose body the %s framing cannot carry",
+                         self.name, self.framing.value)
             return 0
         return self._broadcast(encode(self.framing, backtrace.tags, body), backtrace)
 
@@ -111,13 +140,18 @@ class Surveyor(Asker[SurveyorEvent, _Open]):
     # incoming
 
     def receive(self, channel: Channel, payload: Payload, now: float) -> None:
-        """Take one response in; late ones, strays and garbage are dropped and counted."""
+        """Take one response in; repeats, late ones, strays and garbage are dropped and counted."""
         answer = self._take_answer(channel, payload, RawResponse)
         if answer is None:
             return
         survey_id, body = answer
         survey = self._open.get(survey_id)
         if survey is not None and now < survey.deadline:
+            if survey.by_channel[channel.name] >= self.responses_per_channel:
+                self.stats.duplicate += 1
+                logger.debug("%s: dropped a repeated response from %s", self.name, channel.name)
+                return
+            survey.by_channel[channel.name] += 1
             survey.responses += 1
             self.stats.received += 1
             self._events.append(SurveyResponse(survey_id, body, channel.name))
