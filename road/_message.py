@@ -119,8 +119,11 @@ class Messenger(Transaction):
             self.flags = (int(template.flags) & ~_PER_PACKET
                           | (_SEGMENTED if self.segmented else 0))
         except (PacketError, LocalProtocolError, CryptoError, TypeError, ValueError) as exc:
-            log.warning("%s: cannot send message %d to %s: %s", self.stack.name,
-                        self.outgoing.message_id, remote.name, exc)
+            stats = self.stack.stats
+            stats.messages_unpackable += 1
+            log.log(logging.WARNING if stats.messages_unpackable % 1000 == 1 else logging.DEBUG,
+                    "%s: cannot send message %d to %s (%d so far): %s", self.stack.name,
+                    self.outgoing.message_id, remote.name, stats.messages_unpackable, exc)
             self.stack._expire(remote, self.outgoing, f"cannot be packed: {exc}")
             return False
         self.register((False, remote.uid, remote.far_uid, self.session_id,

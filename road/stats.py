@@ -55,6 +55,11 @@ class RoadStats:
     messages_received: int = 0
     messages_sent: int = 0
     messages_expired: int = 0
+    messages_unpackable: int = 0
+    """Messages given up in RAET mode because their body could not be packed (a body the
+    road's body kind cannot carry: MessageExpired, reason "cannot be packed"); the first
+    and every 1000th is logged at WARNING, the rest at DEBUG (a relayed peer's body can
+    cause it at will).  Fast mode gives such messages up the same way, unlogged."""
     segments_sent: int = 0
     segments_received: int = 0
     segments_resent: int = 0

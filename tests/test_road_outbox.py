@@ -111,3 +111,17 @@ def test_a_later_message_with_a_shorter_ttl_expires_on_time() -> None:
     assert expired.message_id == short
     assert pair.net.now == pytest.approx(sent_at + 2.25)
     assert [o.body for o in pair.minion.remote("main").outbox] == [{"long": True}]
+
+
+def test_a_body_the_road_cannot_pack_is_given_back_counted_and_logged_rarely(
+        caplog: pytest.LogCaptureFixture) -> None:
+    pair = allowed_pair()  # RAET mode, JSON bodies: a bytes value cannot be carried
+    caplog.set_level("DEBUG", logger="road")
+    for n in range(1001):
+        pair.minion.transmit({"n": n, "raw": b"\x00"}, to="main")
+    pair.run_until(lambda: len(pair.events(MINION, events.MessageExpired)) == 1001)
+    assert all("cannot be packed" in e.reason for e in pair.events(MINION, events.MessageExpired))
+    assert pair.minion.stats.messages_unpackable == 1001
+    warned = [r for r in caplog.records if r.levelname == "WARNING" and "cannot send" in r.message]
+    assert len(warned) == 2  # the first and the 1001st, not one a message
+    assert "(1001 so far)" in warned[1].message
