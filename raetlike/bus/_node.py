@@ -52,7 +52,7 @@ from raetlike.bus._message import (
     encode,
 )
 from raetlike.dedup import ID_MODULUS, SeenWindow
-from raetlike.errors import BackpressureError, LocalProtocolError, PacketError
+from raetlike.errors import BackpressureError, LocalProtocolError, PacketError, RaetError
 
 __all__ = ["BusNode"]
 
@@ -457,6 +457,9 @@ class BusNode:
                 accepted = neighbour.link.send(encode(replace(message, hops=message.hops + 1)))
             except BackpressureError:
                 full = True
+            except RaetError as error:  # a link that cannot carry it: undeliverable, not raised
+                logger.debug("%s: link %s cannot carry a %s: %s", self.name, link_name,
+                             message.type.value, error)
         if accepted:
             self.stats.sent += 1
             return
