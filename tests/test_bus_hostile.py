@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from raetlike.bus import BusNode, Call, Errno, Reply
+import pytest
+
+from raetlike.bus import BusConfig, BusNode, Call, Errno, Reply
 from raetlike.bus._message import BusMessage, MessageType, decode, encode
 from raetlike.channels import LaneChannel
-from raetlike.errors import LocalProtocolError, RaetError
+from raetlike.errors import LocalProtocolError, PacketError, RaetError
 from raetlike.sp import flush
 from raetlike.sp._channel import Outgoing
 from raetlike.wire.tags import Backtrace
+from tests.buskit import make_bus
 from tests.test_bus_lane import lane_bus
 
 
@@ -103,3 +106,106 @@ def test_sp_flush_reports_a_channel_that_raises_as_refused() -> None:
     assert flush(endpoint, 0.0) == 0
     assert len(endpoint.refusals) == 1
     assert issubclass(LocalProtocolError, RaetError)
+
+
+# == HIGH 2: responses are routed back by what went out, never by their own route =========
+
+def response(matchtag: int, route: tuple[str, ...] = (), epoch: int = 0,
+             payload: Any = None) -> dict[str, Any]:
+    return encode(BusMessage(MessageType.RESPONSE, "bank.balance", payload, matchtag=matchtag,
+                             epoch=epoch, route=route))
+
+
+def test_a_minion_cannot_answer_another_minions_request() -> None:
+    # revb bus_forged_response.py: mallory's response routed ("alice",) reached alice's
+    # on_reply; now main takes a response only from the link the request went out on
+    bus = make_bus(("alice", "bob", "mallory"))
+    bus.nodes["bob"].register_service("bank", {"balance": lambda _r: {"balance": 100}})
+    alice = bus.nodes["alice"]
+    got = bus.call("alice", "bob", "bank.balance")
+    for guess in range(1, 40):  # every matchtag main or alice may have used, alice's run
+        for epoch in (0, alice.epoch):
+            forged = response(guess, ("alice",), epoch, {"balance": 0})
+            bus.stacks["mallory"].transmit(forged, to="main", now=bus.net.now)
+    bus.run_until(lambda: bool(got))
+    bus.net.run_for(3.0)
+    assert [(r.payload, r.userid) for r in got] == [({"balance": 100}, "bob")]
+    assert bus.nodes["main"].stats.stray_responses == 78
+    assert alice.stats.stray_responses == 0
+
+
+def test_a_long_route_on_a_response_bounces_nowhere() -> None:
+    # revb bus_route_pingpong.py: a route of 1600 names made main and alice forward it
+    # 1600 times (809x the bytes); now a route is never followed, and a long one is garbage
+    bus = make_bus(("alice", "mallory"))
+    main = bus.nodes["main"]
+    sent = main.stats.sent, bus.nodes["alice"].stats.received
+    bus.stacks["mallory"].transmit(response(999, ("main", "alice") * 8), to="main",
+                                   now=bus.net.now)
+    bus.stacks["mallory"].transmit(response(999, ("main", "alice") * 800), to="main",
+                                   now=bus.net.now)
+    bus.run_until(lambda: main.stats.stray_responses + main.stats.malformed == 2)
+    assert (main.stats.stray_responses, main.stats.malformed) == (1, 1)
+    bus.net.run_for(0.5)
+    alice = bus.nodes["alice"]
+    assert alice.stats.stray_responses == 0
+    assert main.stats.sent - sent[0] <= 4  # keepalives at most
+    assert alice.stats.received - sent[1] <= 2
+
+
+def test_a_relay_answers_back_to_where_the_request_came_from_under_its_matchtag() -> None:
+    node = BusNode("main")
+    alice, bob = StandIn("alice"), StandIn("bob")
+    node.add_link(alice, now=0.0)
+    node.add_link(bob, now=0.0)
+    node.receive("alice", request(matchtag=7, epoch=5, target="bob"), 1.0)
+    [relayed] = [m for m in bob.sent if m.type is MessageType.REQUEST]
+    # the answer from another link, or of another run, is stray
+    node.receive("alice", response(relayed.matchtag, (), 5), 1.0)
+    node.receive("bob", response(relayed.matchtag, (), 6), 1.0)
+    assert alice.responses() == []
+    node.receive("bob", response(relayed.matchtag, ("nowhere", "else"), 5, "ok"), 1.0)
+    [answer] = alice.responses()
+    assert (answer.matchtag, answer.payload, answer.epoch) == (7, "ok", 5)
+    node.receive("bob", response(relayed.matchtag, (), 5, "again"), 1.0)
+    assert len(alice.responses()) == 1
+    assert node.stats.stray_responses == 3
+
+
+def test_the_table_of_relayed_requests_is_bounded_and_entries_expire() -> None:
+    node = BusNode("main", config=BusConfig(max_forwarded=2, request_timeout=10.0))
+    alice, bob = StandIn("alice"), StandIn("bob")
+    node.add_link(alice, now=0.0)
+    node.add_link(bob, now=0.0)
+    for sequence in (1, 2, 3):
+        node.receive("alice", request(matchtag=sequence, sequence=sequence, target="bob"), 1.0)
+    tags = [m.matchtag for m in bob.sent if m.type is MessageType.REQUEST]
+    assert len(node._forwarded) == 2
+    assert node.stats.forwarded_forgotten == 1
+    node.receive("bob", response(tags[0], (), 9), 2.0)  # forgotten: stray
+    assert alice.responses() == []
+    node.receive("bob", response(tags[1], (), 9), 2.0)
+    assert [m.matchtag for m in alice.responses()] == [2]
+    node.receive("alice", request(matchtag=4, sequence=4, target="bob"), 12.0)
+    assert list(node._forwarded) == [bob.sent[-1].matchtag]  # the expired one went
+    assert node.stats.forwarded_forgotten == 1
+
+
+def test_our_own_request_takes_its_answer_only_from_the_link_it_went_out_on() -> None:
+    node = BusNode("leaf")
+    up, mallory = StandIn("main"), StandIn("mallory")
+    node.add_link(up, upstream=True, now=0.0)
+    node.add_link(mallory, now=0.0)
+    got: list[Reply] = []
+    matchtag = node.send("*any*", Call("bank.balance"), got.append, now=0.0)
+    node.receive("mallory", response(matchtag, (), node.epoch, "forged"), 1.0)
+    node.receive("main", response(matchtag, (), 0, "no run"), 1.0)
+    assert got == []
+    node.receive("main", response(matchtag, (), node.epoch, "real"), 1.0)
+    assert [r.payload for r in got] == ["real"]
+
+
+def test_a_route_longer_than_max_hops_is_malformed() -> None:
+    with pytest.raises(PacketError):
+        decode(request(route=("x",) * 17))
+    assert decode(request(route=("x",) * 16)).route == ("x",) * 16

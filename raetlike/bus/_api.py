@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
-from raetlike.bus._message import BusMessage, Errno, Rolemask
+from raetlike.bus._message import MAX_HOPS, BusMessage, Errno, Rolemask
 from raetlike.errors import RaetError
 from raetlike.sp import Payload
 
@@ -180,8 +180,10 @@ class BusConfig:
     """Seconds between keepalives to every link."""
     keepalive_timeout: float = 15.0
     """Seconds of silence before a link is reported lost."""
-    max_hops: int = 16
-    """Links a message may cross before it is refused (loops)."""
+    max_hops: int = MAX_HOPS
+    """Links a message may cross (loops): a request that would cross more fails with
+    EPROTO, an event or response is dropped (``BusStats.too_many_hops``); a message
+    claiming more (``hops``, a request's ``route``) is malformed."""
     dedup_window: int = 4096
     """Request numbers remembered per sender (raetlike.dedup.SeenWindow)."""
     max_senders: int = 4096
@@ -192,6 +194,12 @@ class BusConfig:
     route_delay: float = 0.5
     """Seconds a node waits, after the names below it change (a link added or removed, a
     relay's names), before its upstream hears of them in an early keepalive."""
+    max_forwarded: int = 65_536
+    """Requests relayed and not yet answered whose way back a node keeps (the link each
+    went out on and the one it came from), each for ``request_timeout``; past it the
+    oldest is forgotten (counted in ``BusStats.forwarded_forgotten``; its response then
+    counts as stray).  A response is taken only from the link its request went out on
+    and routed back by this table.  An entry costs about 300 bytes."""
     max_routes: int = 1_000_000
     """Node names below trusted links (relays) that a node routes requests to, learnt from
     their keepalives (``BusMessage.below``); names past it are refused and counted
@@ -237,7 +245,11 @@ class BusStats:
     """Names below a link not taken as routes: from an untrusted link, a name that is our
     own, a direct link's or another link's route, or past ``max_routes``."""
     too_many_hops: int = 0
-    """Requests failed (EPROTO) and events dropped past ``max_hops``: a loop of relays."""
+    """Requests failed (EPROTO), events and responses dropped past ``max_hops``: a loop of
+    relays."""
+    forwarded_forgotten: int = 0
+    """Relayed requests whose way back was forgotten before their time, past
+    ``BusConfig.max_forwarded``."""
 
     def as_dict(self) -> dict[str, int]:
         """The counters by name."""

@@ -14,6 +14,7 @@ from typing import Any
 from raetlike.errors import PacketError
 
 __all__ = [
+    "MAX_HOPS",
     "BUS_KEY",
     "ANY",
     "UPSTREAM",
@@ -26,6 +27,9 @@ __all__ = [
     "encode",
     "decode",
 ]
+
+MAX_HOPS = 16
+"""Links a bus message may cross (``BusConfig.max_hops``'s default, ``decode``'s)."""
 
 BUS_KEY = "bus"
 """The one key of a stack message body that carries a bus message."""
@@ -175,8 +179,10 @@ def _get(inner: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
     return value
 
 
-def decode(body: object) -> BusMessage:
-    """The bus message in a stack message body; PacketError when it is not one."""
+def decode(body: object, max_hops: int = MAX_HOPS) -> BusMessage:
+    """The bus message in a stack message body; PacketError when it is not one.
+
+    A route longer than ``max_hops`` is refused: no request crosses more links."""
     if not isinstance(body, Mapping) or set(body) != {BUS_KEY}:
         raise PacketError("malformed-bus", "not a bus body")
     inner = body[BUS_KEY]
@@ -191,6 +197,8 @@ def decode(body: object) -> BusMessage:
     route = _get(inner, "rt", list, [])
     subscriptions = _get(inner, "su", list, [])
     below = _get(inner, "nb", list, [])
+    if len(route) > max_hops:
+        raise PacketError("malformed-bus", f"a route of {len(route)} links")
     if not all(isinstance(hop, str) for hop in route + subscriptions + below):
         raise PacketError("malformed-bus", "route, subscriptions and below hold names")
     return BusMessage(

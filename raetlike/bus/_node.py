@@ -67,6 +67,24 @@ class _Pending:
     on_reply: OnReply
     deadline: float
     resend_at: float
+    link: str | None = None
+    """The link it last went out on: only a response from that link answers it."""
+
+
+@dataclass(slots=True)
+class _Forwarded:
+    """A request relayed on ``out_link`` under a matchtag of ours (the table key): its
+    response comes back only on that link and goes to ``came_from`` under ``matchtag``."""
+
+    out_link: str
+    came_from: str
+    matchtag: int
+    """The matchtag the request came with (the previous hop's)."""
+    epoch: int
+    """The requester's run: the response must carry it."""
+    route: tuple[str, ...]
+    """The request's route here (its last name is ``came_from``): what older nodes pop."""
+    deadline: float
 
 
 @dataclass(slots=True)
@@ -111,6 +129,10 @@ class BusNode:
         self._links: dict[str, _Neighbour] = {}
         self._services: dict[str, _Registered] = {}
         self._pending: dict[int, _Pending] = {}
+        # matchtag of ours -> a request relayed under it, oldest first (bounded by
+        # config.max_forwarded; an entry lives request_timeout): responses are routed
+        # back by this table, never by the route a response carries
+        self._forwarded: OrderedDict[int, _Forwarded] = OrderedDict()
         self._matchtag = 0
         self._request_sequence = 0
         self._event_sequence = 0
@@ -295,7 +317,7 @@ class BusNode:
     def _next_matchtag(self) -> int:
         while True:
             self._matchtag = self._matchtag % (ID_MODULUS - 1) + 1
-            if self._matchtag not in self._pending:
+            if self._matchtag not in self._pending and self._matchtag not in self._forwarded:
                 return self._matchtag
 
     # == events ============================================================
@@ -343,7 +365,7 @@ class BusNode:
             self.stats.unknown_link += 1
             return
         try:
-            message = decode(body)
+            message = decode(body, self.config.max_hops)
         except PacketError as error:
             self.stats.malformed += 1
             logger.debug("%s: malformed bus message from %s: %s", self.name, link_name, error)
@@ -362,7 +384,7 @@ class BusNode:
         if message.type is MessageType.REQUEST:
             self._route_request(replace(message, route=(*message.route, link_name)), link_name)
         elif message.type is MessageType.RESPONSE:
-            self._route_response(message)
+            self._response_from(link_name, message)
         elif message.type is MessageType.EVENT:
             self._event_from(link_name, message)
         elif link_name not in self._above:
@@ -370,9 +392,7 @@ class BusNode:
 
     def _event_from(self, link_name: str, event: BusMessage) -> None:
         """An event from a link: up toward main, or (from above, or at main) down."""
-        if event.hops > self.config.max_hops:  # a loop of relays: never round again
-            self.stats.too_many_hops += 1
-        elif link_name in self._above or not self.upstreams:
+        if link_name in self._above or not self.upstreams:
             self._distribute(event)
         else:
             self._forward_up(event)
@@ -391,21 +411,21 @@ class BusNode:
         """A stack message to ``link_name`` could not be delivered: fail its request (113)."""
         self._tick(now)
         try:
-            message = decode(body)
+            message = decode(body, self.config.max_hops)
         except PacketError:
             return
         self.stats.undeliverable += 1
-        if message.type is MessageType.REQUEST:
-            self._fail(message, Errno.EHOSTUNREACH, f"{link_name} is unreachable")
+        if message.type is MessageType.REQUEST:  # (as we sent it: under our matchtag)
+            self._answer(link_name, BusMessage(
+                MessageType.RESPONSE, message.topic, matchtag=message.matchtag,
+                sequence=message.sequence, epoch=message.epoch, errno=Errno.EHOSTUNREACH,
+                error=f"{link_name} is unreachable", userid=self.name, role=self.role,
+                rolemask=Rolemask.OWNER))
 
     # == routing ===========================================================
 
     def _route_request(self, request: BusMessage, came_from: str | None) -> None:
         """Handle ``request`` here, pass it on, or fail it."""
-        if request.hops > self.config.max_hops:
-            self.stats.too_many_hops += 1
-            self._fail(request, Errno.EPROTO, "too many hops")
-            return
         target = request.target
         if target == self.name or (target == ANY and self.provides(request.topic)):
             self._handle(request)
@@ -426,13 +446,36 @@ class BusNode:
         else:
             self._fail(request, Errno.EHOSTUNREACH, f"no route to {target}")
 
-    def _route_response(self, response: BusMessage) -> None:
-        """Deliver ``response`` here (empty route) or pop the next hop back."""
-        if not response.route:
-            self._complete(response)
-            return
-        *rest, hop = response.route
-        self._forward(hop, replace(response, route=tuple(rest)))
+    def _response_from(self, link_name: str, response: BusMessage) -> None:
+        """A response from a link: taken only for a request that went out on that link."""
+        if not self._answer(link_name, response):
+            self.stats.stray_responses += 1
+
+    def _same_way(self, link_name: str, out_link: str | None) -> bool:
+        """Whether an answer from ``link_name`` may answer what went out on ``out_link``:
+        the same link, or both toward a main (a failover estate's request moves to the
+        new main, which answers it)."""
+        return link_name == out_link or (link_name in self._above and out_link in self._above)
+
+    def _answer(self, link_name: str, response: BusMessage) -> bool:
+        """Route ``response`` (to a request that went out on ``link_name``) back: to the
+        link the request came from, or to our own ``on_reply``; False when no request of
+        that matchtag and run went out on that link (a forged or late response)."""
+        entry = self._forwarded.get(response.matchtag)
+        if entry is not None:
+            if not self._same_way(link_name, entry.out_link) or response.epoch != entry.epoch:
+                return False
+            del self._forwarded[response.matchtag]
+            self._forward(entry.came_from, replace(
+                response, matchtag=entry.matchtag, route=entry.route[:-1], hops=response.hops))
+            return True
+        pending = self._pending.get(response.matchtag)
+        if pending is None or response.epoch != self.epoch \
+                or not self._same_way(link_name, pending.link):
+            # (an answer to our run before a restart: its matchtag may be taken again)
+            return False
+        self._complete(response)
+        return True
 
     def _up_for_request(self) -> str:
         """Where a request goes up: the first live upstream (else the first, which queues it)."""
@@ -449,12 +492,27 @@ class BusNode:
     def _forward(self, link_name: str, message: BusMessage) -> None:
         """Send ``message`` one hop on; a refused request fails with 113, or with 105
         (ENOBUFS) when it is our own and the link's outbox is full: a busy asker, not an
-        unreachable target (a fan-out past the outbox read as estates that did not answer)."""
+        unreachable target (a fan-out past the outbox read as estates that did not answer).
+
+        A message never crosses more than ``max_hops`` links: past it a request fails
+        with EPROTO and anything else is dropped (a loop of relays).  A relayed request
+        goes on under a matchtag of ours, remembered in ``_forwarded`` with the link it
+        came from; our own request's link is kept in its ``_Pending``: a response is
+        taken only from the link its request went out on."""
+        if message.hops >= self.config.max_hops:
+            self.stats.too_many_hops += 1
+            if message.type is MessageType.REQUEST:
+                self._fail(message, Errno.EPROTO, "too many hops")
+            return
         neighbour = self._links.get(link_name)
         accepted = full = False
+        wire = replace(message, hops=message.hops + 1)
+        relayed = message.type is MessageType.REQUEST and bool(message.route)
+        if relayed:
+            wire = replace(wire, matchtag=self._next_matchtag())
         if neighbour is not None:
             try:
-                accepted = neighbour.link.send(encode(replace(message, hops=message.hops + 1)))
+                accepted = neighbour.link.send(encode(wire))
             except BackpressureError:
                 full = True
             except RaetError as error:  # a link that cannot carry it: undeliverable, not raised
@@ -462,6 +520,8 @@ class BusNode:
                              message.type.value, error)
         if accepted:
             self.stats.sent += 1
+            if message.type is MessageType.REQUEST:
+                self._went_out(link_name, message, wire.matchtag)
             return
         self.stats.undeliverable += 1
         logger.debug("%s: %s to %s not taken", self.name, message.type.value, link_name)
@@ -471,18 +531,49 @@ class BusNode:
             else:
                 self._fail(message, Errno.EHOSTUNREACH, f"{link_name} refused the request")
 
+    def _went_out(self, link_name: str, request: BusMessage, matchtag: int) -> None:
+        """``request`` went out on ``link_name`` (under ``matchtag``): remember the way
+        back (relayed) or the link its answer must come from (ours)."""
+        if request.route:
+            self._remember(matchtag, _Forwarded(
+                link_name, request.route[-1], request.matchtag, request.epoch, request.route,
+                self.now + self.config.request_timeout))
+        elif (pending := self._pending.get(request.matchtag)) is not None:
+            pending.link = link_name
+
+    def _remember(self, matchtag: int, entry: _Forwarded) -> None:
+        """Keep a relayed request's way back: expired entries go first, then the oldest
+        past ``max_forwarded`` (its response will count as stray)."""
+        table = self._forwarded
+        while table:
+            oldest = next(iter(table.values()))
+            if oldest.deadline > self.now and len(table) < self.config.max_forwarded:
+                break
+            table.popitem(last=False)
+            if oldest.deadline > self.now:
+                self.stats.forwarded_forgotten += 1
+        table[matchtag] = entry
+
     def _fail(self, request: BusMessage, errno: Errno, error: str) -> None:
-        """Answer ``request`` with an error, back along its route."""
+        """Answer ``request`` with an error, back the way it came."""
         self._respond(request, None, errno, error)
 
     def _respond(self, request: BusMessage, payload: Any, errno: Errno, error: str) -> None:
-        """Send a response to ``request`` back along its route."""
-        response = BusMessage(MessageType.RESPONSE, request.topic, payload,
-                              matchtag=request.matchtag, sequence=request.sequence,
-                              epoch=request.epoch,
-                              errno=errno, error=error, route=request.route,
-                              userid=self.name, role=self.role, rolemask=Rolemask.OWNER)
-        self._route_response(response)
+        """Send a response to ``request`` back the way it came."""
+        self._send_response(request, BusMessage(
+            MessageType.RESPONSE, request.topic, payload, matchtag=request.matchtag,
+            sequence=request.sequence, epoch=request.epoch, errno=errno, error=error,
+            userid=self.name, role=self.role, rolemask=Rolemask.OWNER))
+
+    def _send_response(self, request: BusMessage, response: BusMessage) -> None:
+        """``response`` to the link ``request`` came in on (the last name of its route,
+        put there by this node), or to our own ``on_reply`` (a request of ours)."""
+        if not request.route:
+            self._complete(response)
+            return
+        *rest, came_from = request.route
+        self._forward(came_from, replace(response, matchtag=request.matchtag,
+                                         route=tuple(rest), hops=0))
 
     # == local handling ====================================================
 
@@ -493,8 +584,8 @@ class BusNode:
         if not window.check_and_mark(request.sequence % ID_MODULUS):
             self.stats.duplicates += 1
             answered = self._answered.get(key)
-            if answered is not None:
-                self._route_response(replace(answered, route=request.route))
+            if answered is not None:  # (under this copy's matchtag: each hop chose its own)
+                self._send_response(request, answered)
             return
         payload, errno, error = self._run(request)
         self._answered[key] = BusMessage(
@@ -551,12 +642,10 @@ class BusNode:
 
     def _complete(self, response: BusMessage) -> None:
         """A response to one of our requests: run its callback once."""
-        pending = self._pending.get(response.matchtag)
-        if pending is None or (response.epoch and response.epoch != self.epoch):
-            # (an answer to our run before a restart: its matchtag may be taken again)
+        pending = self._pending.pop(response.matchtag, None)
+        if pending is None:
             self.stats.stray_responses += 1
             return
-        del self._pending[response.matchtag]
         pending.on_reply(Reply(response.matchtag, response.topic, response.payload,
                                response.errno, response.error, response.userid))
 
