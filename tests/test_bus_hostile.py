@@ -209,3 +209,51 @@ def test_a_route_longer_than_max_hops_is_malformed() -> None:
     with pytest.raises(PacketError):
         decode(request(route=("x",) * 17))
     assert decode(request(route=("x",) * 16)).route == ("x",) * 16
+
+
+# == MEDIUM 3: subscriptions from a link are bounded in count and size =====================
+
+def keepalive(*prefixes: str) -> dict[str, Any]:
+    return encode(BusMessage(MessageType.KEEPALIVE, subscriptions=prefixes))
+
+
+def event(topic: str, sequence: int = 1) -> dict[str, Any]:
+    return encode(BusMessage(MessageType.EVENT, topic, None, sequence=sequence, epoch=3))
+
+
+def test_a_links_subscriptions_are_bounded_in_count_and_length() -> None:
+    # revb bus_subscriptions.py: 200,000 prefixes were kept (40 MB) and scanned per event
+    node = BusNode("main", config=BusConfig(max_subscriptions=100, max_topic_length=20))
+    mallory = StandIn("mallory")
+    node.add_link(mallory, now=0.0)
+    node.receive("mallory", keepalive("x" * 21, *(f"zz{i:05d}." for i in range(500))), 1.0)
+    kept = node._links["mallory"].subscriptions
+    assert len(kept) == 100
+    assert "x" * 21 not in kept
+    assert node.stats.subscriptions_refused == 401
+    assert len(node._below_prefixes) == 100
+    assert list(node._prefix_lengths) == [8]
+
+
+def test_events_reach_exactly_the_links_whose_prefixes_match() -> None:
+    node = BusNode("main")
+    links = {name: StandIn(name) for name in ("a", "b", "c", "d")}
+    for link in links.values():
+        node.add_link(link, now=0.0)
+    node.receive("a", keepalive("kvs."), 1.0)
+    node.receive("b", keepalive("kvs.changed", "job."), 1.0)
+    node.receive("c", keepalive(""), 1.0)  # everything
+    node.receive("d", keepalive("kvs.changed.more", "kv"), 1.0)
+    node.receive("d", event("kvs.changed", 1), 1.0)
+    node.receive("d", event("job.done", 2), 1.0)
+    node.receive("d", event("other", 3), 1.0)
+    got = {name: [m.topic for m in link.sent if m.type is MessageType.EVENT]
+           for name, link in links.items()}
+    assert got == {"a": ["kvs.changed"], "b": ["kvs.changed", "job.done"],
+                   "c": ["kvs.changed", "job.done", "other"], "d": ["kvs.changed"]}
+    node.receive("b", keepalive("job."), 1.0)  # b drops kvs.changed
+    node.remove_link("c")
+    node.receive("d", event("kvs.changed", 4), 1.0)
+    assert [m.topic for m in links["b"].sent if m.type is MessageType.EVENT][-1] == "job.done"
+    assert sorted(node._below_prefixes) == ["job.", "kv", "kvs.", "kvs.changed.more"]
+    assert node._prefix_lengths == {4: 2, 2: 1, 16: 1}

@@ -200,6 +200,16 @@ class BusConfig:
     oldest is forgotten (counted in ``BusStats.forwarded_forgotten``; its response then
     counts as stray).  A response is taken only from the link its request went out on
     and routed back by this table.  An entry costs about 300 bytes."""
+    max_subscriptions: int = 1024
+    """Topic prefixes a node keeps for each link below (what its keepalives subscribe to,
+    for itself and the nodes below it); those past it are refused and counted
+    (``BusStats.subscriptions_refused``).  A relay whose tree wants more distinct
+    prefixes needs a larger value at its upstream."""
+    max_topic_length: int = 255
+    """Longest topic prefix a node keeps from a link's keepalive (longer ones are refused
+    and counted in ``BusStats.subscriptions_refused``).  A link's subscriptions cost at
+    most ``max_subscriptions`` x (``max_topic_length`` + ~120) bytes (~380 KB), and an
+    event is matched in at most ``max_topic_length`` + 1 look-ups, however many."""
     max_routes: int = 1_000_000
     """Node names below trusted links (relays) that a node routes requests to, learnt from
     their keepalives (``BusMessage.below``); names past it are refused and counted
@@ -247,6 +257,9 @@ class BusStats:
     too_many_hops: int = 0
     """Requests failed (EPROTO), events and responses dropped past ``max_hops``: a loop of
     relays."""
+    subscriptions_refused: int = 0
+    """Topic prefixes of keepalives not kept: past ``BusConfig.max_subscriptions`` for the
+    link, or longer than ``BusConfig.max_topic_length``."""
     forwarded_forgotten: int = 0
     """Relayed requests whose way back was forgotten before their time, past
     ``BusConfig.max_forwarded``."""
