@@ -3,6 +3,7 @@ the node, garbage is dropped and counted, every table is bounded (docs/bus.md)."
 
 from __future__ import annotations
 
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -217,8 +218,8 @@ def keepalive(*prefixes: str) -> dict[str, Any]:
     return encode(BusMessage(MessageType.KEEPALIVE, subscriptions=prefixes))
 
 
-def event(topic: str, sequence: int = 1) -> dict[str, Any]:
-    return encode(BusMessage(MessageType.EVENT, topic, None, sequence=sequence, epoch=3))
+def event(topic: str, sequence: int = 1, epoch: int = 3) -> dict[str, Any]:
+    return encode(BusMessage(MessageType.EVENT, topic, None, sequence=sequence, epoch=epoch))
 
 
 def test_a_links_subscriptions_are_bounded_in_count_and_length() -> None:
@@ -257,3 +258,28 @@ def test_events_reach_exactly_the_links_whose_prefixes_match() -> None:
     assert [m.topic for m in links["b"].sent if m.type is MessageType.EVENT][-1] == "job.done"
     assert sorted(node._below_prefixes) == ["job.", "kv", "kvs.", "kvs.changed.more"]
     assert node._prefix_lengths == {4: 2, 2: 1, 16: 1}
+
+
+# == MEDIUM 4: dedup windows cost a fixed, small amount per sender and run ================
+
+def test_a_senders_dedup_windows_cost_a_few_kilobytes_whatever_its_numbers() -> None:
+    # revb bus_dedup_memory.py: 8 small messages made a node hold 1.87 MB per peer
+    node = BusNode("main")
+    node.register_service("echo", lambda r: r.payload)
+    peers = [f"m{i}" for i in range(20)]
+    for name in peers:
+        node.add_link(StandIn(name), now=0.0)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for name in peers:
+            for epoch in (11, 12):  # two runs kept per sender
+                for sequence in (1, 4096):  # the window's whole width
+                    node.receive(name, request(sequence=sequence, epoch=epoch, target="main"),
+                                 1.0)
+                    node.receive(name, event("e.x", sequence, epoch), 1.0)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(node._seen) == len(node._event_seen) == 40
+    assert held / len(peers) < 16_000  # 4 windows and 4 answers a peer (was 1.87 MB)

@@ -185,7 +185,8 @@ class BusConfig:
     EPROTO, an event or response is dropped (``BusStats.too_many_hops``); a message
     claiming more (``hops``, a request's ``route``) is malformed."""
     dedup_window: int = 4096
-    """Request numbers remembered per sender (raetlike.dedup.SeenWindow)."""
+    """Request (and event) numbers remembered per sender and run: a bitmap of this many
+    bits (raetlike.dedup.BitWindow), about ``dedup_window`` / 8 + 350 bytes each."""
     max_senders: int = 4096
     """Senders (a node's name and its run, see ``BusMessage.epoch``) whose request and
     event numbers are remembered; the least recently heard one is forgotten first."""

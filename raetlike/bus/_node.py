@@ -51,7 +51,7 @@ from raetlike.bus._message import (
     decode,
     encode,
 )
-from raetlike.dedup import ID_MODULUS, SeenWindow
+from raetlike.dedup import ID_MODULUS, BitWindow
 from raetlike.errors import BackpressureError, LocalProtocolError, PacketError, RaetError
 
 __all__ = ["BusNode"]
@@ -139,9 +139,9 @@ class BusNode:
         self.epoch = secrets.randbits(62) + 1
         """This run of the node (stamped on its requests and events)."""
         # (userid, epoch) -> numbers seen: a restarted sender is a new run, never a repeat
-        self._seen: OrderedDict[tuple[str, int], SeenWindow] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, int], BitWindow] = OrderedDict()
         self._answered: OrderedDict[tuple[str, int, int], BusMessage] = OrderedDict()
-        self._event_seen: OrderedDict[tuple[str, int], SeenWindow] = OrderedDict()
+        self._event_seen: OrderedDict[tuple[str, int], BitWindow] = OrderedDict()
         self._subscriptions: dict[str, list[OnEvent]] = {}
         self._routes: dict[str, str] = {}  # a name below a relay link -> that link
         self._advertised: frozenset[str] = frozenset()
@@ -635,8 +635,8 @@ class BusNode:
             logger.exception("%s: handler for %s failed", self.name, request.topic)
             return None, Errno.EIO, f"{type(error).__name__}: {error}"
 
-    def _window(self, windows: OrderedDict[tuple[str, int], SeenWindow],
-                key: tuple[str, int]) -> SeenWindow:
+    def _window(self, windows: OrderedDict[tuple[str, int], BitWindow],
+                key: tuple[str, int]) -> BitWindow:
         """The numbers seen from one run of a sender (made on first use, LRU-bounded; a
         sender keeps its two latest runs, so one cannot push others' windows out)."""
         window = windows.get(key)
@@ -644,7 +644,7 @@ class BusNode:
             runs = [run for run in windows if run[0] == key[0]] if len(windows) > 1 else []
             for run in runs[:-1]:
                 del windows[run]
-            window = windows[key] = SeenWindow(self.config.dedup_window)
+            window = windows[key] = BitWindow(self.config.dedup_window)
             while len(windows) > self.config.max_senders:
                 windows.popitem(last=False)
         else:
