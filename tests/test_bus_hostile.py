@@ -283,3 +283,23 @@ def test_a_senders_dedup_windows_cost_a_few_kilobytes_whatever_its_numbers() -> 
         tracemalloc.stop()
     assert len(node._seen) == len(node._event_seen) == 40
     assert held / len(peers) < 16_000  # 4 windows and 4 answers a peer (was 1.87 MB)
+
+
+# == LOW 9: the hop count is the node's, not the sender's to choose ========================
+
+def test_a_hop_count_outside_0_to_max_hops_is_malformed() -> None:
+    # revb bus_negative_hops.py: ho=-10**18 passed every hop limit and went on upstream
+    relay = BusNode("relay")
+    up, mallory = StandIn("main"), StandIn("mallory")
+    relay.add_link(up, upstream=True, now=0.0)
+    relay.add_link(mallory, now=0.0)
+    up.sent.clear()
+    for hops in (-(10**18), -1, 17):
+        relay.receive("mallory", {"bus": {**event("t.x", 1, 5)["bus"], "ho": hops}}, 1.0)
+        relay.receive("mallory", {"bus": {**request(target="*any*")["bus"], "ho": hops}}, 1.0)
+    assert relay.stats.malformed == 6
+    assert [m for m in up.sent if m.type is not MessageType.KEEPALIVE] == []
+    relay.receive("mallory", {"bus": {**event("t.x", 1, 5)["bus"], "ho": 15}}, 1.0)
+    relay.receive("mallory", {"bus": {**event("t.x", 2, 5)["bus"], "ho": 16}}, 1.0)
+    assert [m.hops for m in up.sent if m.type is MessageType.EVENT] == [16]
+    assert relay.stats.too_many_hops == 1

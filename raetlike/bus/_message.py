@@ -182,7 +182,8 @@ def _get(inner: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
 def decode(body: object, max_hops: int = MAX_HOPS) -> BusMessage:
     """The bus message in a stack message body; PacketError when it is not one.
 
-    A route longer than ``max_hops`` is refused: no request crosses more links."""
+    A route longer than ``max_hops``, or ``hops`` outside 0 to ``max_hops``, is refused:
+    no message crosses more links."""
     if not isinstance(body, Mapping) or set(body) != {BUS_KEY}:
         raise PacketError("malformed-bus", "not a bus body")
     inner = body[BUS_KEY]
@@ -194,6 +195,9 @@ def decode(body: object, max_hops: int = MAX_HOPS) -> BusMessage:
         rolemask = Rolemask(_get(inner, "rm", int, 0))
     except ValueError as error:
         raise PacketError("malformed-bus", str(error)) from error
+    hops = _get(inner, "ho", int, 0)
+    if not 0 <= hops <= max_hops:  # (a negative count passed every hop limit)
+        raise PacketError("malformed-bus", f"{hops} hops")
     route = _get(inner, "rt", list, [])
     subscriptions = _get(inner, "su", list, [])
     below = _get(inner, "nb", list, [])
@@ -212,7 +216,7 @@ def decode(body: object, max_hops: int = MAX_HOPS) -> BusMessage:
         errno=errno,
         error=_get(inner, "er", str, ""),
         route=tuple(route),
-        hops=_get(inner, "ho", int, 0),
+        hops=hops,
         userid=_get(inner, "ui", str, ""),
         role=_get(inner, "ro", str, ""),
         rolemask=rolemask,
