@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from raetlike.bus import BusConfig, BusNode, Call, Errno, Reply
+from raetlike.bus import BusConfig, BusNode, Call, Errno, Reply, Request, Rolemask
 from raetlike.bus._message import BusMessage, MessageType, decode, encode
 from raetlike.channels import LaneChannel
 from raetlike.errors import LocalProtocolError, PacketError, RaetError
@@ -303,3 +303,25 @@ def test_a_hop_count_outside_0_to_max_hops_is_malformed() -> None:
     relay.receive("mallory", {"bus": {**event("t.x", 2, 5)["bus"], "ho": 16}}, 1.0)
     assert [m.hops for m in up.sent if m.type is MessageType.EVENT] == [16]
     assert relay.stats.too_many_hops == 1
+
+
+# == LOW 10: a trusted relay below never speaks as the owner ===============================
+
+def test_a_trusted_relay_keeps_no_owner_bit_whatever_rolemask_it_sends() -> None:
+    # revb bus_relay_owner_bit.py: rm=3 or rm=-1 kept OWNER (only rm == OWNER was lowered)
+    node = BusNode("main")
+    seen: list[Request] = []
+    node.register_service("admin", seen.append)
+    node.add_link(StandIn("relay1", role="relay"), trusted=True, now=0.0)
+    for sequence, rolemask in enumerate((0, 1, 2, 3), start=1):
+        node.receive("relay1", {"bus": {**request("admin.reset", sequence=sequence,
+                                                  target="main", userid="someone")["bus"],
+                                        "rm": rolemask}}, 1.0)
+    assert [r.rolemask for r in seen] == [Rolemask.USER] * 4
+    assert [r.userid for r in seen] == ["someone"] * 4
+    for sequence, rolemask in enumerate((-1, 4, 2**40), start=5):
+        node.receive("relay1", {"bus": {**request("admin.reset", sequence=sequence,
+                                                  target="main", userid="someone")["bus"],
+                                        "rm": rolemask}}, 1.0)
+    assert len(seen) == 4
+    assert node.stats.malformed == 3

@@ -192,7 +192,10 @@ def decode(body: object, max_hops: int = MAX_HOPS) -> BusMessage:
     try:
         kind = MessageType(inner.get("ty"))
         errno = Errno(_get(inner, "en", int, 0))
-        rolemask = Rolemask(_get(inner, "rm", int, 0))
+        bits = _get(inner, "rm", int, 0)
+        if not 0 <= bits <= Rolemask.OWNER | Rolemask.USER:  # (Rolemask(-1) is OWNER|USER)
+            raise ValueError(f"rolemask {bits}")
+        rolemask = Rolemask(bits)
     except ValueError as error:
         raise PacketError("malformed-bus", str(error)) from error
     hops = _get(inner, "ho", int, 0)

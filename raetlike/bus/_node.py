@@ -381,10 +381,13 @@ class BusNode:
             if message.userid and (message.userid, message.role) != (link.userid, link.role):
                 self.stats.restamped += 1
             message = message.stamped(link.userid, link.role, Rolemask.USER)
-        elif message.rolemask is Rolemask.OWNER and link_name not in self._above:
-            # a trusted relay below speaks for its minions, never as our owner
-            self.stats.restamped += 1
-            message = replace(message, rolemask=Rolemask.USER)
+        elif link_name not in self._above:
+            # a trusted relay below speaks for its minions, never as our owner: whatever
+            # bits it sent, OWNER is cleared and USER set
+            rolemask = (message.rolemask & ~Rolemask.OWNER) | Rolemask.USER
+            if rolemask != message.rolemask:
+                self.stats.restamped += 1
+                message = replace(message, rolemask=rolemask)
         if message.type is MessageType.REQUEST:
             self._route_request(replace(message, route=(*message.route, link_name)), link_name)
         elif message.type is MessageType.RESPONSE:
