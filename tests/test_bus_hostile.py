@@ -325,3 +325,17 @@ def test_a_trusted_relay_keeps_no_owner_bit_whatever_rolemask_it_sends() -> None
                                         "rm": rolemask}}, 1.0)
     assert len(seen) == 4
     assert node.stats.malformed == 3
+
+
+# == node events nobody reads are bounded ==================================================
+
+def test_gapped_events_from_a_peer_leave_at_most_max_events_unread() -> None:
+    # the command line never drains BusNode.next_event: each gap a peer's events showed
+    # was kept for ever (found while fixing the above)
+    node = BusNode("main", config=BusConfig(max_events=10))
+    node.add_link(StandIn("mallory"), now=0.0)
+    for sequence in range(1, 2000, 2):
+        node.receive("mallory", event("t.x", sequence), 1.0)
+    assert len(node._events) == 10
+    assert node.stats.events_dropped == 999 - 10
+    assert node.next_event() is not None

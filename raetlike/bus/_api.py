@@ -211,6 +211,10 @@ class BusConfig:
     and counted in ``BusStats.subscriptions_refused``).  A link's subscriptions cost at
     most ``max_subscriptions`` x (``max_topic_length`` + ~120) bytes (~380 KB), and an
     event is matched in at most ``max_topic_length`` + 1 look-ups, however many."""
+    max_events: int = 1024
+    """Node events (PeerLost, PeerAlive, EventGap) waiting for ``next_event``; past it
+    the oldest is dropped (``BusStats.events_dropped``): a node nobody drains keeps no
+    more, however many gaps its peers' events show."""
     max_routes: int = 1_000_000
     """Node names below trusted links (relays) that a node routes requests to, learnt from
     their keepalives (``BusMessage.below``); names past it are refused and counted
@@ -261,6 +265,8 @@ class BusStats:
     subscriptions_refused: int = 0
     """Topic prefixes of keepalives not kept: past ``BusConfig.max_subscriptions`` for the
     link, or longer than ``BusConfig.max_topic_length``."""
+    events_dropped: int = 0
+    """Node events dropped unread past ``BusConfig.max_events``."""
     forwarded_forgotten: int = 0
     """Relayed requests whose way back was forgotten before their time, past
     ``BusConfig.max_forwarded``."""

@@ -168,6 +168,8 @@ class BusNode:
         # get_timer need not look at every link: with 1,000 links (a relay) 3.5 us a
         # call instead of 358 us for the scan (tools/scale_tree.py calls it per datagram)
         self._silence_check = math.inf
+        # bounded (config.max_events): a node nobody drains (the command line's) kept one
+        # EventGap per gapped event a peer sent, without end
         self._events: deque[BusEvent] = deque()
 
     # == links =============================================================
@@ -672,7 +674,7 @@ class BusNode:
             return
         if before is not None and (event.sequence - before) % ID_MODULUS > 1 \
                 and window.max_seen == event.sequence:
-            self._events.append(EventGap(event.userid, (event.sequence - before - 1) % ID_MODULUS))
+            self._report(EventGap(event.userid, (event.sequence - before - 1) % ID_MODULUS))
         called: list[OnEvent] = []
         for prefix, callbacks in self._subscriptions.items():
             if event.topic.startswith(prefix):
@@ -809,7 +811,7 @@ class BusNode:
             neighbour.lost = False
             self._silence_check = min(self._silence_check,
                                       self.now + self.config.keepalive_timeout)
-            self._events.append(PeerAlive(neighbour.link.name))
+            self._report(PeerAlive(neighbour.link.name))
             self._below_changed()
 
     # == timers and events =================================================
@@ -860,11 +862,20 @@ class BusNode:
                 neighbour.lost = True
                 silent = now - neighbour.last_heard
                 logger.info("%s: link %s silent for %.1f s", self.name, name, silent)
-                self._events.append(PeerLost(name, silent))
+                self._report(PeerLost(name, silent))
                 self._below_changed()
             else:
                 soonest = min(soonest, deadline)
         self._silence_check = soonest
+
+    def _report(self, event: BusEvent) -> None:
+        """Queue ``event`` for :meth:`next_event`; past ``max_events`` the oldest goes
+        (counted in ``stats.events_dropped``)."""
+        events = self._events
+        while len(events) >= self.config.max_events:
+            events.popleft()
+            self.stats.events_dropped += 1
+        events.append(event)
 
     def next_event(self) -> BusEvent | None:
         """The next peer change or event gap, or None."""
