@@ -339,3 +339,20 @@ def test_gapped_events_from_a_peer_leave_at_most_max_events_unread() -> None:
     assert len(node._events) == 10
     assert node.stats.events_dropped == 999 - 10
     assert node.next_event() is not None
+
+
+# == names a node keeps are no longer than names ===========================================
+
+@pytest.mark.parametrize("field", ["ta", "ui", "ro", "rt", "nb"])
+def test_a_name_longer_than_a_name_may_be_is_malformed(field: str) -> None:
+    # a route name, a userid (a dedup key) or a relay's name below is kept by the node:
+    # 16 MB names would have been held in its tables
+    long, fine = "n" * 201, "n" * 200
+    for name, good in ((long, False), (fine, True)):
+        value: Any = [name] if field in ("rt", "nb") else name
+        body = {"bus": {**request()["bus"], field: value}}
+        if good:
+            decode(body)
+        else:
+            with pytest.raises(PacketError):
+                decode(body)

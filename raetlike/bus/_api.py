@@ -195,12 +195,13 @@ class BusConfig:
     route_delay: float = 0.5
     """Seconds a node waits, after the names below it change (a link added or removed, a
     relay's names), before its upstream hears of them in an early keepalive."""
-    max_forwarded: int = 65_536
+    max_forwarded: int = 16_384
     """Requests relayed and not yet answered whose way back a node keeps (the link each
     went out on and the one it came from), each for ``request_timeout``; past it the
     oldest is forgotten (counted in ``BusStats.forwarded_forgotten``; its response then
     counts as stray).  A response is taken only from the link its request went out on
-    and routed back by this table.  An entry costs about 300 bytes."""
+    and routed back by this table.  An entry costs about 400 bytes, at most about
+    4.5 KB (a route of ``max_hops`` names of 200 characters): 72 MB in all at most."""
     max_subscriptions: int = 1024
     """Topic prefixes a node keeps for each link below (what its keepalives subscribe to,
     for itself and the nodes below it); those past it are refused and counted

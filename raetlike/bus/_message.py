@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from raetlike.errors import PacketError
+from raetlike.names import MAX_NAME_BYTES
 
 __all__ = [
     "MAX_HOPS",
@@ -183,7 +184,8 @@ def decode(body: object, max_hops: int = MAX_HOPS) -> BusMessage:
     """The bus message in a stack message body; PacketError when it is not one.
 
     A route longer than ``max_hops``, or ``hops`` outside 0 to ``max_hops``, is refused:
-    no message crosses more links."""
+    no message crosses more links; so is a name (``target``, ``userid``, ``role``, in
+    ``route`` or ``below``) longer than a name may be (``MAX_NAME_BYTES`` characters)."""
     if not isinstance(body, Mapping) or set(body) != {BUS_KEY}:
         raise PacketError("malformed-bus", "not a bus body")
     inner = body[BUS_KEY]
@@ -208,6 +210,11 @@ def decode(body: object, max_hops: int = MAX_HOPS) -> BusMessage:
         raise PacketError("malformed-bus", f"a route of {len(route)} links")
     if not all(isinstance(hop, str) for hop in route + subscriptions + below):
         raise PacketError("malformed-bus", "route, subscriptions and below hold names")
+    target, userid, role = (_get(inner, "ta", str, ANY), _get(inner, "ui", str, ""),
+                            _get(inner, "ro", str, ""))
+    # names are kept (routes, the way back, dedup keys): no longer than a name may be
+    if any(len(name) > MAX_NAME_BYTES for name in (target, userid, role, *route, *below)):
+        raise PacketError("malformed-bus", f"a name longer than {MAX_NAME_BYTES}")
     return BusMessage(
         type=kind,
         topic=_get(inner, "to", str, ""),
@@ -215,13 +222,13 @@ def decode(body: object, max_hops: int = MAX_HOPS) -> BusMessage:
         matchtag=_get(inner, "mt", int, 0),
         sequence=_get(inner, "sq", int, 0),
         epoch=_get(inner, "ep", int, 0),
-        target=_get(inner, "ta", str, ANY),
+        target=target,
         errno=errno,
         error=_get(inner, "er", str, ""),
         route=tuple(route),
         hops=hops,
-        userid=_get(inner, "ui", str, ""),
-        role=_get(inner, "ro", str, ""),
+        userid=userid,
+        role=role,
         rolemask=rolemask,
         subscriptions=tuple(subscriptions),
         below=tuple(below),
