@@ -356,3 +356,29 @@ def test_a_name_longer_than_a_name_may_be_is_malformed(field: str) -> None:
         else:
             with pytest.raises(PacketError):
                 decode(body)
+
+
+# == answers kept for resent requests are bounded in bytes, not only in number =============
+
+def test_answers_kept_for_resent_requests_hold_at_most_answered_bytes() -> None:
+    # the command line serves echo.: 1,024 requests of 16 MB each were all kept
+    node = BusNode("main", config=BusConfig(answered_bytes=1_600_000))
+    node.register_service("echo", lambda r: r.payload)
+    mallory = StandIn("mallory")
+    node.add_link(mallory, now=0.0)
+    for sequence in range(1, 101):
+        node.receive("mallory", request(payload="x" * 50_000, sequence=sequence,
+                                        target="main"), 1.0)
+    assert 20 <= len(node._answered) <= 32
+    assert node._answered_bytes <= 1_600_000
+    node.receive("mallory", request(payload=["y" * 1000] * 100, sequence=101,
+                                    target="main"), 1.0)  # ~110 KB: over 1/16
+    node.receive("mallory", request(payload="z" * 10, sequence=102, target="main"), 1.0)
+    assert node.stats.answers_not_kept == 1
+    assert (mallory.userid, 9, 101) not in node._answered
+    # a resent request is still answered from what is kept, under its own matchtag
+    node.receive("mallory", request(payload="z" * 10, sequence=102, matchtag=77,
+                                    target="main"), 2.0)
+    assert [(m.matchtag, m.payload) for m in mallory.responses()[-2:]] == [
+        (1, "z" * 10), (77, "z" * 10)]
+    assert node.stats.handled == 102

@@ -192,6 +192,11 @@ class BusConfig:
     event numbers are remembered; the least recently heard one is forgotten first."""
     answered_memory: int = 1024
     """Responses kept to answer resent requests again without running the handler."""
+    answered_bytes: int = 16 * 1024 * 1024
+    """What those responses may hold in all (about: their payloads' objects, topics and
+    error texts); the oldest go first past it, and one holding more than a sixteenth of
+    it (1 MiB) is not kept (``BusStats.answers_not_kept``): a request resent for it
+    runs no handler and gets no answer again (its first answer is on its way)."""
     route_delay: float = 0.5
     """Seconds a node waits, after the names below it change (a link added or removed, a
     relay's names), before its upstream hears of them in an early keepalive."""
@@ -266,6 +271,8 @@ class BusStats:
     subscriptions_refused: int = 0
     """Topic prefixes of keepalives not kept: past ``BusConfig.max_subscriptions`` for the
     link, or longer than ``BusConfig.max_topic_length``."""
+    answers_not_kept: int = 0
+    """Responses too large to keep for resent requests (``BusConfig.answered_bytes``)."""
     events_dropped: int = 0
     """Node events dropped unread past ``BusConfig.max_events``."""
     forwarded_forgotten: int = 0

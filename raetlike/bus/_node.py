@@ -18,6 +18,7 @@ import heapq
 import logging
 import math
 import secrets
+import sys
 import zlib
 from collections import OrderedDict, deque
 from collections.abc import Mapping
@@ -106,6 +107,28 @@ class _Registered:
     roles: frozenset[str] | None
 
 
+_ANSWER_BYTES = 400
+"""About what a kept answer holds besides its topic, error text and payload."""
+
+
+def _weight(value: Any, limit: int) -> int:
+    """About how many bytes ``value`` holds (``sys.getsizeof`` of it and of what it
+    contains, shared objects counted again), or some number above ``limit`` once past
+    it: a walk of at most ``limit`` bytes' worth of objects."""
+    total, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        total += sys.getsizeof(item)
+        if total > limit:
+            break
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return total
+
+
 def keepalive_phase(name: str, link: str) -> float:
     """When in its first interval (0.5 to 1.0 of it) the node ``name`` sends its keepalive
     to the link ``link``."""
@@ -140,7 +163,11 @@ class BusNode:
         """This run of the node (stamped on its requests and events)."""
         # (userid, epoch) -> numbers seen: a restarted sender is a new run, never a repeat
         self._seen: OrderedDict[tuple[str, int], BitWindow] = OrderedDict()
-        self._answered: OrderedDict[tuple[str, int, int], BusMessage] = OrderedDict()
+        # (sender, run, number) -> (the response, about how many bytes it holds): bounded
+        # by config.answered_memory and config.answered_bytes (an echo of 1,024 requests
+        # of 16 MB each was held)
+        self._answered: OrderedDict[tuple[str, int, int], tuple[BusMessage, int]] = OrderedDict()
+        self._answered_bytes = 0
         self._event_seen: OrderedDict[tuple[str, int], BitWindow] = OrderedDict()
         self._subscriptions: dict[str, list[OnEvent]] = {}
         self._routes: dict[str, str] = {}  # a name below a relay link -> that link
@@ -601,17 +628,35 @@ class BusNode:
             self.stats.duplicates += 1
             answered = self._answered.get(key)
             if answered is not None:  # (under this copy's matchtag: each hop chose its own)
-                self._send_response(request, answered)
+                self._send_response(request, answered[0])
             return
         payload, errno, error = self._run(request)
-        self._answered[key] = BusMessage(
+        self._keep_answer(key, BusMessage(
             MessageType.RESPONSE, request.topic, payload, matchtag=request.matchtag,
             sequence=request.sequence, epoch=request.epoch, errno=errno, error=error,
             userid=self.name,
-            role=self.role, rolemask=Rolemask.OWNER)
-        while len(self._answered) > self.config.answered_memory:
-            self._answered.popitem(last=False)
+            role=self.role, rolemask=Rolemask.OWNER))
         self._respond(request, payload, errno, error)
+
+    def _keep_answer(self, key: tuple[str, int, int], response: BusMessage) -> None:
+        """Keep ``response`` to answer a resent request again: at most ``answered_memory``
+        of them holding ``answered_bytes`` in all (the oldest go first); one holding more
+        than a sixteenth of that is not kept."""
+        config, answered = self.config, self._answered
+        limit = config.answered_bytes // 16
+        size = _ANSWER_BYTES + len(response.topic) + len(response.error)
+        size += _weight(response.payload, limit - size)
+        if size > limit:
+            self.stats.answers_not_kept += 1
+            return
+        old = answered.pop(key, None)  # (its window was forgotten: the number came again)
+        if old is not None:
+            self._answered_bytes -= old[1]
+        answered[key] = (response, size)
+        self._answered_bytes += size
+        while len(answered) > config.answered_memory \
+                or self._answered_bytes > config.answered_bytes:
+            self._answered_bytes -= answered.popitem(last=False)[1][1]
 
     def _run(self, request: BusMessage) -> tuple[Any, Errno, str]:
         """Call the handler; (payload, errno, error text)."""
