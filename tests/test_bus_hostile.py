@@ -382,3 +382,29 @@ def test_answers_kept_for_resent_requests_hold_at_most_answered_bytes() -> None:
     assert [(m.matchtag, m.payload) for m in mallory.responses()[-2:]] == [
         (1, "z" * 10), (77, "z" * 10)]
     assert node.stats.handled == 102
+
+
+# == a new run costs no walk of every sender's windows =====================================
+
+def test_a_sender_keeps_two_runs_and_the_least_recently_heard_window_goes_first() -> None:
+    # the windows are found by sender (a new run walked all max_senders windows: 140 us
+    # a message from a peer changing its run each time; /work/scratch/busfix/
+    # bus_epoch_scan.py); the rules stay: two latest runs a sender, LRU past max_senders
+    node = BusNode("main", config=BusConfig(max_senders=4))
+    for name in ("a", "b", "c"):
+        node.add_link(StandIn(name), now=0.0)
+    for epoch in (1, 2, 3):
+        node.receive("a", event("t.x", 1, epoch), 1.0)
+    assert list(node._event_seen._windows) == [("a", 2), ("a", 3)]
+    node.receive("a", event("t.x", 2, 2), 1.0)  # run 2 heard again: now the latest
+    node.receive("a", event("t.x", 1, 4), 1.0)  # a new run drops run 3, keeps run 2
+    assert list(node._event_seen._windows) == [("a", 2), ("a", 4)]
+    for name in ("b", "c"):
+        node.receive(name, event("t.x", 1, 1), 1.0)
+        node.receive(name, event("t.x", 1, 2), 1.0)
+    assert list(node._event_seen._windows) == [("b", 1), ("b", 2), ("c", 1), ("c", 2)]
+    assert node._event_seen._runs == {"b": [1, 2], "c": [1, 2]}
+    node.receive("a", event("t.x", 2, 2), 1.0)  # a's old window went: new again
+    assert node.stats.duplicates == 0
+    node.receive("c", event("t.x", 1, 2), 1.0)
+    assert node.stats.duplicates == 1

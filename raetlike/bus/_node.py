@@ -129,6 +129,47 @@ def _weight(value: Any, limit: int) -> int:
     return total
 
 
+class _Windows:
+    """Dedup windows per (sender, run), made on first use; past ``limit`` the least
+    recently heard goes.  A sender keeps its two latest runs (so one cannot push
+    others' windows out), found through an index by sender: a new run walked every
+    window (4,096), 140 us a message from a peer changing its run each time."""
+
+    __slots__ = ("_runs", "_windows", "limit", "size")
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size, self.limit = size, limit
+        self._windows: OrderedDict[tuple[str, int], BitWindow] = OrderedDict()
+        self._runs: dict[str, list[int]] = {}  # sender -> its runs kept, latest heard last
+
+    def __len__(self) -> int:
+        return len(self._windows)
+
+    def get(self, userid: str, epoch: int) -> BitWindow:
+        """The numbers seen from the run ``epoch`` of ``userid``."""
+        windows, key = self._windows, (userid, epoch)
+        runs = self._runs.setdefault(userid, [])
+        window = windows.get(key)
+        if window is not None:
+            windows.move_to_end(key)
+            if runs[-1] != epoch:
+                runs.remove(epoch)
+                runs.append(epoch)
+            return window
+        for old in runs[:-1]:
+            del windows[(userid, old)]
+        del runs[:-1]
+        runs.append(epoch)
+        window = windows[key] = BitWindow(self.size)
+        while len(windows) > self.limit:
+            (gone_user, gone_epoch), _ = windows.popitem(last=False)
+            gone = self._runs[gone_user]
+            gone.remove(gone_epoch)
+            if not gone:
+                del self._runs[gone_user]
+        return window
+
+
 def keepalive_phase(name: str, link: str) -> float:
     """When in its first interval (0.5 to 1.0 of it) the node ``name`` sends its keepalive
     to the link ``link``."""
@@ -162,13 +203,13 @@ class BusNode:
         self.epoch = secrets.randbits(62) + 1
         """This run of the node (stamped on its requests and events)."""
         # (userid, epoch) -> numbers seen: a restarted sender is a new run, never a repeat
-        self._seen: OrderedDict[tuple[str, int], BitWindow] = OrderedDict()
+        self._seen = _Windows(self.config.dedup_window, self.config.max_senders)
         # (sender, run, number) -> (the response, about how many bytes it holds): bounded
         # by config.answered_memory and config.answered_bytes (an echo of 1,024 requests
         # of 16 MB each was held)
         self._answered: OrderedDict[tuple[str, int, int], tuple[BusMessage, int]] = OrderedDict()
         self._answered_bytes = 0
-        self._event_seen: OrderedDict[tuple[str, int], BitWindow] = OrderedDict()
+        self._event_seen = _Windows(self.config.dedup_window, self.config.max_senders)
         self._subscriptions: dict[str, list[OnEvent]] = {}
         self._routes: dict[str, str] = {}  # a name below a relay link -> that link
         self._advertised: frozenset[str] = frozenset()
@@ -622,7 +663,7 @@ class BusNode:
 
     def _handle(self, request: BusMessage) -> None:
         """Run the service for ``request`` once per (sender, sequence); answer again if resent."""
-        window = self._window(self._seen, (request.userid, request.epoch))
+        window = self._seen.get(request.userid, request.epoch)
         key = (request.userid, request.epoch, request.sequence)
         if not window.check_and_mark(request.sequence % ID_MODULUS):
             self.stats.duplicates += 1
@@ -685,22 +726,6 @@ class BusNode:
             logger.exception("%s: handler for %s failed", self.name, request.topic)
             return None, Errno.EIO, f"{type(error).__name__}: {error}"
 
-    def _window(self, windows: OrderedDict[tuple[str, int], BitWindow],
-                key: tuple[str, int]) -> BitWindow:
-        """The numbers seen from one run of a sender (made on first use, LRU-bounded; a
-        sender keeps its two latest runs, so one cannot push others' windows out)."""
-        window = windows.get(key)
-        if window is None:
-            runs = [run for run in windows if run[0] == key[0]] if len(windows) > 1 else []
-            for run in runs[:-1]:
-                del windows[run]
-            window = windows[key] = BitWindow(self.config.dedup_window)
-            while len(windows) > self.config.max_senders:
-                windows.popitem(last=False)
-        else:
-            windows.move_to_end(key)
-        return window
-
     def _complete(self, response: BusMessage) -> None:
         """A response to one of our requests: run its callback once."""
         pending = self._pending.pop(response.matchtag, None)
@@ -712,7 +737,7 @@ class BusNode:
 
     def _distribute(self, event: BusMessage) -> None:
         """Main, or an event from upstream: deliver here and to subscribed links below."""
-        window = self._window(self._event_seen, (event.userid, event.epoch))
+        window = self._event_seen.get(event.userid, event.epoch)
         before = window.max_seen
         if not window.check_and_mark(event.sequence % ID_MODULUS):
             self.stats.duplicates += 1
