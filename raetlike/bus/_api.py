@@ -78,7 +78,8 @@ class Request:
     rolemask: Rolemask
     """OWNER for the local node, USER for a remote."""
     matchtag: int
-    """The requester's matchtag."""
+    """The matchtag of the request's last hop: the requester's when it came straight,
+    else the last relay's (each relay sends a request on under a matchtag of its own)."""
 
     @property
     def method(self) -> str:
