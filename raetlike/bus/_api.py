@@ -134,7 +134,10 @@ class Link(Protocol):
         ...
 
     def send(self, payload: Payload) -> bool:
-        """Queue a message body to the neighbour; False (or BackpressureError) if not taken."""
+        """Queue a message body to the neighbour; False (or BackpressureError) if not taken.
+
+        It should not raise on what the body holds (raetlike.channels' links return
+        False); a node takes any RaetError as a refusal all the same."""
         ...
 
 
