@@ -59,20 +59,59 @@ def test_a_lane_channel_refuses_bytes_on_a_json_lane_instead_of_raising() -> Non
     assert channel.unsendable == 1
 
 
-def test_bytes_from_a_joined_peer_to_a_yard_fail_the_request_and_the_manor_goes_on() -> None:
+def test_a_lane_channel_refuses_a_body_nested_past_the_json_encoders_depth() -> None:
+    # a msgpack road delivers 1,000 levels; the lane's JSON writer raised RecursionError
+    bus = lane_bus(("kv",))
+    channel = LaneChannel(bus.stacks["manor"], "kv")
+    assert channel.send(request(payload=nested(1000))) is False
+    assert channel.unsendable == 1
+
+
+def nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def test_bytes_from_a_joined_peer_to_a_yard_are_malformed_and_the_manor_goes_on() -> None:
     # what a msgpack road delivers from a hostile estate: a bin item as bytes (revb
-    # bus_bytes_kills_manor.py: the estate exited); the request fails 113 back to it
+    # bus_bytes_kills_manor.py: the estate exited); no JSON lane carries it: garbage
     bus = lane_bus(("kv", "client"))
     manor = bus.nodes["manor"]
     bus.nodes["kv"].register_service("echo", lambda r: r.payload)
     mallory = StandIn("mallory")
     manor.add_link(mallory, now=bus.lanes.now)
     manor.receive("mallory", request(payload=b"\x00raw", target="kv"), bus.lanes.now)
-    [answer] = mallory.responses()
-    assert answer.errno is Errno.EHOSTUNREACH
-    assert answer.matchtag == 1
-    assert manor.stats.undeliverable == 1
+    assert mallory.responses() == []
+    assert manor.stats.malformed == 1
     assert bus.rpc("client", "kv", "echo.x", "still up").payload == "still up"
+
+
+@pytest.mark.parametrize("payload", [
+    b"bytes", {"k": [1, bytearray(b"x")]}, {1: "int key"}, 1 << 64, -(1 << 63) - 1,
+    ("a", "tuple"), nested(257), {"deep": nested(256)}, object()])
+def test_a_payload_not_every_link_carries_is_malformed(payload: Any) -> None:
+    node = BusNode("main")
+    node.register_service("echo", lambda r: r.payload)
+    mallory = StandIn("mallory")
+    node.add_link(mallory, now=0.0)
+    node.receive("mallory", request(payload=payload, target="main"), 1.0)
+    assert node.stats.malformed == 1
+    assert node.stats.handled == 0
+
+
+@pytest.mark.parametrize("payload", [
+    None, True, 1.5, float("nan"), "text", (1 << 64) - 1, -(1 << 63), nested(256),
+    {"a": [{"b": None}], "c": {}}])
+def test_json_values_are_carried(payload: Any) -> None:
+    node = BusNode("main")
+    node.register_service("echo", lambda r: r.payload)
+    mallory = StandIn("mallory")
+    node.add_link(mallory, now=0.0)
+    node.receive("mallory", request(payload=payload, target="main"), 1.0)
+    assert node.stats.handled == 1
+    assert node.stats.malformed == 0
 
 
 def test_a_link_raising_fails_the_request_with_113_not_out_of_the_node() -> None:

@@ -27,6 +27,8 @@ __all__ = [
     "follows_failover",
     "encode",
     "decode",
+    "carriable",
+    "MAX_PAYLOAD_DEPTH",
 ]
 
 MAX_HOPS = 16
@@ -171,6 +173,41 @@ def encode(message: BusMessage) -> dict[str, Any]:
     if message.type is MessageType.RESPONSE:
         inner.update(en=int(message.errno), er=message.error)
     return {BUS_KEY: inner}
+
+
+_INT_LOW, _INT_HIGH = -(1 << 63), (1 << 64) - 1  # what msgpack carries
+
+
+MAX_PAYLOAD_DEPTH = 256
+"""How deeply a payload received may nest lists and mappings (``carriable``)."""
+
+
+def carriable(value: object) -> bool:
+    """Whether every kind of link carries ``value`` (a JSON lane, a msgpack road): a JSON
+    value with string keys and 64-bit ints, as JSON and msgpack decode it (exact types:
+    no bytes, msgpack ext types, tuples or keys of other types), nested at most
+    ``MAX_PAYLOAD_DEPTH`` deep (JSON encoders recurse)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is str or kind is float or kind is bool or item is None:
+            continue
+        if kind is int:
+            if not _INT_LOW <= item <= _INT_HIGH:
+                return False
+            continue
+        if depth >= MAX_PAYLOAD_DEPTH:
+            return False
+        if kind is list:
+            stack.extend((element, depth + 1) for element in item)
+        elif kind is dict:
+            if not all(type(key) is str for key in item):
+                return False
+            stack.extend((element, depth + 1) for element in item.values())
+        else:
+            return False
+    return True
 
 
 def _get(inner: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:

@@ -49,6 +49,7 @@ from raetlike.bus._message import (
     Errno,
     MessageType,
     Rolemask,
+    carriable,
     decode,
     encode,
 )
@@ -440,6 +441,9 @@ class BusNode:
             return
         try:
             message = decode(body, self.config.max_hops)
+            if not carriable(message.payload):  # (bytes from a msgpack road: no JSON lane
+                # carries them, and a lane that could not ended a manor's estate)
+                raise PacketError("malformed-bus", "a payload not every link carries")
         except PacketError as error:
             self.stats.malformed += 1
             logger.debug("%s: malformed bus message from %s: %s", self.name, link_name, error)
