@@ -100,7 +100,7 @@ class Road(Protocol):
 class RoadChannel:
     """One remote estate of a road (RoadStack or DurableRoad) as a channel (SP) or link (bus)."""
 
-    __slots__ = ("priority", "remote_name", "stack", "ttl")
+    __slots__ = ("priority", "remote_name", "stack", "ttl", "unsendable")
 
     def __init__(self, stack: Road, remote_name: str, *, priority: int = 0,
                  ttl: float | None = None) -> None:
@@ -109,6 +109,8 @@ class RoadChannel:
         self.remote_name = remote_name
         self.priority = priority
         self.ttl = ttl
+        self.unsendable = 0
+        """Messages the stack would not take (closed, or not serializable): dropped."""
 
     def __repr__(self) -> str:
         return f"RoadChannel({self.stack.name}->{self.remote_name})"
@@ -136,7 +138,11 @@ class RoadChannel:
         return "" if remote is None else remote.role
 
     def send(self, payload: Payload) -> bool:
-        """Transmit ``payload``; False for an unknown remote (BackpressureError when full)."""
+        """Transmit ``payload``; False for an unknown remote, a closed stack or a message
+        the road will not take (counted in ``unsendable``); BackpressureError when full.
+
+        Never raises on what the payload holds: a bus or SP payload may come from a
+        hostile peer, and an exception here would climb out of the stack's loop."""
         if self.remote_name not in self.stack.names:
             return False
         if isinstance(payload, Mapping):
@@ -145,20 +151,27 @@ class RoadChannel:
             message = bytes(payload)
         else:
             raise LocalProtocolError(f"cannot carry a {type(payload).__name__} on the road")
-        self.stack.transmit(message, to=self.remote_name, ttl=self.ttl)
+        try:
+            self.stack.transmit(message, to=self.remote_name, ttl=self.ttl)
+        except LocalProtocolError as error:
+            self.unsendable += 1
+            logger.debug("%r: cannot send: %s", self, error)
+            return False
         return True
 
 
 class LaneChannel:
     """One yard of a LaneStack as a channel (SP, mapping payloads only) or link (bus)."""
 
-    __slots__ = ("priority", "stack", "yard_name")
+    __slots__ = ("priority", "stack", "unsendable", "yard_name")
 
     def __init__(self, stack: LaneStack, yard_name: str, *, priority: int = 0) -> None:
         """The yard ``yard_name`` of ``stack``."""
         self.stack = stack
         self.yard_name = yard_name
         self.priority = priority
+        self.unsendable = 0
+        """Messages the lane would not take (closed, not serializable, too large): dropped."""
 
     def __repr__(self) -> str:
         return f"LaneChannel({self.stack.name}->{self.yard_name})"
@@ -184,10 +197,21 @@ class LaneChannel:
         return self.yard_name
 
     def send(self, payload: Payload) -> bool:
-        """Transmit ``payload`` (a mapping) to the yard (BackpressureError when full)."""
+        """Transmit ``payload`` (a mapping) to the yard; False for a closed stack or a
+        message the lane cannot carry (not serializable as its pages are, e.g. bytes on a
+        JSON lane, or too large: counted in ``unsendable``); BackpressureError when full.
+
+        Never raises on what the payload holds: a bus or SP payload may come from a
+        hostile peer (a msgpack road delivers bytes), and an exception here climbed out
+        of the manor's loop and ended the estate."""
         if not isinstance(payload, Mapping):
             raise LocalProtocolError("a lane carries mapping payloads only (Framing.MAPPING)")
-        self.stack.transmit(payload, to=self.yard_name)
+        try:
+            self.stack.transmit(payload, to=self.yard_name)
+        except LocalProtocolError as error:
+            self.unsendable += 1
+            logger.debug("%r: cannot send: %s", self, error)
+            return False
         return True
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
+from functools import lru_cache
 
 from raetlike.errors import LocalProtocolError
 
@@ -124,6 +125,12 @@ class SeenWindow:
             del self._gaps[oldest]
 
 
+@lru_cache(maxsize=16)
+def _mask(window: int) -> int:
+    """``window`` one bits."""
+    return (1 << window) - 1
+
+
 class BitWindow:
     """Tells new 32-bit ids from repeats in a fixed ``window`` bits of memory.
 
@@ -140,7 +147,7 @@ class BitWindow:
         if not 1 <= window <= _MAX_WINDOW:
             raise LocalProtocolError(f"window must be between 1 and {_MAX_WINDOW}")
         self.window = window
-        self._mask = (1 << window) - 1
+        self._mask = _mask(window)  # (one int per size, shared: it is as large as _bits)
         self._top: int | None = None
         self._bits = 0
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
-from raetlike.bus._message import BusMessage, Errno, Rolemask
+from raetlike.bus._message import MAX_HOPS, BusMessage, Errno, Rolemask
 from raetlike.errors import RaetError
 from raetlike.sp import Payload
 
@@ -78,7 +78,8 @@ class Request:
     rolemask: Rolemask
     """OWNER for the local node, USER for a remote."""
     matchtag: int
-    """The requester's matchtag."""
+    """The matchtag of the request's last hop: the requester's when it came straight,
+    else the last relay's (each relay sends a request on under a matchtag of its own)."""
 
     @property
     def method(self) -> str:
@@ -133,7 +134,10 @@ class Link(Protocol):
         ...
 
     def send(self, payload: Payload) -> bool:
-        """Queue a message body to the neighbour; False (or BackpressureError) if not taken."""
+        """Queue a message body to the neighbour; False (or BackpressureError) if not taken.
+
+        It should not raise on what the body holds (raetlike.channels' links return
+        False); a node takes any RaetError as a refusal all the same."""
         ...
 
 
@@ -180,18 +184,47 @@ class BusConfig:
     """Seconds between keepalives to every link."""
     keepalive_timeout: float = 15.0
     """Seconds of silence before a link is reported lost."""
-    max_hops: int = 16
-    """Links a message may cross before it is refused (loops)."""
+    max_hops: int = MAX_HOPS
+    """Links a message may cross (loops): a request that would cross more fails with
+    EPROTO, an event or response is dropped (``BusStats.too_many_hops``); a message
+    claiming more (``hops``, a request's ``route``) is malformed."""
     dedup_window: int = 4096
-    """Request numbers remembered per sender (raetlike.dedup.SeenWindow)."""
+    """Request (and event) numbers remembered per sender and run: a bitmap of this many
+    bits (raetlike.dedup.BitWindow), about ``dedup_window`` / 8 + 350 bytes each."""
     max_senders: int = 4096
     """Senders (a node's name and its run, see ``BusMessage.epoch``) whose request and
     event numbers are remembered; the least recently heard one is forgotten first."""
     answered_memory: int = 1024
     """Responses kept to answer resent requests again without running the handler."""
+    answered_bytes: int = 16 * 1024 * 1024
+    """What those responses may hold in all (about: their payloads' objects, topics and
+    error texts); the oldest go first past it, and one holding more than a sixteenth of
+    it (1 MiB) is not kept (``BusStats.answers_not_kept``): a request resent for it
+    runs no handler and gets no answer again (its first answer is on its way)."""
     route_delay: float = 0.5
     """Seconds a node waits, after the names below it change (a link added or removed, a
     relay's names), before its upstream hears of them in an early keepalive."""
+    max_forwarded: int = 16_384
+    """Requests relayed and not yet answered whose way back a node keeps (the link each
+    went out on and the one it came from), each for ``request_timeout``; past it the
+    oldest is forgotten (counted in ``BusStats.forwarded_forgotten``; its response then
+    counts as stray).  A response is taken only from the link its request went out on
+    and routed back by this table.  An entry costs about 400 bytes, at most about
+    4.5 KB (a route of ``max_hops`` names of 200 characters): 72 MB in all at most."""
+    max_subscriptions: int = 1024
+    """Topic prefixes a node keeps for each link below (what its keepalives subscribe to,
+    for itself and the nodes below it); those past it are refused and counted
+    (``BusStats.subscriptions_refused``).  A relay whose tree wants more distinct
+    prefixes needs a larger value at its upstream."""
+    max_topic_length: int = 255
+    """Longest topic prefix a node keeps from a link's keepalive (longer ones are refused
+    and counted in ``BusStats.subscriptions_refused``).  A link's subscriptions cost at
+    most ``max_subscriptions`` x (``max_topic_length`` + ~120) bytes (~380 KB), and an
+    event is matched in at most ``max_topic_length`` + 1 look-ups, however many."""
+    max_events: int = 1024
+    """Node events (PeerLost, PeerAlive, EventGap) waiting for ``next_event``; past it
+    the oldest is dropped (``BusStats.events_dropped``): a node nobody drains keeps no
+    more, however many gaps its peers' events show."""
     max_routes: int = 1_000_000
     """Node names below trusted links (relays) that a node routes requests to, learnt from
     their keepalives (``BusMessage.below``); names past it are refused and counted
@@ -237,7 +270,18 @@ class BusStats:
     """Names below a link not taken as routes: from an untrusted link, a name that is our
     own, a direct link's or another link's route, or past ``max_routes``."""
     too_many_hops: int = 0
-    """Requests failed (EPROTO) and events dropped past ``max_hops``: a loop of relays."""
+    """Requests failed (EPROTO), events and responses dropped past ``max_hops``: a loop of
+    relays."""
+    subscriptions_refused: int = 0
+    """Topic prefixes of keepalives not kept: past ``BusConfig.max_subscriptions`` for the
+    link, or longer than ``BusConfig.max_topic_length``."""
+    answers_not_kept: int = 0
+    """Responses too large to keep for resent requests (``BusConfig.answered_bytes``)."""
+    events_dropped: int = 0
+    """Node events dropped unread past ``BusConfig.max_events``."""
+    forwarded_forgotten: int = 0
+    """Relayed requests whose way back was forgotten before their time, past
+    ``BusConfig.max_forwarded``."""
 
     def as_dict(self) -> dict[str, int]:
         """The counters by name."""

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from raetlike.errors import PacketError
+from raetlike.names import MAX_NAME_BYTES
 
 __all__ = [
+    "MAX_HOPS",
     "BUS_KEY",
     "ANY",
     "UPSTREAM",
@@ -25,7 +27,12 @@ __all__ = [
     "follows_failover",
     "encode",
     "decode",
+    "carriable",
+    "MAX_PAYLOAD_DEPTH",
 ]
+
+MAX_HOPS = 16
+"""Links a bus message may cross (``BusConfig.max_hops``'s default, ``decode``'s)."""
 
 BUS_KEY = "bus"
 """The one key of a stack message body that carries a bus message."""
@@ -168,6 +175,41 @@ def encode(message: BusMessage) -> dict[str, Any]:
     return {BUS_KEY: inner}
 
 
+_INT_LOW, _INT_HIGH = -(1 << 63), (1 << 64) - 1  # what msgpack carries
+
+
+MAX_PAYLOAD_DEPTH = 256
+"""How deeply a payload received may nest lists and mappings (``carriable``)."""
+
+
+def carriable(value: object) -> bool:
+    """Whether every kind of link carries ``value`` (a JSON lane, a msgpack road): a JSON
+    value with string keys and 64-bit ints, as JSON and msgpack decode it (exact types:
+    no bytes, msgpack ext types, tuples or keys of other types), nested at most
+    ``MAX_PAYLOAD_DEPTH`` deep (JSON encoders recurse)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is str or kind is float or kind is bool or item is None:
+            continue
+        if kind is int:
+            if not _INT_LOW <= item <= _INT_HIGH:
+                return False
+            continue
+        if depth >= MAX_PAYLOAD_DEPTH:
+            return False
+        if kind is list:
+            stack.extend((element, depth + 1) for element in item)
+        elif kind is dict:
+            if not all(type(key) is str for key in item):
+                return False
+            stack.extend((element, depth + 1) for element in item.values())
+        else:
+            return False
+    return True
+
+
 def _get(inner: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
     value = inner.get(key, default)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
@@ -175,8 +217,12 @@ def _get(inner: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
     return value
 
 
-def decode(body: object) -> BusMessage:
-    """The bus message in a stack message body; PacketError when it is not one."""
+def decode(body: object, max_hops: int = MAX_HOPS) -> BusMessage:
+    """The bus message in a stack message body; PacketError when it is not one.
+
+    A route longer than ``max_hops``, or ``hops`` outside 0 to ``max_hops``, is refused:
+    no message crosses more links; so is a name (``target``, ``userid``, ``role``, in
+    ``route`` or ``below``) longer than a name may be (``MAX_NAME_BYTES`` characters)."""
     if not isinstance(body, Mapping) or set(body) != {BUS_KEY}:
         raise PacketError("malformed-bus", "not a bus body")
     inner = body[BUS_KEY]
@@ -185,14 +231,27 @@ def decode(body: object) -> BusMessage:
     try:
         kind = MessageType(inner.get("ty"))
         errno = Errno(_get(inner, "en", int, 0))
-        rolemask = Rolemask(_get(inner, "rm", int, 0))
+        bits = _get(inner, "rm", int, 0)
+        if not 0 <= bits <= Rolemask.OWNER | Rolemask.USER:  # (Rolemask(-1) is OWNER|USER)
+            raise ValueError(f"rolemask {bits}")
+        rolemask = Rolemask(bits)
     except ValueError as error:
         raise PacketError("malformed-bus", str(error)) from error
+    hops = _get(inner, "ho", int, 0)
+    if not 0 <= hops <= max_hops:  # (a negative count passed every hop limit)
+        raise PacketError("malformed-bus", f"{hops} hops")
     route = _get(inner, "rt", list, [])
     subscriptions = _get(inner, "su", list, [])
     below = _get(inner, "nb", list, [])
+    if len(route) > max_hops:
+        raise PacketError("malformed-bus", f"a route of {len(route)} links")
     if not all(isinstance(hop, str) for hop in route + subscriptions + below):
         raise PacketError("malformed-bus", "route, subscriptions and below hold names")
+    target, userid, role = (_get(inner, "ta", str, ANY), _get(inner, "ui", str, ""),
+                            _get(inner, "ro", str, ""))
+    # names are kept (routes, the way back, dedup keys): no longer than a name may be
+    if any(len(name) > MAX_NAME_BYTES for name in (target, userid, role, *route, *below)):
+        raise PacketError("malformed-bus", f"a name longer than {MAX_NAME_BYTES}")
     return BusMessage(
         type=kind,
         topic=_get(inner, "to", str, ""),
@@ -200,13 +259,13 @@ def decode(body: object) -> BusMessage:
         matchtag=_get(inner, "mt", int, 0),
         sequence=_get(inner, "sq", int, 0),
         epoch=_get(inner, "ep", int, 0),
-        target=_get(inner, "ta", str, ANY),
+        target=target,
         errno=errno,
         error=_get(inner, "er", str, ""),
         route=tuple(route),
-        hops=_get(inner, "ho", int, 0),
-        userid=_get(inner, "ui", str, ""),
-        role=_get(inner, "ro", str, ""),
+        hops=hops,
+        userid=userid,
+        role=role,
         rolemask=rolemask,
         subscriptions=tuple(subscriptions),
         below=tuple(below),

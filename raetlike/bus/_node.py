@@ -18,6 +18,7 @@ import heapq
 import logging
 import math
 import secrets
+import sys
 import zlib
 from collections import OrderedDict, deque
 from collections.abc import Mapping
@@ -48,11 +49,12 @@ from raetlike.bus._message import (
     Errno,
     MessageType,
     Rolemask,
+    carriable,
     decode,
     encode,
 )
-from raetlike.dedup import ID_MODULUS, SeenWindow
-from raetlike.errors import BackpressureError, LocalProtocolError, PacketError
+from raetlike.dedup import ID_MODULUS, BitWindow
+from raetlike.errors import BackpressureError, LocalProtocolError, PacketError, RaetError
 
 __all__ = ["BusNode"]
 
@@ -67,6 +69,24 @@ class _Pending:
     on_reply: OnReply
     deadline: float
     resend_at: float
+    link: str | None = None
+    """The link it last went out on: only a response from that link answers it."""
+
+
+@dataclass(slots=True)
+class _Forwarded:
+    """A request relayed on ``out_link`` under a matchtag of ours (the table key): its
+    response comes back only on that link and goes to ``came_from`` under ``matchtag``."""
+
+    out_link: str
+    came_from: str
+    matchtag: int
+    """The matchtag the request came with (the previous hop's)."""
+    epoch: int
+    """The requester's run: the response must carry it."""
+    route: tuple[str, ...]
+    """The request's route here (its last name is ``came_from``): what older nodes pop."""
+    deadline: float
 
 
 @dataclass(slots=True)
@@ -86,6 +106,69 @@ class _Neighbour:
 class _Registered:
     service: Service
     roles: frozenset[str] | None
+
+
+_ANSWER_BYTES = 400
+"""About what a kept answer holds besides its topic, error text and payload."""
+
+
+def _weight(value: Any, limit: int) -> int:
+    """About how many bytes ``value`` holds (``sys.getsizeof`` of it and of what it
+    contains, shared objects counted again), or some number above ``limit`` once past
+    it: a walk of at most ``limit`` bytes' worth of objects."""
+    total, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        total += sys.getsizeof(item)
+        if total > limit:
+            break
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return total
+
+
+class _Windows:
+    """Dedup windows per (sender, run), made on first use; past ``limit`` the least
+    recently heard goes.  A sender keeps its two latest runs (so one cannot push
+    others' windows out), found through an index by sender: a new run walked every
+    window (4,096), 140 us a message from a peer changing its run each time."""
+
+    __slots__ = ("_runs", "_windows", "limit", "size")
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size, self.limit = size, limit
+        self._windows: OrderedDict[tuple[str, int], BitWindow] = OrderedDict()
+        self._runs: dict[str, list[int]] = {}  # sender -> its runs kept, latest heard last
+
+    def __len__(self) -> int:
+        return len(self._windows)
+
+    def get(self, userid: str, epoch: int) -> BitWindow:
+        """The numbers seen from the run ``epoch`` of ``userid``."""
+        windows, key = self._windows, (userid, epoch)
+        runs = self._runs.setdefault(userid, [])
+        window = windows.get(key)
+        if window is not None:
+            windows.move_to_end(key)
+            if runs[-1] != epoch:
+                runs.remove(epoch)
+                runs.append(epoch)
+            return window
+        for old in runs[:-1]:
+            del windows[(userid, old)]
+        del runs[:-1]
+        runs.append(epoch)
+        window = windows[key] = BitWindow(self.size)
+        while len(windows) > self.limit:
+            (gone_user, gone_epoch), _ = windows.popitem(last=False)
+            gone = self._runs[gone_user]
+            gone.remove(gone_epoch)
+            if not gone:
+                del self._runs[gone_user]
+        return window
 
 
 def keepalive_phase(name: str, link: str) -> float:
@@ -111,22 +194,34 @@ class BusNode:
         self._links: dict[str, _Neighbour] = {}
         self._services: dict[str, _Registered] = {}
         self._pending: dict[int, _Pending] = {}
+        # matchtag of ours -> a request relayed under it, oldest first (bounded by
+        # config.max_forwarded; an entry lives request_timeout): responses are routed
+        # back by this table, never by the route a response carries
+        self._forwarded: OrderedDict[int, _Forwarded] = OrderedDict()
         self._matchtag = 0
         self._request_sequence = 0
         self._event_sequence = 0
         self.epoch = secrets.randbits(62) + 1
         """This run of the node (stamped on its requests and events)."""
         # (userid, epoch) -> numbers seen: a restarted sender is a new run, never a repeat
-        self._seen: OrderedDict[tuple[str, int], SeenWindow] = OrderedDict()
-        self._answered: OrderedDict[tuple[str, int, int], BusMessage] = OrderedDict()
-        self._event_seen: OrderedDict[tuple[str, int], SeenWindow] = OrderedDict()
+        self._seen = _Windows(self.config.dedup_window, self.config.max_senders)
+        # (sender, run, number) -> (the response, about how many bytes it holds): bounded
+        # by config.answered_memory and config.answered_bytes (an echo of 1,024 requests
+        # of 16 MB each was held)
+        self._answered: OrderedDict[tuple[str, int, int], tuple[BusMessage, int]] = OrderedDict()
+        self._answered_bytes = 0
+        self._event_seen = _Windows(self.config.dedup_window, self.config.max_senders)
         self._subscriptions: dict[str, list[OnEvent]] = {}
         self._routes: dict[str, str] = {}  # a name below a relay link -> that link
         self._advertised: frozenset[str] = frozenset()
         # prefix -> links below (not _above) subscribed to it, kept as links change so a
         # keepalive need not walk every link: a main of 2,000 estates spent 3.6 M calls
         # (9.6 s of a 253 s run) in that walk (docs/relay.md)
-        self._below_prefixes: dict[str, int] = {}
+        self._below_prefixes: dict[str, set[str]] = {}
+        # length -> how many of _below_prefixes have it: an event's topic is matched by
+        # looking up its prefixes of these lengths, not by a scan of every link's prefixes
+        # (200,000 prefixes from one link cost 45 ms an event)
+        self._prefix_lengths: dict[int, int] = {}
         self._prefixes_changed = False  # a prefix came or went since the last _readvertise
         # Each link has its own round: the first at a point of the interval after the link
         # came, fixed by the two names (half to all of it), and every round an interval
@@ -142,6 +237,8 @@ class BusNode:
         # get_timer need not look at every link: with 1,000 links (a relay) 3.5 us a
         # call instead of 358 us for the scan (tools/scale_tree.py calls it per datagram)
         self._silence_check = math.inf
+        # bounded (config.max_events): a node nobody drains (the command line's) kept one
+        # EventGap per gapped event a peer sent, without end
         self._events: deque[BusEvent] = deque()
 
     # == links =============================================================
@@ -295,7 +392,7 @@ class BusNode:
     def _next_matchtag(self) -> int:
         while True:
             self._matchtag = self._matchtag % (ID_MODULUS - 1) + 1
-            if self._matchtag not in self._pending:
+            if self._matchtag not in self._pending and self._matchtag not in self._forwarded:
                 return self._matchtag
 
     # == events ============================================================
@@ -343,7 +440,10 @@ class BusNode:
             self.stats.unknown_link += 1
             return
         try:
-            message = decode(body)
+            message = decode(body, self.config.max_hops)
+            if not carriable(message.payload):  # (bytes from a msgpack road: no JSON lane
+                # carries them, and a lane that could not ended a manor's estate)
+                raise PacketError("malformed-bus", "a payload not every link carries")
         except PacketError as error:
             self.stats.malformed += 1
             logger.debug("%s: malformed bus message from %s: %s", self.name, link_name, error)
@@ -355,14 +455,17 @@ class BusNode:
             if message.userid and (message.userid, message.role) != (link.userid, link.role):
                 self.stats.restamped += 1
             message = message.stamped(link.userid, link.role, Rolemask.USER)
-        elif message.rolemask is Rolemask.OWNER and link_name not in self._above:
-            # a trusted relay below speaks for its minions, never as our owner
-            self.stats.restamped += 1
-            message = replace(message, rolemask=Rolemask.USER)
+        elif link_name not in self._above:
+            # a trusted relay below speaks for its minions, never as our owner: whatever
+            # bits it sent, OWNER is cleared and USER set
+            rolemask = (message.rolemask & ~Rolemask.OWNER) | Rolemask.USER
+            if rolemask != message.rolemask:
+                self.stats.restamped += 1
+                message = replace(message, rolemask=rolemask)
         if message.type is MessageType.REQUEST:
             self._route_request(replace(message, route=(*message.route, link_name)), link_name)
         elif message.type is MessageType.RESPONSE:
-            self._route_response(message)
+            self._response_from(link_name, message)
         elif message.type is MessageType.EVENT:
             self._event_from(link_name, message)
         elif link_name not in self._above:
@@ -370,9 +473,7 @@ class BusNode:
 
     def _event_from(self, link_name: str, event: BusMessage) -> None:
         """An event from a link: up toward main, or (from above, or at main) down."""
-        if event.hops > self.config.max_hops:  # a loop of relays: never round again
-            self.stats.too_many_hops += 1
-        elif link_name in self._above or not self.upstreams:
+        if link_name in self._above or not self.upstreams:
             self._distribute(event)
         else:
             self._forward_up(event)
@@ -380,7 +481,14 @@ class BusNode:
     def _keepalive_from(self, link_name: str, neighbour: _Neighbour,
                         keepalive: BusMessage) -> None:
         """A keepalive from a link below: what it subscribes to, and (a relay) who is below."""
-        self._set_subscriptions(link_name, neighbour, frozenset(keepalive.subscriptions))
+        config, wanted = self.config, dict[str, None]()
+        for prefix in keepalive.subscriptions:
+            if len(prefix) <= config.max_topic_length and (
+                    prefix in wanted or len(wanted) < config.max_subscriptions):
+                wanted[prefix] = None
+            else:
+                self.stats.subscriptions_refused += 1
+        self._set_subscriptions(link_name, neighbour, frozenset(wanted))
         if neighbour.trusted:
             self._set_below(link_name, neighbour, keepalive.below)
         else:  # only a relay we trust speaks for names below it
@@ -391,21 +499,21 @@ class BusNode:
         """A stack message to ``link_name`` could not be delivered: fail its request (113)."""
         self._tick(now)
         try:
-            message = decode(body)
+            message = decode(body, self.config.max_hops)
         except PacketError:
             return
         self.stats.undeliverable += 1
-        if message.type is MessageType.REQUEST:
-            self._fail(message, Errno.EHOSTUNREACH, f"{link_name} is unreachable")
+        if message.type is MessageType.REQUEST:  # (as we sent it: under our matchtag)
+            self._answer(link_name, BusMessage(
+                MessageType.RESPONSE, message.topic, matchtag=message.matchtag,
+                sequence=message.sequence, epoch=message.epoch, errno=Errno.EHOSTUNREACH,
+                error=f"{link_name} is unreachable", userid=self.name, role=self.role,
+                rolemask=Rolemask.OWNER))
 
     # == routing ===========================================================
 
     def _route_request(self, request: BusMessage, came_from: str | None) -> None:
         """Handle ``request`` here, pass it on, or fail it."""
-        if request.hops > self.config.max_hops:
-            self.stats.too_many_hops += 1
-            self._fail(request, Errno.EPROTO, "too many hops")
-            return
         target = request.target
         if target == self.name or (target == ANY and self.provides(request.topic)):
             self._handle(request)
@@ -426,13 +534,36 @@ class BusNode:
         else:
             self._fail(request, Errno.EHOSTUNREACH, f"no route to {target}")
 
-    def _route_response(self, response: BusMessage) -> None:
-        """Deliver ``response`` here (empty route) or pop the next hop back."""
-        if not response.route:
-            self._complete(response)
-            return
-        *rest, hop = response.route
-        self._forward(hop, replace(response, route=tuple(rest)))
+    def _response_from(self, link_name: str, response: BusMessage) -> None:
+        """A response from a link: taken only for a request that went out on that link."""
+        if not self._answer(link_name, response):
+            self.stats.stray_responses += 1
+
+    def _same_way(self, link_name: str, out_link: str | None) -> bool:
+        """Whether an answer from ``link_name`` may answer what went out on ``out_link``:
+        the same link, or both toward a main (a failover estate's request moves to the
+        new main, which answers it)."""
+        return link_name == out_link or (link_name in self._above and out_link in self._above)
+
+    def _answer(self, link_name: str, response: BusMessage) -> bool:
+        """Route ``response`` (to a request that went out on ``link_name``) back: to the
+        link the request came from, or to our own ``on_reply``; False when no request of
+        that matchtag and run went out on that link (a forged or late response)."""
+        entry = self._forwarded.get(response.matchtag)
+        if entry is not None:
+            if not self._same_way(link_name, entry.out_link) or response.epoch != entry.epoch:
+                return False
+            del self._forwarded[response.matchtag]
+            self._forward(entry.came_from, replace(
+                response, matchtag=entry.matchtag, route=entry.route[:-1], hops=response.hops))
+            return True
+        pending = self._pending.get(response.matchtag)
+        if pending is None or response.epoch != self.epoch \
+                or not self._same_way(link_name, pending.link):
+            # (an answer to our run before a restart: its matchtag may be taken again)
+            return False
+        self._complete(response)
+        return True
 
     def _up_for_request(self) -> str:
         """Where a request goes up: the first live upstream (else the first, which queues it)."""
@@ -449,16 +580,36 @@ class BusNode:
     def _forward(self, link_name: str, message: BusMessage) -> None:
         """Send ``message`` one hop on; a refused request fails with 113, or with 105
         (ENOBUFS) when it is our own and the link's outbox is full: a busy asker, not an
-        unreachable target (a fan-out past the outbox read as estates that did not answer)."""
+        unreachable target (a fan-out past the outbox read as estates that did not answer).
+
+        A message never crosses more than ``max_hops`` links: past it a request fails
+        with EPROTO and anything else is dropped (a loop of relays).  A relayed request
+        goes on under a matchtag of ours, remembered in ``_forwarded`` with the link it
+        came from; our own request's link is kept in its ``_Pending``: a response is
+        taken only from the link its request went out on."""
+        if message.hops >= self.config.max_hops:
+            self.stats.too_many_hops += 1
+            if message.type is MessageType.REQUEST:
+                self._fail(message, Errno.EPROTO, "too many hops")
+            return
         neighbour = self._links.get(link_name)
         accepted = full = False
+        wire = replace(message, hops=message.hops + 1)
+        relayed = message.type is MessageType.REQUEST and bool(message.route)
+        if relayed:
+            wire = replace(wire, matchtag=self._next_matchtag())
         if neighbour is not None:
             try:
-                accepted = neighbour.link.send(encode(replace(message, hops=message.hops + 1)))
+                accepted = neighbour.link.send(encode(wire))
             except BackpressureError:
                 full = True
+            except RaetError as error:  # a link that cannot carry it: undeliverable, not raised
+                logger.debug("%s: link %s cannot carry a %s: %s", self.name, link_name,
+                             message.type.value, error)
         if accepted:
             self.stats.sent += 1
+            if message.type is MessageType.REQUEST:
+                self._went_out(link_name, message, wire.matchtag)
             return
         self.stats.undeliverable += 1
         logger.debug("%s: %s to %s not taken", self.name, message.type.value, link_name)
@@ -468,40 +619,89 @@ class BusNode:
             else:
                 self._fail(message, Errno.EHOSTUNREACH, f"{link_name} refused the request")
 
+    def _went_out(self, link_name: str, request: BusMessage, matchtag: int) -> None:
+        """``request`` went out on ``link_name`` (under ``matchtag``): remember the way
+        back (relayed) or the link its answer must come from (ours)."""
+        if request.route:
+            self._remember(matchtag, _Forwarded(
+                link_name, request.route[-1], request.matchtag, request.epoch, request.route,
+                self.now + self.config.request_timeout))
+        elif (pending := self._pending.get(request.matchtag)) is not None:
+            pending.link = link_name
+
+    def _remember(self, matchtag: int, entry: _Forwarded) -> None:
+        """Keep a relayed request's way back: expired entries go first, then the oldest
+        past ``max_forwarded`` (its response will count as stray)."""
+        table = self._forwarded
+        while table:
+            oldest = next(iter(table.values()))
+            if oldest.deadline > self.now and len(table) < self.config.max_forwarded:
+                break
+            table.popitem(last=False)
+            if oldest.deadline > self.now:
+                self.stats.forwarded_forgotten += 1
+        table[matchtag] = entry
+
     def _fail(self, request: BusMessage, errno: Errno, error: str) -> None:
-        """Answer ``request`` with an error, back along its route."""
+        """Answer ``request`` with an error, back the way it came."""
         self._respond(request, None, errno, error)
 
     def _respond(self, request: BusMessage, payload: Any, errno: Errno, error: str) -> None:
-        """Send a response to ``request`` back along its route."""
-        response = BusMessage(MessageType.RESPONSE, request.topic, payload,
-                              matchtag=request.matchtag, sequence=request.sequence,
-                              epoch=request.epoch,
-                              errno=errno, error=error, route=request.route,
-                              userid=self.name, role=self.role, rolemask=Rolemask.OWNER)
-        self._route_response(response)
+        """Send a response to ``request`` back the way it came."""
+        self._send_response(request, BusMessage(
+            MessageType.RESPONSE, request.topic, payload, matchtag=request.matchtag,
+            sequence=request.sequence, epoch=request.epoch, errno=errno, error=error,
+            userid=self.name, role=self.role, rolemask=Rolemask.OWNER))
+
+    def _send_response(self, request: BusMessage, response: BusMessage) -> None:
+        """``response`` to the link ``request`` came in on (the last name of its route,
+        put there by this node), or to our own ``on_reply`` (a request of ours)."""
+        if not request.route:
+            self._complete(response)
+            return
+        *rest, came_from = request.route
+        self._forward(came_from, replace(response, matchtag=request.matchtag,
+                                         route=tuple(rest), hops=0))
 
     # == local handling ====================================================
 
     def _handle(self, request: BusMessage) -> None:
         """Run the service for ``request`` once per (sender, sequence); answer again if resent."""
-        window = self._window(self._seen, (request.userid, request.epoch))
+        window = self._seen.get(request.userid, request.epoch)
         key = (request.userid, request.epoch, request.sequence)
         if not window.check_and_mark(request.sequence % ID_MODULUS):
             self.stats.duplicates += 1
             answered = self._answered.get(key)
-            if answered is not None:
-                self._route_response(replace(answered, route=request.route))
+            if answered is not None:  # (under this copy's matchtag: each hop chose its own)
+                self._send_response(request, answered[0])
             return
         payload, errno, error = self._run(request)
-        self._answered[key] = BusMessage(
+        self._keep_answer(key, BusMessage(
             MessageType.RESPONSE, request.topic, payload, matchtag=request.matchtag,
             sequence=request.sequence, epoch=request.epoch, errno=errno, error=error,
             userid=self.name,
-            role=self.role, rolemask=Rolemask.OWNER)
-        while len(self._answered) > self.config.answered_memory:
-            self._answered.popitem(last=False)
+            role=self.role, rolemask=Rolemask.OWNER))
         self._respond(request, payload, errno, error)
+
+    def _keep_answer(self, key: tuple[str, int, int], response: BusMessage) -> None:
+        """Keep ``response`` to answer a resent request again: at most ``answered_memory``
+        of them holding ``answered_bytes`` in all (the oldest go first); one holding more
+        than a sixteenth of that is not kept."""
+        config, answered = self.config, self._answered
+        limit = config.answered_bytes // 16
+        size = _ANSWER_BYTES + len(response.topic) + len(response.error)
+        size += _weight(response.payload, limit - size)
+        if size > limit:
+            self.stats.answers_not_kept += 1
+            return
+        old = answered.pop(key, None)  # (its window was forgotten: the number came again)
+        if old is not None:
+            self._answered_bytes -= old[1]
+        answered[key] = (response, size)
+        self._answered_bytes += size
+        while len(answered) > config.answered_memory \
+                or self._answered_bytes > config.answered_bytes:
+            self._answered_bytes -= answered.popitem(last=False)[1][1]
 
     def _run(self, request: BusMessage) -> tuple[Any, Errno, str]:
         """Call the handler; (payload, errno, error text)."""
@@ -530,43 +730,25 @@ class BusNode:
             logger.exception("%s: handler for %s failed", self.name, request.topic)
             return None, Errno.EIO, f"{type(error).__name__}: {error}"
 
-    def _window(self, windows: OrderedDict[tuple[str, int], SeenWindow],
-                key: tuple[str, int]) -> SeenWindow:
-        """The numbers seen from one run of a sender (made on first use, LRU-bounded; a
-        sender keeps its two latest runs, so one cannot push others' windows out)."""
-        window = windows.get(key)
-        if window is None:
-            runs = [run for run in windows if run[0] == key[0]] if len(windows) > 1 else []
-            for run in runs[:-1]:
-                del windows[run]
-            window = windows[key] = SeenWindow(self.config.dedup_window)
-            while len(windows) > self.config.max_senders:
-                windows.popitem(last=False)
-        else:
-            windows.move_to_end(key)
-        return window
-
     def _complete(self, response: BusMessage) -> None:
         """A response to one of our requests: run its callback once."""
-        pending = self._pending.get(response.matchtag)
-        if pending is None or (response.epoch and response.epoch != self.epoch):
-            # (an answer to our run before a restart: its matchtag may be taken again)
+        pending = self._pending.pop(response.matchtag, None)
+        if pending is None:
             self.stats.stray_responses += 1
             return
-        del self._pending[response.matchtag]
         pending.on_reply(Reply(response.matchtag, response.topic, response.payload,
                                response.errno, response.error, response.userid))
 
     def _distribute(self, event: BusMessage) -> None:
         """Main, or an event from upstream: deliver here and to subscribed links below."""
-        window = self._window(self._event_seen, (event.userid, event.epoch))
+        window = self._event_seen.get(event.userid, event.epoch)
         before = window.max_seen
         if not window.check_and_mark(event.sequence % ID_MODULUS):
             self.stats.duplicates += 1
             return
         if before is not None and (event.sequence - before) % ID_MODULUS > 1 \
                 and window.max_seen == event.sequence:
-            self._events.append(EventGap(event.userid, (event.sequence - before - 1) % ID_MODULUS))
+            self._report(EventGap(event.userid, (event.sequence - before - 1) % ID_MODULUS))
         called: list[OnEvent] = []
         for prefix, callbacks in self._subscriptions.items():
             if event.topic.startswith(prefix):
@@ -574,35 +756,41 @@ class BusNode:
         for callback in called:
             self.stats.events_delivered += 1
             callback(event)
-        for name, neighbour in self._links.items():
-            if name not in self._above and any(event.topic.startswith(prefix)
-                                             for prefix in neighbour.subscriptions):
-                self._forward(name, event)
+        topic, index = event.topic, self._below_prefixes
+        matched: set[str] = set()
+        for length in self._prefix_lengths:
+            if length <= len(topic) and (links := index.get(topic[:length])):
+                matched |= links
+        for name in sorted(matched):
+            self._forward(name, event)
 
     # == keepalives and subscriptions ======================================
 
     def _set_subscriptions(self, link_name: str, neighbour: _Neighbour,
                            subscriptions: frozenset[str]) -> None:
-        """What the link subscribes to now, counted in ``_below_prefixes`` while it is below."""
+        """What the link subscribes to now, indexed in ``_below_prefixes`` while it is below."""
         old = neighbour.subscriptions
         if subscriptions == old:
             return
         neighbour.subscriptions = subscriptions
         if link_name in self._above:
             return
-        counts = self._below_prefixes
+        index, lengths = self._below_prefixes, self._prefix_lengths
         for prefix in old - subscriptions:
-            left = counts[prefix] - 1
-            if left:
-                counts[prefix] = left
-            else:
-                del counts[prefix]
+            links = index[prefix]
+            links.discard(link_name)
+            if not links:
+                del index[prefix]
+                lengths[len(prefix)] -= 1
+                if not lengths[len(prefix)]:
+                    del lengths[len(prefix)]
                 self._prefixes_changed = True
         for prefix in subscriptions - old:
-            if prefix in counts:
-                counts[prefix] += 1
+            if prefix in index:
+                index[prefix].add(link_name)
             else:
-                counts[prefix] = 1
+                index[prefix] = {link_name}
+                lengths[len(prefix)] = lengths.get(len(prefix), 0) + 1
                 self._prefixes_changed = True
 
     def _readvertise(self) -> None:
@@ -697,7 +885,7 @@ class BusNode:
             neighbour.lost = False
             self._silence_check = min(self._silence_check,
                                       self.now + self.config.keepalive_timeout)
-            self._events.append(PeerAlive(neighbour.link.name))
+            self._report(PeerAlive(neighbour.link.name))
             self._below_changed()
 
     # == timers and events =================================================
@@ -748,11 +936,20 @@ class BusNode:
                 neighbour.lost = True
                 silent = now - neighbour.last_heard
                 logger.info("%s: link %s silent for %.1f s", self.name, name, silent)
-                self._events.append(PeerLost(name, silent))
+                self._report(PeerLost(name, silent))
                 self._below_changed()
             else:
                 soonest = min(soonest, deadline)
         self._silence_check = soonest
+
+    def _report(self, event: BusEvent) -> None:
+        """Queue ``event`` for :meth:`next_event`; past ``max_events`` the oldest goes
+        (counted in ``stats.events_dropped``)."""
+        events = self._events
+        while len(events) >= self.config.max_events:
+            events.popleft()
+            self.stats.events_dropped += 1
+        events.append(event)
 
     def next_event(self) -> BusEvent | None:
         """The next peer change or event gap, or None."""

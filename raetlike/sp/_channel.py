@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
-from raetlike.errors import BackpressureError
+from raetlike.errors import RaetError
 from raetlike.wire.tags import Backtrace
 
 __all__ = ["Payload", "Channel", "Outgoing", "Sender", "flush"]
@@ -81,7 +81,8 @@ def flush(endpoint: Sender, now: float) -> int:
         for outgoing in batch:
             try:
                 accepted = outgoing.channel.send(outgoing.payload)
-            except BackpressureError:
+            except RaetError as error:  # full, or cannot carry it: refused, never raised
+                logger.debug("channel %s: %s", outgoing.channel.name, error)
                 accepted = False
             if accepted:
                 sent += 1

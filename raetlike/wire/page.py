@@ -256,7 +256,9 @@ def encode_body(message: Mapping[str, Any], kind: PageKind) -> bytes:
         if kind is PageKind.JSON:
             return _JSON_ENCODER.encode(message).encode("utf-8")
         packed: bytes = msgpack.packb(message)
-    except (TypeError, ValueError, OverflowError) as error:
+    except (TypeError, ValueError, OverflowError, RecursionError) as error:
+        # (RecursionError: a body nested ~1,000 deep, which a msgpack road delivers, climbed
+        # out of a lane's transmit and ended a manor running the bus)
         raise LocalProtocolError(f"message does not serialize as {kind.name}: {error}") from None
     return packed
 
