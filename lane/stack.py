@@ -221,23 +221,35 @@ class LaneStack:
     # == sans-IO pump ======================================================
 
     def receive_datagram(self, data: bytes, source: str | None, now: float) -> None:
-        """Take one datagram from the socket ``source``; garbage is dropped and counted."""
+        """Take one datagram from the socket ``source``; garbage is dropped and counted.
+
+        Not even a bug of ours that a datagram trips is raised: it is logged (with its
+        traceback, the first time and then every 1000th) and counted as
+        ``dropped[internal-error]``, and the stack goes on with the next datagram.
+        """
         self.now = max(self.now, now)
-        if self._handed:
-            self._confirm()
         stats = self.stats
         stats.datagrams_received += 1
         stats.bytes_received += len(data)
-        if data[:2] == b"rl":
-            if data.startswith(coalesce.BATCH_MAGIC):
-                self._read_batch(data, source)
+        try:
+            if self._handed:
+                self._confirm()
+            if data[:2] == b"rl":
+                if data.startswith(coalesce.BATCH_MAGIC):
+                    self._read_batch(data, source)
+                    return
+                if data.startswith(coalesce.GRANT_MAGIC):
+                    self._read_grant(data, source)
+                    return
+            if self._read_known(data, source):
                 return
-            if data.startswith(coalesce.GRANT_MAGIC):
-                self._read_grant(data, source)
-                return
-        if self._read_known(data, source):
-            return
-        self._read_page(data, source)
+            self._read_page(data, source)
+        except Exception:  # a bug of ours must not let a datagram kill the yard
+            stats.drop(Drop.INTERNAL_ERROR)
+            if stats.dropped[Drop.INTERNAL_ERROR] % 1000 == 1:
+                log.exception("%s: datagram from %s tripped an internal error (%d so far); "
+                              "dropped", self.name, safe_name(source),
+                              stats.dropped[Drop.INTERNAL_ERROR])
 
     def _read_page(self, data: bytes, source: str | None) -> None:
         """The full path for a page: parse, check, admit, bind."""

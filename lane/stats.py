@@ -22,6 +22,7 @@ class Drop(enum.Enum):
     ADDRESS_MISMATCH = "address-mismatch"  # sent from a socket that is not the yard's nor main's
     OWN_NAME = "own-name"  # a page claiming to come from this very yard
     BATCH_TOO_LARGE = "batch-too-large"  # a batch past LaneConfig.coalesce_limit (we granted less)
+    INTERNAL_ERROR = "internal-error"  # our bug, tripped by this datagram (logged)
 
 
 @dataclass(slots=True)
