@@ -23,6 +23,11 @@ Where ``raetlike._cmmsg`` was built (Linux, a C compiler at install) the driver 
 and writes up to 64 datagrams a syscall (recvmmsg, sendmmsg); without it, or with
 ``RAETLIKE_PURE_PYTHON`` set, one a ``recvfrom``/``sendto``.  Both hand the stack the
 same datagrams and report the same refusals (docs/performance.md, "Batched syscalls").
+
+A yard's address is its socket file's path.  A datagram from a sender bound to an
+abstract name (which the socket module gives as ``bytes``) is dropped before the stack
+sees it and counted in :attr:`UxdDriver.foreign_sources`, on both paths alike; an
+unbound sender's datagrams go to the stack with no source (``None``).
 """
 
 from __future__ import annotations
@@ -159,6 +164,8 @@ class UxdDriver:
         os.chmod(self.path, SOCKET_MODE)
         self._inode = os.lstat(self.path).st_ino
         self.send_errors = 0
+        self.foreign_sources = 0
+        """Datagrams dropped because their sender was not a socket file (an abstract name)."""
         self.closed = False
         self._epoll = select.epoll() if hasattr(select, "epoll") else None
         if self._epoll is not None:
@@ -201,10 +208,24 @@ class UxdDriver:
             if not batch:
                 break
             for data, source in batch:
-                receive_datagram(data, source or None, now)
+                if source is None or type(source) is str:
+                    receive_datagram(data, source or None, now)
+                else:
+                    self._foreign_source(source)
             taken += len(batch)
             batch.clear()
         return taken
+
+    def _foreign_source(self, source: object) -> None:
+        """Drop a datagram whose sender is not a socket file: count it, log it now and then.
+
+        A yard's address is its socket's path (a ``str``); a sender bound to an
+        abstract name (``bytes``) can be no yard, and the stack is never handed one.
+        """
+        self.foreign_sources += 1
+        if self.foreign_sources % 1000 == 1:
+            log.info("%s: datagram from %s, not a socket file, dropped (%d so far)",
+                     self.stack.name, safe_name(source), self.foreign_sources)
 
     def _fill(self, batch: list[tuple[bytes, Any]], room: int) -> None:
         """Up to ``room`` datagrams into ``batch``, a ``recvfrom`` each, until the socket is
