@@ -58,12 +58,18 @@ BUSY_ERRORS = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS})
 WAITERS = 64  # waiter sockets kept at most (one per busy yard socket)
 SOCKET_MODE = 0o600
 
-_recv_batch: Callable[[int, int, int], list[Any]] | None = compiled("raetlike._cmmsg",
-                                                                   "recv_batch")
-_take: Callable[[int], bytes] | None = compiled("raetlike._cmmsg", "take")
+
+class _Receiver(Protocol):
+    """``raetlike._cmmsg.Receiver``: recvmmsg into a buffer of its own (one per driver)."""
+
+    def recv_batch(self, fd: int, count: int, size: int, /) -> list[Any]: ...
+    def take(self, index: int, /) -> bytes: ...
+
+
+_new_receiver: Callable[[], _Receiver] | None = compiled("raetlike._cmmsg", "Receiver")
 _send_batch: Callable[[int, list[tuple[bytes, str]], int], tuple[int, int]] | None = compiled(
     "raetlike._cmmsg", "send_batch")
-BATCHED = None not in (_recv_batch, _take, _send_batch)
+BATCHED = None not in (_new_receiver, _send_batch)
 """Whether drivers use recvmmsg/sendmmsg (``raetlike._cmmsg`` built, the pure path not asked
 for)."""
 _CHUNK = 64  # datagrams a recvmmsg or sendmmsg takes at most (_cmmsg.c's MAX_COUNT)
@@ -175,6 +181,8 @@ class UxdDriver:
         self._woke: set[str] = set()  # woken by their waiter; no datagram tried since
         self.batched = BATCHED
         """recvmmsg/sendmmsg (``raetlike._cmmsg``), or a syscall per datagram when False."""
+        # recvmmsg's buffer, this driver's own: drivers on other threads never touch it
+        self._receiver = _new_receiver() if _new_receiver is not None else None
 
     def fileno(self) -> int:
         """What to select on for reading: the epoll descriptor, or the socket without epoll."""
@@ -244,17 +252,18 @@ class UxdDriver:
         """:meth:`_fill` with up to 64 datagrams a ``recvmmsg``: the same datagrams, in the
         same order (a short batch found the socket empty, as ``recvfrom`` does when it fails
         with EAGAIN)."""
-        assert _recv_batch is not None  # noqa: S101 - self.batched says it was built
-        assert _take is not None  # noqa: S101
+        receiver = self._receiver
+        assert receiver is not None  # noqa: S101 - self.batched says it was built
+        recv_batch, take = receiver.recv_batch, receiver.take
         fd = self.sock.fileno()
         while len(batch) < room:
             asked = min(room - len(batch), _CHUNK)
             try:
-                sources = _recv_batch(fd, asked, MAX_DATAGRAM + 1)
+                sources = recv_batch(fd, asked, MAX_DATAGRAM + 1)
             except OSError as exc:
                 log.debug("%s: recvfrom: %s", self.stack.name, exc)
                 return
-            batch.extend([(_take(index), source) for index, source in enumerate(sources)])
+            batch.extend([(take(index), source) for index, source in enumerate(sources)])
             if len(sources) < asked:
                 return
 
