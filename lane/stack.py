@@ -225,7 +225,8 @@ class LaneStack:
         """Queue ``message`` for the yard ``to``; returns its message id.
 
         An unknown yard is added (through the main yard when one is known).
-        Raises BackpressureError when that yard's outbox is full, and
+        Raises BackpressureError when that yard's outbox is full (or the yard is
+        new and no known yard may make room for it: ``LaneConfig.max_yards``), and
         LocalProtocolError for a message that is not a serializable mapping
         or is larger than a lane message may be.  If the yard stays
         unreachable the message comes back in a YardUnreachable event.
