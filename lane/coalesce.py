@@ -25,6 +25,7 @@ Pure: no sockets, no clocks.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -41,6 +42,7 @@ GRANT_MAGIC = b"rlg 1\n"
 LENGTH_SIZE = 4
 _HEAD_SCAN = 512  # names are at most a few hundred bytes
 _KINDS = {str(int(kind)): kind for kind in PageKind}
+_LIMIT = re.compile("[0-9]{1,6}")  # ASCII digits: str.isdigit() passes "\xb9", int() refuses it
 
 
 def _fields(data: bytes, magic: bytes, count: int) -> list[str] | None:
@@ -62,7 +64,7 @@ def grant(grantor: str, grantee: str, session: str, limit: int) -> bytes:
 def read_grant(data: bytes) -> tuple[str, str, str, int] | None:
     """``(grantor, grantee, grantor's session, limit)``, or None for a malformed grant."""
     fields = _fields(data, GRANT_MAGIC, 4)
-    if fields is None or not fields[3].isdigit() or len(fields[3]) > 6:
+    if fields is None or not _LIMIT.fullmatch(fields[3]):
         return None
     grantor, grantee, session, limit = fields
     return grantor, grantee, session, int(limit)

@@ -22,7 +22,7 @@ import errno
 import itertools
 import logging
 import os
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +47,11 @@ BUSY_WINDOW = 16
 """Fewest pages handed out per round to a yard whose queue was full (a Linux yard's queue
 holds ``net.unix.max_dgram_qlen`` + 1 datagrams, 11 by default): room a wake-up may have
 made, without building many pages the kernel will refuse."""
+
+EVICTION_SCAN = 32
+"""Yards looked at, least recently heard first, for one that may make room for a new yard
+(one with something queued, a main yard or a yard others are routed through goes to the
+back of the line instead): making room costs O(1) however many yards are known."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +94,17 @@ class LaneConfig:
     socket's send buffer (425,984 bytes under Linux's default cap) holds more batches than a
     receiver's queue holds datagrams (11 by default): a refusal then means the receiver is
     busy, which is what the driver waits out, and not that our own buffer is full."""
+    max_yards: int = 4096
+    """Yards known at once (``LaneStack.yards``).  Past it a new yard takes the place of the
+    least recently heard one with nothing queued (not a main yard, nor one others are routed
+    through: ``stats.yards_evicted``); when there is none, a yard's page is dropped
+    (``Drop.YARDS_FULL``) and ``transmit`` to a new yard raises BackpressureError."""
+
+    def __post_init__(self) -> None:
+        """Refuse settings no stack can run with (LocalProtocolError)."""
+        if type(self.max_yards) is not int or self.max_yards < 1:
+            raise LocalProtocolError(
+                f"LaneConfig.max_yards must be an int of at least 1, not {self.max_yards!r}")
 
 
 def _yard_name(name: str) -> bool:
@@ -113,6 +129,11 @@ class LaneStack:
                              max_buffered_bytes=self.config.max_buffered_bytes,
                              stats=self.stats.binder)
         self.yards: dict[str, RemoteYard] = {}
+        # the yards by when we last heard from (or sent to) them, least recently first
+        self._heard: OrderedDict[str, None] = OrderedDict()
+        self._mains: dict[str, str] = {}  # main yards: socket path -> name
+        self._routers: set[str] = set()  # yards others were routed through (never evicted)
+        self._book_base = 0  # the highest book id used with an evicted yard
         self._events: deque[events.Event] = deque()
         self._message_id = 0
         self._handed: set[str] = set()
@@ -150,6 +171,8 @@ class LaneStack:
 
         ``main`` marks the lane's main yard; ``via`` names the main yard to
         route through instead of sending to the yard's own socket.
+        Past ``LaneConfig.max_yards`` it takes the place of the least recently heard
+        yard with nothing queued; BackpressureError when there is none.
         """
         check_name("yard", name)
         if name == self.local.name:
@@ -158,17 +181,52 @@ class LaneStack:
             raise LocalProtocolError(f"yard {name!r} is already known")
         if via is not None and via not in self.yards:
             raise LocalProtocolError(f"no yard {via!r} to route through")
+        if not self._make_room(keep=via):
+            raise BackpressureError(
+                f"no room for yard {name}: {len(self.yards)} yards known (LaneConfig.max_yards), "
+                "none of them idle")
         remote = RemoteYard(name=name,
                             path=path or yard_path(self.local.directory, self.local.lane, name),
                             via=via, main=main)
+        remote.last_book_id = self._book_base  # above any book id an evicted yard had
         self.yards[name] = remote
+        self._heard[name] = None
+        if main:
+            self._mains.setdefault(remote.path, name)
+        if via is not None:
+            self._routers.add(via)
         return remote
+
+    def _make_room(self, keep: str | None = None) -> bool:
+        """Room in ``yards`` for one more: True when there is, evicting an idle yard if it
+        must (never ``keep``); False when the first EVICTION_SCAN yards looked at are busy."""
+        yards = self.yards
+        if len(yards) < self.config.max_yards:
+            return True
+        heard = self._heard
+        for _ in range(min(EVICTION_SCAN, len(heard))):
+            name = next(iter(heard))
+            remote = yards[name]
+            if remote.outbox or remote.queued or remote.main or name in self._routers \
+                    or name == keep or name in self._handed:
+                heard.move_to_end(name)  # not now: look at the next one
+                continue
+            del heard[name]
+            del yards[name]
+            self._book_base = max(self._book_base, remote.last_book_id)
+            self.stats.yards_evicted += 1
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: yard %s forgotten to make room (max_yards %d)", self.name,
+                          safe_name(name), self.config.max_yards)
+            return True
+        return False
 
     def transmit(self, message: Mapping[str, Any], to: str, *, now: float | None = None) -> int:
         """Queue ``message`` for the yard ``to``; returns its message id.
 
         An unknown yard is added (through the main yard when one is known).
-        Raises BackpressureError when that yard's outbox is full, and
+        Raises BackpressureError when that yard's outbox is full (or the yard is
+        new and no known yard may make room for it: ``LaneConfig.max_yards``), and
         LocalProtocolError for a message that is not a serializable mapping
         or is larger than a lane message may be.  If the yard stays
         unreachable the message comes back in a YardUnreachable event.
@@ -182,6 +240,7 @@ class LaneStack:
         if type(message) is not dict and not isinstance(message, Mapping):
             raise LocalProtocolError(f"a message must be a mapping, not {type(message).__name__}")
         remote = self.yards.get(to) or self._add_destination(to)
+        self._heard.move_to_end(to)
         if remote.queued >= self.config.outbox_limit:
             raise BackpressureError(
                 f"outbox to yard {to} is full ({self.config.outbox_limit} messages)")
@@ -221,23 +280,35 @@ class LaneStack:
     # == sans-IO pump ======================================================
 
     def receive_datagram(self, data: bytes, source: str | None, now: float) -> None:
-        """Take one datagram from the socket ``source``; garbage is dropped and counted."""
+        """Take one datagram from the socket ``source``; garbage is dropped and counted.
+
+        Not even a bug of ours that a datagram trips is raised: it is logged (with its
+        traceback, the first time and then every 1000th) and counted as
+        ``dropped[internal-error]``, and the stack goes on with the next datagram.
+        """
         self.now = max(self.now, now)
-        if self._handed:
-            self._confirm()
         stats = self.stats
         stats.datagrams_received += 1
         stats.bytes_received += len(data)
-        if data[:2] == b"rl":
-            if data.startswith(coalesce.BATCH_MAGIC):
-                self._read_batch(data, source)
+        try:
+            if self._handed:
+                self._confirm()
+            if data[:2] == b"rl":
+                if data.startswith(coalesce.BATCH_MAGIC):
+                    self._read_batch(data, source)
+                    return
+                if data.startswith(coalesce.GRANT_MAGIC):
+                    self._read_grant(data, source)
+                    return
+            if self._read_known(data, source):
                 return
-            if data.startswith(coalesce.GRANT_MAGIC):
-                self._read_grant(data, source)
-                return
-        if self._read_known(data, source):
-            return
-        self._read_page(data, source)
+            self._read_page(data, source)
+        except Exception:  # a bug of ours must not let a datagram kill the yard
+            stats.drop(Drop.INTERNAL_ERROR)
+            if stats.dropped[Drop.INTERNAL_ERROR] % 1000 == 1:
+                log.exception("%s: datagram from %s tripped an internal error (%d so far); "
+                              "dropped", self.name, safe_name(source),
+                              stats.dropped[Drop.INTERNAL_ERROR])
 
     def _read_page(self, data: bytes, source: str | None) -> None:
         """The full path for a page: parse, check, admit, bind."""
@@ -262,6 +333,7 @@ class LaneStack:
             remote = self._admit(head.source, source)
             if remote is None:
                 return
+        self._heard.move_to_end(remote.name)
         if remote.yard_session != head.yard_session:
             self._note_session(remote, head.yard_session)
         try:
@@ -291,6 +363,7 @@ class LaneStack:
         if remote is None or remote.yard_session != head.yard_session \
                 or (source and source != remote.path):
             return False
+        self._heard.move_to_end(remote.name)
         # a one-page book under a head already accepted whole (what ``Binder`` does for it)
         binder = self.binder.stats
         binder.pages += 1
@@ -335,6 +408,7 @@ class LaneStack:
                 or source != remote.path:
             self.stats.drop(Drop.ADDRESS_MISMATCH)
             return
+        self._heard.move_to_end(grantor)
         if not self.config.coalesce:
             return
         if remote.yard_session != session:
@@ -363,6 +437,7 @@ class LaneStack:
             remote = self._admit(name, source)
             if remote is None:
                 return
+        self._heard.move_to_end(name)
         if remote.yard_session != session:
             self._note_session(remote, session)
         stats = self.stats
@@ -611,14 +686,11 @@ class LaneStack:
             return name in allow
         return self.config.accept
 
-    def _main_paths(self) -> set[str]:
-        return {remote.path for remote in self.yards.values() if remote.main}
-
     def _admit(self, name: str, source: str | None) -> RemoteYard | None:
         """The known yard ``name`` sending from ``source``, or a newly accepted one."""
         remote = self.yards.get(name)
         if remote is not None:
-            if source and source != remote.path and source not in self._main_paths():
+            if source and source != remote.path and source not in self._mains:
                 self.stats.drop(Drop.ADDRESS_MISMATCH)
                 log.debug("%s: page of %s from %s dropped", self.name, name, safe_name(source))
                 return None
@@ -630,10 +702,11 @@ class LaneStack:
         if not _yard_name(name):
             self.stats.drop(Drop.MALFORMED)  # the head parses, but names no possible yard
             return None
-        via = None
-        for main in self.yards.values():
-            if main.main and source == main.path:
-                via = main.name
+        via = self._mains.get(source) if source else None
+        if not self._make_room(keep=via):
+            self.stats.drop(Drop.YARDS_FULL)
+            log.debug("%s: no room for yard %s: dropped", self.name, safe_name(name))
+            return None
         own = yard_path(self.local.directory, self.local.lane, name)
         path = own if via is not None or not source else source
         remote = self.add_yard(name, path=path, via=via)
@@ -654,12 +727,17 @@ class LaneStack:
 
     def _route(self, head: PageHead, data: bytes, source: str | None) -> None:
         """Main yard: pass a page on to the yard it is addressed to."""
-        if self._admit(head.source, source) is None:
+        sender = self._admit(head.source, source)
+        if sender is None:
             return
+        self._heard.move_to_end(sender.name)
         destination = self.yards.get(head.destination)
         if destination is None:
             if not self._acceptable(head.destination) or not _yard_name(head.destination):
                 self.stats.drop(Drop.UNKNOWN_DESTINATION)
+                return
+            if not self._make_room(keep=sender.name):
+                self.stats.drop(Drop.YARDS_FULL)
                 return
             destination = self.add_yard(head.destination)
         if destination.via is not None or destination.queued >= self.config.outbox_limit:
@@ -673,9 +751,7 @@ class LaneStack:
     # == outbound ==========================================================
 
     def _add_destination(self, name: str) -> RemoteYard:
-        main = next((r.name for r in self.yards.values() if r.main), None)
-        if self.local.main:
-            main = None
+        main = None if self.local.main else next(iter(self._mains.values()), None)
         return self.add_yard(name, via=main)
 
     def _address(self, remote: RemoteYard) -> str:

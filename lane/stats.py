@@ -22,6 +22,8 @@ class Drop(enum.Enum):
     ADDRESS_MISMATCH = "address-mismatch"  # sent from a socket that is not the yard's nor main's
     OWN_NAME = "own-name"  # a page claiming to come from this very yard
     BATCH_TOO_LARGE = "batch-too-large"  # a batch past LaneConfig.coalesce_limit (we granted less)
+    INTERNAL_ERROR = "internal-error"  # our bug, tripped by this datagram (logged)
+    YARDS_FULL = "yards-full"  # a new yard, and LaneConfig.max_yards known, none of them idle
 
 
 @dataclass(slots=True)
@@ -42,6 +44,8 @@ class LaneStats:
     retries: int = 0
     """Times a yard's outbox was tried again after a failure."""
     yards_added: int = 0
+    yards_evicted: int = 0
+    """Idle yards forgotten to make room for new ones (``LaneConfig.max_yards``)."""
     yards_unreachable: int = 0
     messages_undelivered: int = 0
     """Messages handed back in YardUnreachable events (or at close)."""

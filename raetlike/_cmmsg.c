@@ -5,16 +5,23 @@
  * driver keeps its one-datagram-per-call path, used when this module is missing or
  * RAETLIKE_PURE_PYTHON is set, and both give the stack the same datagrams.
  *
- *   recv_batch(fd, count, size) -> [source, ...]
- *   take(index) -> data
+ *   receiver = Receiver()
+ *   receiver.recv_batch(fd, count, size) -> [source, ...]
+ *   receiver.take(index) -> data
+ *
+ * A Receiver owns a receive buffer (grown to the largest count * size asked of it, 4 MiB
+ * at most): each driver makes its own, so drivers on different threads never read one
+ * another's datagrams (one buffer for the whole module did: a batch taken on one thread
+ * was overwritten by another's before it was read, or take raised IndexError).  One
+ * Receiver is for one thread at a time, as the driver that owns it is.
  *
  * recv_batch takes up to ``count`` (1..64) datagrams waiting on socket ``fd`` in one
  * recvmmsg, each into a slot of ``size`` (1..65536) bytes, and returns their sources;
- * take(i) then returns the i-th one's bytes, until the next recv_batch.  A datagram
- * larger than its slot comes back cut to ``size`` bytes (MSG_TRUNC), as recvfrom(size)
- * gives it.  An empty list: none waiting (EAGAIN).  Other errors raise OSError.
- * ``source`` is what Python's socket module makes of the sender's address: its path as
- * a str, bytes for an abstract name, None for an unbound sender.
+ * take(i) then returns the i-th one's bytes, until that receiver's next recv_batch.  A
+ * datagram larger than its slot comes back cut to ``size`` bytes (MSG_TRUNC), as
+ * recvfrom(size) gives it.  An empty list: none waiting (EAGAIN).  Other errors raise
+ * OSError.  ``source`` is what Python's socket module makes of the sender's address: its
+ * path as a str, bytes for an abstract name, None for an unbound sender.
  *
  * The bytes are made one at a time, when asked for: made all at once, 64 datagrams of
  * 60 KB grew the heap by 4 MB, which glibc gave back when they were freed, and faulting
@@ -29,8 +36,9 @@
  * not a str of 1..107 bytes without NUL): the caller sends that one with
  * ``socket.sendto``, which refuses it or sends it as it always has.
  *
- * Both calls pass MSG_DONTWAIT and keep the GIL: they never block, and the one receive
- * buffer (module-wide, grown to the largest count * size asked for) is never shared.
+ * Both calls pass MSG_DONTWAIT and keep the GIL: they never block, and no other thread
+ * runs while a receiver's buffer is filled.  (The GIL alone does not keep a buffer to one
+ * thread: another may run between recv_batch and take.  Hence a buffer per Receiver.)
  */
 #define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
@@ -45,11 +53,14 @@
 #define MAX_SIZE 65536   /* bytes a slot holds: the lane's largest page, and one more */
 #define SEND_ALONE (-1)
 
-static char *slots;      /* the receive buffer, MAX_COUNT * MAX_SIZE at most */
-static size_t slots_size;
-static Py_ssize_t held;  /* datagrams of the last recv_batch in it, each in a slot of */
-static size_t held_size; /* held_size bytes, */
-static size_t lengths[MAX_COUNT];  /* of these lengths */
+typedef struct {
+    PyObject_HEAD
+    char *slots;       /* the receive buffer, MAX_COUNT * MAX_SIZE at most */
+    size_t slots_size;
+    Py_ssize_t held;   /* datagrams of the last recv_batch in it, each in a slot of */
+    size_t held_size;  /* held_size bytes, */
+    size_t lengths[MAX_COUNT];  /* of these lengths */
+} Receiver;
 
 /* A received datagram's source, as CPython's makesockaddr makes it for AF_UNIX. */
 static PyObject *source_of(const struct sockaddr_un *address, socklen_t length)
@@ -83,24 +94,23 @@ static int as_int(PyObject *number)
     return (int)value;
 }
 
-static int grow_slots(size_t size)
+static int grow_slots(Receiver *self, size_t size)
 {
-    if (size <= slots_size) {
+    if (size <= self->slots_size) {
         return 0;
     }
-    char *bigger = PyMem_RawRealloc(slots, size);
+    char *bigger = PyMem_RawRealloc(self->slots, size);
     if (bigger == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    slots = bigger;
-    slots_size = size;
+    self->slots = bigger;
+    self->slots_size = size;
     return 0;
 }
 
-static PyObject *recv_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *recv_batch(Receiver *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    (void)module;
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "recv_batch(fd, count, size) takes 3 arguments");
         return NULL;
@@ -116,10 +126,11 @@ static PyObject *recv_batch(PyObject *module, PyObject *const *args, Py_ssize_t 
                      MAX_COUNT, MAX_SIZE);
         return NULL;
     }
-    held = 0;  /* whatever happens below, the last batch is gone */
-    if (grow_slots((size_t)count * (size_t)size) < 0) {
+    self->held = 0;  /* whatever happens below, the last batch is gone */
+    if (grow_slots(self, (size_t)count * (size_t)size) < 0) {
         return NULL;
     }
+    char *slots = self->slots;
     struct mmsghdr headers[MAX_COUNT];
     struct iovec vectors[MAX_COUNT];
     struct sockaddr_un sources[MAX_COUNT];
@@ -152,7 +163,7 @@ static PyObject *recv_batch(PyObject *module, PyObject *const *args, Py_ssize_t 
         if (length > (size_t)size) {  /* never past the slot, whatever the kernel says */
             length = (size_t)size;
         }
-        lengths[i] = length;
+        self->lengths[i] = length;
         socklen_t name_length = headers[i].msg_hdr.msg_namelen;
         if (i == 0 || name_length != headers[i - 1].msg_hdr.msg_namelen
             || memcmp(&sources[i], &sources[i - 1],
@@ -167,25 +178,63 @@ static PyObject *recv_batch(PyObject *module, PyObject *const *args, Py_ssize_t 
         }
         PyList_SET_ITEM(list, i, source);
     }
-    held = taken;
-    held_size = (size_t)size;
+    self->held = taken;
+    self->held_size = (size_t)size;
     return list;
 }
 
-static PyObject *take(PyObject *module, PyObject *number)
+static PyObject *take(Receiver *self, PyObject *number)
 {
-    (void)module;
     Py_ssize_t index = PyLong_AsSsize_t(number);
     if (index == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    if (index < 0 || index >= held) {
+    if (index < 0 || index >= self->held) {
         PyErr_SetString(PyExc_IndexError, "take: no such datagram in the last batch");
         return NULL;
     }
-    return PyBytes_FromStringAndSize(slots + (size_t)index * held_size,
-                                     (Py_ssize_t)lengths[index]);
+    return PyBytes_FromStringAndSize(self->slots + (size_t)index * self->held_size,
+                                     (Py_ssize_t)self->lengths[index]);
 }
+
+static PyObject *receiver_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "Receiver() takes no arguments");
+        return NULL;
+    }
+    Receiver *self = (Receiver *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->slots = NULL;  /* (tp_alloc zeroed the rest) */
+    return (PyObject *)self;
+}
+
+static void receiver_dealloc(Receiver *self)
+{
+    PyMem_RawFree(self->slots);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef receiver_methods[] = {
+    {"recv_batch", (PyCFunction)(void (*)(void))recv_batch, METH_FASTCALL,
+     "recv_batch(fd, count, size) -> [source, ...] (one recvmmsg; [] on EAGAIN)"},
+    {"take", (PyCFunction)(void (*)(void))take, METH_O,
+     "take(index) -> bytes: a datagram of this receiver's last recv_batch"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ReceiverType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "raetlike._cmmsg.Receiver",
+    .tp_doc = "A receive buffer of its own for recv_batch and take (one per driver).",
+    .tp_basicsize = sizeof(Receiver),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = receiver_new,
+    .tp_dealloc = (destructor)receiver_dealloc,
+    .tp_methods = receiver_methods,
+};
 
 /* ``path`` as a sockaddr; 0 when it is not one this path sends (SEND_ALONE), with no
  * Python error left set. */
@@ -292,33 +341,30 @@ static PyObject *send_batch(PyObject *module, PyObject *const *args, Py_ssize_t 
 }
 
 static PyMethodDef methods[] = {
-    {"recv_batch", (PyCFunction)(void (*)(void))recv_batch, METH_FASTCALL,
-     "recv_batch(fd, count, size) -> [source, ...] (one recvmmsg; [] on EAGAIN)"},
-    {"take", take, METH_O, "take(index) -> bytes: a datagram of the last recv_batch"},
     {"send_batch", (PyCFunction)(void (*)(void))send_batch, METH_FASTCALL,
      "send_batch(fd, datagrams, start) -> (taken, error): sendmmsg until a refusal"},
     {NULL, NULL, 0, NULL},
 };
 
-static void free_slots(void *module)
-{
-    (void)module;
-    PyMem_RawFree(slots);
-    slots = NULL;
-    slots_size = 0;
-    held = 0;
-}
-
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_cmmsg",
     "Batched UNIX datagram syscalls, recvmmsg and sendmmsg (see raetlike/_cmmsg.c).", -1,
-    methods, NULL, NULL, NULL, free_slots,
+    methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__cmmsg(void)
 {
+    if (PyType_Ready(&ReceiverType) < 0) {
+        return NULL;
+    }
     PyObject *created = PyModule_Create(&module);
     if (created == NULL) {
+        return NULL;
+    }
+    Py_INCREF(&ReceiverType);
+    if (PyModule_AddObject(created, "Receiver", (PyObject *)&ReceiverType) < 0) {
+        Py_DECREF(&ReceiverType);
+        Py_DECREF(created);
         return NULL;
     }
     if (PyModule_AddIntConstant(created, "SEND_ALONE", SEND_ALONE) < 0

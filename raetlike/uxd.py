@@ -23,6 +23,11 @@ Where ``raetlike._cmmsg`` was built (Linux, a C compiler at install) the driver 
 and writes up to 64 datagrams a syscall (recvmmsg, sendmmsg); without it, or with
 ``RAETLIKE_PURE_PYTHON`` set, one a ``recvfrom``/``sendto``.  Both hand the stack the
 same datagrams and report the same refusals (docs/performance.md, "Batched syscalls").
+
+A yard's address is its socket file's path.  A datagram from a sender bound to an
+abstract name (which the socket module gives as ``bytes``) is dropped before the stack
+sees it and counted in :attr:`UxdDriver.foreign_sources`, on both paths alike; an
+unbound sender's datagrams go to the stack with no source (``None``).
 """
 
 from __future__ import annotations
@@ -53,12 +58,18 @@ BUSY_ERRORS = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS})
 WAITERS = 64  # waiter sockets kept at most (one per busy yard socket)
 SOCKET_MODE = 0o600
 
-_recv_batch: Callable[[int, int, int], list[Any]] | None = compiled("raetlike._cmmsg",
-                                                                   "recv_batch")
-_take: Callable[[int], bytes] | None = compiled("raetlike._cmmsg", "take")
+
+class _Receiver(Protocol):
+    """``raetlike._cmmsg.Receiver``: recvmmsg into a buffer of its own (one per driver)."""
+
+    def recv_batch(self, fd: int, count: int, size: int, /) -> list[Any]: ...
+    def take(self, index: int, /) -> bytes: ...
+
+
+_new_receiver: Callable[[], _Receiver] | None = compiled("raetlike._cmmsg", "Receiver")
 _send_batch: Callable[[int, list[tuple[bytes, str]], int], tuple[int, int]] | None = compiled(
     "raetlike._cmmsg", "send_batch")
-BATCHED = None not in (_recv_batch, _take, _send_batch)
+BATCHED = None not in (_new_receiver, _send_batch)
 """Whether drivers use recvmmsg/sendmmsg (``raetlike._cmmsg`` built, the pure path not asked
 for)."""
 _CHUNK = 64  # datagrams a recvmmsg or sendmmsg takes at most (_cmmsg.c's MAX_COUNT)
@@ -159,6 +170,8 @@ class UxdDriver:
         os.chmod(self.path, SOCKET_MODE)
         self._inode = os.lstat(self.path).st_ino
         self.send_errors = 0
+        self.foreign_sources = 0
+        """Datagrams dropped because their sender was not a socket file (an abstract name)."""
         self.closed = False
         self._epoll = select.epoll() if hasattr(select, "epoll") else None
         if self._epoll is not None:
@@ -168,6 +181,8 @@ class UxdDriver:
         self._woke: set[str] = set()  # woken by their waiter; no datagram tried since
         self.batched = BATCHED
         """recvmmsg/sendmmsg (``raetlike._cmmsg``), or a syscall per datagram when False."""
+        # recvmmsg's buffer, this driver's own: drivers on other threads never touch it
+        self._receiver = _new_receiver() if _new_receiver is not None else None
 
     def fileno(self) -> int:
         """What to select on for reading: the epoll descriptor, or the socket without epoll."""
@@ -201,10 +216,24 @@ class UxdDriver:
             if not batch:
                 break
             for data, source in batch:
-                receive_datagram(data, source or None, now)
+                if source is None or type(source) is str:
+                    receive_datagram(data, source or None, now)
+                else:
+                    self._foreign_source(source)
             taken += len(batch)
             batch.clear()
         return taken
+
+    def _foreign_source(self, source: object) -> None:
+        """Drop a datagram whose sender is not a socket file: count it, log it now and then.
+
+        A yard's address is its socket's path (a ``str``); a sender bound to an
+        abstract name (``bytes``) can be no yard, and the stack is never handed one.
+        """
+        self.foreign_sources += 1
+        if self.foreign_sources % 1000 == 1:
+            log.info("%s: datagram from %s, not a socket file, dropped (%d so far)",
+                     self.stack.name, safe_name(source), self.foreign_sources)
 
     def _fill(self, batch: list[tuple[bytes, Any]], room: int) -> None:
         """Up to ``room`` datagrams into ``batch``, a ``recvfrom`` each, until the socket is
@@ -223,17 +252,18 @@ class UxdDriver:
         """:meth:`_fill` with up to 64 datagrams a ``recvmmsg``: the same datagrams, in the
         same order (a short batch found the socket empty, as ``recvfrom`` does when it fails
         with EAGAIN)."""
-        assert _recv_batch is not None  # noqa: S101 - self.batched says it was built
-        assert _take is not None  # noqa: S101
+        receiver = self._receiver
+        assert receiver is not None  # noqa: S101 - self.batched says it was built
+        recv_batch, take = receiver.recv_batch, receiver.take
         fd = self.sock.fileno()
         while len(batch) < room:
             asked = min(room - len(batch), _CHUNK)
             try:
-                sources = _recv_batch(fd, asked, MAX_DATAGRAM + 1)
+                sources = recv_batch(fd, asked, MAX_DATAGRAM + 1)
             except OSError as exc:
                 log.debug("%s: recvfrom: %s", self.stack.name, exc)
                 return
-            batch.extend([(_take(index), source) for index, source in enumerate(sources)])
+            batch.extend([(take(index), source) for index, source in enumerate(sources)])
             if len(sources) < asked:
                 return
 

@@ -192,19 +192,20 @@ def _pair(tmp_path: Path) -> Iterator[tuple[socket.socket, socket.socket, str]]:
 
 
 def test_a_datagram_larger_than_its_slot_is_cut_as_recvfrom_cuts_it(tmp_path: Path) -> None:
+    buffer = cmmsg.Receiver()
     with _pair(tmp_path) as (sender, receiver, path):
         for data in (b"0123456789" * 10, b"abcdefghij" * 10, b"b" * 200_000):
             sender.sendto(data, path)
-        assert cmmsg.recv_batch(receiver.fileno(), 1, 10) == [None]  # an unbound sender
-        assert cmmsg.take(0) == b"0123456789"
+        assert buffer.recv_batch(receiver.fileno(), 1, 10) == [None]  # an unbound sender
+        assert buffer.take(0) == b"0123456789"
         assert receiver.recvfrom(10) == (b"abcdefghij", None)
-        assert cmmsg.recv_batch(receiver.fileno(), 64, cmmsg.MAX_SIZE) == [None]
-        assert cmmsg.take(0) == b"b" * cmmsg.MAX_SIZE
+        assert buffer.recv_batch(receiver.fileno(), 64, cmmsg.MAX_SIZE) == [None]
+        assert buffer.take(0) == b"b" * cmmsg.MAX_SIZE
         with pytest.raises(IndexError):
-            cmmsg.take(1)
-        assert cmmsg.recv_batch(receiver.fileno(), 64, cmmsg.MAX_SIZE) == []  # EAGAIN
+            buffer.take(1)
+        assert buffer.recv_batch(receiver.fileno(), 64, cmmsg.MAX_SIZE) == []  # EAGAIN
         with pytest.raises(IndexError):
-            cmmsg.take(0)
+            buffer.take(0)
 
 
 def test_an_abstract_sender_is_named_as_recvfrom_names_it(tmp_path: Path) -> None:
@@ -212,8 +213,9 @@ def test_an_abstract_sender_is_named_as_recvfrom_names_it(tmp_path: Path) -> Non
         sender.bind(b"\0raetlike-test-" + str(os.getpid()).encode())
         for _ in range(2):
             sender.sendto(b"hello", path)
-        assert cmmsg.recv_batch(receiver.fileno(), 1, 100) == [receiver.recvfrom(100)[1]]
-        assert cmmsg.take(0) == b"hello"
+        buffer = cmmsg.Receiver()
+        assert buffer.recv_batch(receiver.fileno(), 1, 100) == [receiver.recvfrom(100)[1]]
+        assert buffer.take(0) == b"hello"
 
 
 @pytest.mark.parametrize(("count", "size"), [
@@ -221,25 +223,28 @@ def test_an_abstract_sender_is_named_as_recvfrom_names_it(tmp_path: Path) -> Non
 def test_hostile_counts_and_sizes_are_refused_cleanly(tmp_path: Path, count: int,
                                                       size: int) -> None:
     with _pair(tmp_path) as (_, receiver, _), pytest.raises(ValueError, match="count must be"):
-        cmmsg.recv_batch(receiver.fileno(), count, size)
+        cmmsg.Receiver().recv_batch(receiver.fileno(), count, size)
 
 
 def test_bad_descriptors_and_arguments_raise_not_crash() -> None:
+    buffer = cmmsg.Receiver()
     with pytest.raises(OSError, match="Bad file descriptor"):
-        cmmsg.recv_batch(-1, 1, 1)
+        buffer.recv_batch(-1, 1, 1)
     reading, writing = os.pipe()
     try:
         with pytest.raises(OSError, match="non-socket") as not_socket:
-            cmmsg.recv_batch(reading, 1, 1)
+            buffer.recv_batch(reading, 1, 1)
         assert not_socket.value.errno == errno.ENOTSOCK
         assert cmmsg.send_batch(writing, [(b"x", "/nowhere")], 0) == (0, errno.ENOTSOCK)
     finally:
         os.close(reading)
         os.close(writing)
     with pytest.raises(OverflowError):
-        cmmsg.recv_batch(2**80, 1, 1)
+        buffer.recv_batch(2**80, 1, 1)
     with pytest.raises(TypeError):
-        cmmsg.recv_batch("3", 1, 1)
+        buffer.recv_batch("3", 1, 1)
+    with pytest.raises(TypeError, match="no arguments"):
+        cmmsg.Receiver(1)
     with pytest.raises(TypeError):
         cmmsg.send_batch(0, "not a list", 0)
     for start in (-1, 2):
