@@ -100,11 +100,20 @@ class LaneConfig:
     through: ``stats.yards_evicted``); when there is none, a yard's page is dropped
     (``Drop.YARDS_FULL``) and ``transmit`` to a new yard raises BackpressureError."""
 
+    max_forward_bytes: int = 64 * 1024 * 1024
+    """Main yard: bytes of pages routed on to other yards and not yet taken by the kernel,
+    over all of them.  A page past it is dropped (``Drop.FORWARD_FULL``): without it,
+    pages addressed to yards that never read (or to made-up names) held up to
+    ``max_yards`` x ``outbox_limit`` pages for ``unreachable_after`` seconds."""
+
     def __post_init__(self) -> None:
         """Refuse settings no stack can run with (LocalProtocolError)."""
         if type(self.max_yards) is not int or self.max_yards < 1:
             raise LocalProtocolError(
                 f"LaneConfig.max_yards must be an int of at least 1, not {self.max_yards!r}")
+        if type(self.max_forward_bytes) is not int or self.max_forward_bytes < 0:
+            raise LocalProtocolError("LaneConfig.max_forward_bytes must be an int of at least 0, "
+                                     f"not {self.max_forward_bytes!r}")
 
 
 def _yard_name(name: str) -> bool:
@@ -146,6 +155,7 @@ class LaneStack:
         self._grants: list[tuple[bytes, str, RemoteYard, str]] = []
         self._granted: list[tuple[RemoteYard, str]] = []
         self._waiting = False  # some outbox may hold pages: datagrams_to_send must look
+        self._forwarding = 0  # bytes of routed pages in the outboxes (max_forward_bytes)
         self._writer = PageWriter(local.name, local.yard_session, self.config.page_kind)
         self._reader = PageReader()
         self.closed = False
@@ -743,6 +753,10 @@ class LaneStack:
         if destination.via is not None or destination.queued >= self.config.outbox_limit:
             self.stats.drop(Drop.UNKNOWN_DESTINATION)
             return
+        if self._forwarding + len(data) > self.config.max_forward_bytes:
+            self.stats.drop(Drop.FORWARD_FULL)
+            return
+        self._forwarding += len(data)
         destination.outbox.append(Outgoing(0, None, [data]))
         destination.queued += 1
         self._waiting = True
@@ -769,6 +783,8 @@ class LaneStack:
             while outbox and outbox[0].next_page >= len(outbox[0].pages):
                 sent = outbox.popleft()
                 remote.queued -= sent.count
+                if sent.message is None:  # a routed page
+                    self._forwarding -= len(sent.pages[0])
                 if sent.message is not None:
                     self.stats.messages_sent += sent.count
             if remote.blocked_until is None:
@@ -809,6 +825,7 @@ class LaneStack:
                 messages.append(outgoing.message)
             else:
                 routed += 1
+                self._forwarding -= len(outgoing.pages[0])
         remote.outbox.clear()
         remote.queued = 0
         remote.blocked_until = None

@@ -24,6 +24,7 @@ class Drop(enum.Enum):
     BATCH_TOO_LARGE = "batch-too-large"  # a batch past LaneConfig.coalesce_limit (we granted less)
     INTERNAL_ERROR = "internal-error"  # our bug, tripped by this datagram (logged)
     YARDS_FULL = "yards-full"  # a new yard, and LaneConfig.max_yards known, none of them idle
+    FORWARD_FULL = "forward-full"  # main: LaneConfig.max_forward_bytes of routed pages wait
 
 
 @dataclass(slots=True)

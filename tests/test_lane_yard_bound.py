@@ -127,3 +127,36 @@ def test_max_yards_must_be_an_int() -> None:
     with pytest.raises((LocalProtocolError, TypeError),
                        match=r"max_yards must be an int|int object expected; got str"):
         LaneConfig(max_yards="5")  # type: ignore[arg-type]
+
+
+def _main(max_forward_bytes: int) -> LaneStack:
+    return LaneStack(LocalYard("me", "lane", "/lanes", main=True),
+                     LaneConfig(max_forward_bytes=max_forward_bytes))
+
+
+def test_pages_a_main_yard_routes_hold_at_most_max_forward_bytes() -> None:
+    stack = _main(20_000)
+    body = {"pad": "x" * 900}
+    for number in range(200):  # to made-up yards that never read: nothing is taken
+        page = paginate("sender", f"nobody{number % 50}", SESSION, number, body,
+                        PageKind.JSON)[0]
+        stack.receive_datagram(page, None, stack.now + 0.001)
+    size = len(paginate("sender", "nobody0", SESSION, 0, body, PageKind.JSON)[0])
+    held = sum(len(o.pages[0]) for r in stack.yards.values() for o in r.outbox)
+    assert held <= 20_000
+    assert stack.stats.pages_forwarded == 20_000 // size
+    assert stack.stats.dropped[Drop.FORWARD_FULL] == 200 - 20_000 // size
+    # what the kernel takes (or what is given up) frees its bytes for more
+    stack.datagrams_to_send(stack.now)
+    stack.datagrams_to_send(stack.now)  # the first round's pages confirmed sent
+    page = paginate("sender", "late", SESSION, 999, body, PageKind.JSON)[0]
+    stack.receive_datagram(page, None, stack.now + 0.001)
+    assert stack.stats.pages_forwarded == 20_000 // size + 1
+
+
+def test_max_forward_bytes_must_be_a_whole_number() -> None:
+    with pytest.raises(LocalProtocolError, match="max_forward_bytes"):
+        LaneConfig(max_forward_bytes=-1)
+    for bad in (1.5, None):  # the compiled class refuses the type itself (TypeError)
+        with pytest.raises((LocalProtocolError, TypeError)):
+            LaneConfig(max_forward_bytes=bad)  # type: ignore[arg-type]
