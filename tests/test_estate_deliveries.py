@@ -83,3 +83,26 @@ def test_a_delivery_is_logged_at_debug_once_enabled_with_the_remote_escaped(
         assert line.endswith(f"(transaction {number}, 1 segments)")
         assert "\x1b" not in line
         assert "\n" not in line
+
+
+def test_a_handler_that_raises_is_counted_and_logged_not_the_estates_end(
+        journaling: tuple[_Estate, _Road], caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    estate, road = journaling
+    handled: list[events.Event] = []
+
+    def handle(event: events.Event) -> None:  # a bug of ours a peer's event trips
+        if isinstance(event, events.MessageSent):
+            raise KeyError("a bug")
+        handled.append(event)
+
+    monkeypatch.setattr(estate, "handle", handle)
+    road.waiting = [events.MessageSent("minion", message_id=n) for n in range(1001)]
+    road.waiting.append(events.Alive("minion"))
+    with caplog.at_level(logging.ERROR, logger="raetlike.cli.estate"):
+        estate.handle_events()
+    assert estate.internal_errors == 1001
+    assert handled == [events.Alive("minion")]  # the round went on past them
+    logged = [r for r in caplog.records if "internal error" in r.message]
+    assert len(logged) == 2  # the first and the 1001st
+    assert logged[0].exc_info is not None

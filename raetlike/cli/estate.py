@@ -179,6 +179,7 @@ class _Estate:
             echo=options.echo, clock=clock)
         self.stopping = False
         self.undelivered = 0
+        self.internal_errors = 0  # handlers that raised (internal_error)
         self.journal = journal
         self.resend_requests = 0  # stack.stats.resend_requests_sent at the last journal record
         self.round_wall = time.time()  # the wall time journaled for this round's deliveries
@@ -223,9 +224,12 @@ class _Estate:
             self.stats_lines.tick()
             self.handle_events()
             if self.house is not None:
-                if self.bus is not None:
-                    self.bus.take_lane_events(self.house.manor, self.clock())
-                self.house.service()
+                try:
+                    if self.bus is not None:
+                        self.bus.take_lane_events(self.house.manor, self.clock())
+                    self.house.service()
+                except Exception as exc:  # noqa: BLE001 - the backstop: see internal_error
+                    self.internal_error("serving the lane", exc)
             self.driver.send(self.clock())
             if self.journal is not None:
                 self.journal.tick(time.time())
@@ -262,10 +266,22 @@ class _Estate:
         self.debug = log.isEnabledFor(logging.DEBUG)
         deliver = self.deliver if self.bus is None and self.house is None else None
         while (event := self.road.next_event()) is not None:
-            if deliver is not None and type(event) is events.MessageReceived:
-                deliver(event)
-            else:
-                self.handle(event)
+            try:
+                if deliver is not None and type(event) is events.MessageReceived:
+                    deliver(event)
+                else:
+                    self.handle(event)
+            except Exception as exc:  # noqa: BLE001 - the backstop: see internal_error
+                self.internal_error(f"handling {type(event).__name__}", exc)
+
+    def internal_error(self, what: str, error: Exception) -> None:
+        """A bug of ours that a peer's message tripped (a handler raised): counted and logged
+        with its traceback the first time and every 1000th, never the estate's end, as the
+        road and lane stacks do for a datagram (``Drop.INTERNAL_ERROR``)."""
+        self.internal_errors += 1
+        if self.internal_errors % 1000 == 1:
+            log.error("estate %s: internal error %s (%d so far); going on", self.name, what,
+                      self.internal_errors, exc_info=error)
 
     def deliver(self, event: events.MessageReceived) -> None:
         """A message when neither a bus nor a manor may take it: :meth:`handle`'s commonest
