@@ -11,7 +11,8 @@ S`` seconds, or on SIGUSR1.
 The metrics are served by prometheus_client's WSGI app on a bounded server
 of our own (:class:`MetricsServer`), in its thread: at most
 :data:`METRICS_MAX_CONNECTIONS` connections are handled at once, each in its
-own thread (more are closed at once and counted), and each must send its
+own thread, :data:`METRICS_PER_ADDRESS` of them from one client address (more
+are closed at once and counted), and each must send its
 whole request within :data:`METRICS_TIMEOUT` seconds (each write of the
 answer has as long), so idle or trickling clients hold no thread for long.
 A scrape reads the stacks' counters while the loop may be changing them: it
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "METRICS_MAX_CONNECTIONS",
+    "METRICS_PER_ADDRESS",
     "METRICS_TIMEOUT",
     "MetricsServer",
     "StatsLines",
@@ -72,6 +74,11 @@ logger = logging.getLogger(__name__)
 METRICS_MAX_CONNECTIONS = 16
 """Most connections the metrics endpoint handles at once (one thread each); a
 connection beyond them is closed as soon as it is accepted (``MetricsServer.refused``)."""
+
+METRICS_PER_ADDRESS = 4
+"""Most of those connections one client address holds at once: one more from it is
+closed as soon as it is accepted (``MetricsServer.refused``), so a single host holding
+idle connections cannot keep a scraper on another address out."""
 
 METRICS_TIMEOUT = 5.0
 """Seconds a metrics connection has, from its accept, to send its whole request; and
@@ -419,7 +426,8 @@ class _Handler(WSGIRequestHandler):
 
 class MetricsServer(WSGIServer):
     """A WSGI server with bounds: at most ``max_connections`` connections at once, one
-    thread each (more are closed at once and counted in ``refused``), each with
+    thread each, and ``per_address`` of them from one client address (more are closed at
+    once and counted in ``refused``), each with
     ``timeout_seconds`` to send its request (``timed_out`` counts those that did not;
     ``failed`` other connections that ended in an error).  Nothing is printed per
     connection."""
@@ -431,11 +439,14 @@ class MetricsServer(WSGIServer):
     def __init__(self, address: tuple[str, int], *,
                  family: socket.AddressFamily = socket.AF_INET,
                  max_connections: int = METRICS_MAX_CONNECTIONS,
+                 per_address: int = METRICS_PER_ADDRESS,
                  timeout: float = METRICS_TIMEOUT) -> None:
-        if max_connections < 1 or timeout <= 0:
+        if max_connections < 1 or per_address < 1 or timeout <= 0:
             raise ValueError("a metrics server needs a connection and some time")
         self.address_family = family
         self.max_connections = max_connections
+        self.per_address = per_address
+        self._by_address: dict[str, int] = {}
         self.timeout_seconds = timeout
         self.refused = 0
         self.timed_out = 0
@@ -451,12 +462,15 @@ class MetricsServer(WSGIServer):
     def process_request(self, request: Any, client_address: Any) -> None:
         """Handle ``request`` in a thread of its own, or close it at once when all
         ``max_connections`` are taken."""
+        host = str(client_address[0])
         with self._lock:
-            full = self._busy >= self.max_connections
+            held = self._by_address.get(host, 0)
+            full = self._busy >= self.max_connections or held >= self.per_address
             if full:
                 self.refused += 1
             else:
                 self._busy += 1
+                self._by_address[host] = held + 1
         if full:
             self.shutdown_request(request)
             return
@@ -464,7 +478,7 @@ class MetricsServer(WSGIServer):
             threading.Thread(target=self._serve, args=(request, client_address),
                              name="metrics-connection", daemon=True).start()
         except BaseException:
-            self._done(request)
+            self._done(request, host)
             raise
 
     def _serve(self, request: Any, client_address: Any) -> None:
@@ -473,7 +487,7 @@ class MetricsServer(WSGIServer):
         except Exception as exc:  # noqa: BLE001 - a client's doing (a timeout, a reset): counted
             self.failure(exc, client_address)
         finally:
-            self._done(request)
+            self._done(request, str(client_address[0]))
 
     def failure(self, exc: BaseException | None, client_address: Any) -> None:
         """Count a connection that ended in ``exc``: a timeout in ``timed_out``, the rest
@@ -485,14 +499,18 @@ class MetricsServer(WSGIServer):
                 self.failed += 1
         logger.debug("metrics: a connection from %s ended in %r", client_address, exc)
 
-    def _done(self, request: Any) -> None:
+    def _done(self, request: Any, host: str) -> None:
         self.shutdown_request(request)
         with self._lock:
             self._busy -= 1
+            left = self._by_address.pop(host) - 1
+            if left:
+                self._by_address[host] = left
 
 
 def serve_metrics(address: tuple[str, int], watch: Watch, *,
                   max_connections: int = METRICS_MAX_CONNECTIONS,
+                  per_address: int = METRICS_PER_ADDRESS,
                   timeout: float = METRICS_TIMEOUT) -> tuple[MetricsServer, tuple[str, int]]:
     """Serve ``watch`` at ``http://HOST:PORT/metrics`` in a thread; returns (server, bound).
 
@@ -508,7 +526,8 @@ def serve_metrics(address: tuple[str, int], watch: Watch, *,
         family, _, _, _, sockaddr = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
         server = MetricsServer((str(sockaddr[0]), port), family=family,
-                               max_connections=max_connections, timeout=timeout)
+                               max_connections=max_connections, per_address=per_address,
+                               timeout=timeout)
     except OSError as exc:
         raise OSError(exc.errno, f"--metrics {host}:{port}: cannot bind: {exc.strerror}") from None
     server.set_app(make_wsgi_app(registry))

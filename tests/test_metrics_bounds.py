@@ -17,6 +17,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from raetlike.metrics import (
     METRICS_MAX_CONNECTIONS,
+    METRICS_PER_ADDRESS,
     METRICS_TIMEOUT,
     MetricsServer,
     Watch,
@@ -57,10 +58,14 @@ def _scrape(host: str, port: int) -> bytes:
         return body
 
 
-def _idle(host: str, port: int, count: int) -> list[socket.socket]:
+def _idle(host: str, port: int, count: int, *, sources: int = 1,
+          first: int = 1) -> list[socket.socket]:
+    """``count`` connections that send half a request, from ``sources`` loopback addresses
+    in turn (127.0.0.FIRST, ...)."""
     sockets = []
-    for _ in range(count):
-        sock = socket.create_connection((host, port), timeout=DEADLINE)
+    for n in range(count):
+        source = (f"127.0.0.{first + n % sources}", 0)
+        sock = socket.create_connection((host, port), timeout=DEADLINE, source_address=source)
         sock.sendall(HALF_REQUEST)
         sockets.append(sock)
     return sockets
@@ -79,9 +84,9 @@ def test_connections_beyond_the_bound_are_closed_at_once_and_counted(
         served: tuple[MetricsServer, str, int]) -> None:
     server, host, port = served
     threads = threading.active_count()
-    held = _idle(host, port, METRICS_MAX_CONNECTIONS)
+    held = _idle(host, port, METRICS_MAX_CONNECTIONS, sources=METRICS_MAX_CONNECTIONS, first=10)
     _until(lambda: server.busy() == METRICS_MAX_CONNECTIONS, "every slot taken")
-    extra = _idle(host, port, 5)
+    extra = _idle(host, port, 5, sources=5, first=40)
     for sock in extra:
         assert _closed_by_peer(sock, within=METRICS_TIMEOUT / 2) < METRICS_TIMEOUT / 2
     assert server.refused == 5
@@ -186,3 +191,18 @@ def test_a_client_that_never_reads_the_answer_is_cut_off_and_counted_not_printed
         server.server_close()
     out, err = capfd.readouterr()
     assert "Traceback" not in err + out
+
+
+def test_one_address_holds_at_most_its_share_and_a_scrape_from_another_gets_through(
+        served: tuple[MetricsServer, str, int]) -> None:
+    server, host, port = served
+    held = _idle(host, port, METRICS_PER_ADDRESS, first=2)  # all from 127.0.0.2
+    _until(lambda: server.busy() == METRICS_PER_ADDRESS, "its share taken")
+    [extra] = _idle(host, port, 1, first=2)
+    assert _closed_by_peer(extra, within=METRICS_TIMEOUT / 2) < METRICS_TIMEOUT / 2
+    assert server.refused == 1
+    assert _scrape(host, port) == b""  # from 127.0.0.1: served while 127.0.0.2 idles
+    for sock in [*held, extra]:
+        sock.close()
+    _until(lambda: server.busy() == 0, "the slots freed")
+    assert server._by_address == {}  # nothing left counted against an address
