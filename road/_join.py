@@ -230,6 +230,10 @@ class Joiner(_Join):
     redo_min: ClassVar[float] = 1.0
     redo_max: ClassVar[float] = 4.0
     pend_redo: ClassVar[float] = 1.0  # RAET re-checks after 60 s; we re-check the keep sooner
+    pended_resend: ClassVar[float] = 10.0
+    """Pended by the far side, the request still goes again this often (RAET: every 60 s):
+    a PEND is unsigned, and a joinent that never saw the request (or forgot it) answers
+    only a request; one that holds it drops the copy as a duplicate."""
 
     class States(enum.Enum):
         REQUESTED = "requested"
@@ -270,6 +274,10 @@ class Joiner(_Join):
         if self.state is self.States.REQUESTED:
             self.resend_last()
             return
+        if self.state is self.States.PENDED:
+            self.arm_redo(self.stack.now + self.pended_resend)
+            self.resend_last()
+            return
         self.redo_interval = self.pend_redo
         if self.state is self.States.PENDING:
             self.recheck()
@@ -282,10 +290,17 @@ class Joiner(_Join):
     # -- rules ------------------------------------------------------------
 
     def on_pend(self, _packet: Packet, _body: Any) -> None:
-        if self.state is not self.States.PENDED:
-            self.stack._emit(events.JoinPending(self.remote.name, self.remote.role, local=False))
-        self.arm_redo(self.stack.now + self.pend_redo)
-        self.arm_timeout(self.stack.now + self.stack.config.join_pending_timeout)
+        """The far side's operator decides on our keys.  Its PEND is unsigned (a blind
+        spoofer may guess the ids), so it extends nothing: the first one gives the join
+        ``join_pending_timeout`` from then at most, and the request goes on being resent
+        (slowly, ``pended_resend``) in case its joinent never saw it; later ones change
+        nothing (they may not make us send either)."""
+        if self.state is self.States.PENDED:
+            return
+        stack = self.stack
+        stack._emit(events.JoinPending(self.remote.name, self.remote.role, local=False))
+        self.arm_redo(stack.now + self.pended_resend)
+        self.arm_timeout(stack.now + stack.config.join_pending_timeout)
 
     def on_response(self, _packet: Packet, body: Any) -> None:
         cred = parse_credentials(body, need_uid=True)
@@ -393,13 +408,17 @@ class Joiner(_Join):
 
     # Every answer is taken in every state: a joinent resends its answers, and an operator
     # on either side may decide at any time (a response after a pend, a reject while our
-    # keep is pending), so the state does not narrow what may come.
+    # keep is pending), so the state does not narrow what may come.  Save a pend once our
+    # keep holds the decision: the far side accepted us already (its response).
     _ANSWERS = ((PacketKind.RESPONSE, Rule(on_response)),
-                (PacketKind.PEND, Rule(on_pend, then=States.PENDED)),
                 (PacketKind.NACK, Rule(on_refuse)), (PacketKind.REFUSE, Rule(on_refuse)),
                 (PacketKind.REJECT, Rule(on_reject)), (PacketKind.RENEW, Rule(on_renew)))
+    _PEND = ((PacketKind.PEND, Rule(on_pend, then=States.PENDED)),)
     RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {
-        (state, kind): rule for state, (kind, rule) in itertools.product(States, _ANSWERS)}
+        **{(state, kind): rule for state, (kind, rule) in itertools.product(States, _ANSWERS)},
+        **{(state, kind): rule for state, (kind, rule) in itertools.product(
+            (States.REQUESTED, States.PENDED), _PEND)},
+    }
 
 
 class Joinent(_Join):

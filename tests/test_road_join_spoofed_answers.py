@@ -1,0 +1,63 @@
+"""Unsigned join answers (pend, reject) and requests that a blind spoofer can forge.
+
+RAET 0.6.8's join packets carry no signature, so a spoofer who guesses the ids (small,
+sequential) may send them "from" main.  What they may do to a joiner is bounded here.
+"""
+
+from __future__ import annotations
+
+from raetlike.wire.head import build_head
+from raetlike.wire.kinds import BodyKind, Flag, HeadKind, PacketKind, TransactionKind
+from raetlike.wire.packet import pack_packet
+from road import events
+from tests.roadkit import MAIN, MINION, Pair, make_pair
+
+JOIN = TransactionKind.JOIN
+
+
+def _forge_answer(pair: Pair, kind: PacketKind) -> None:
+    """A join answer of ``kind`` "from" main for the minion's open join request."""
+    request = pair.sent(JOIN, PacketKind.REQUEST, source=MINION)[-1].head
+    head = build_head(kind, JOIN, source_uid=request.destination_uid,
+                      destination_uid=request.source_uid, session_id=0,
+                      transaction_id=request.transaction_id, flags=Flag.CORRESPONDENT,
+                      body_kind=BodyKind.JSON, head_kind=HeadKind.RAET)
+    pair.net.inject(pack_packet(head, b""), MAIN, MINION)
+
+
+def test_a_spoofed_pend_neither_stops_the_request_nor_extends_the_join() -> None:
+    pair = make_pair()
+    pair.net.blocked.add(MAIN)  # main is down: the first requests are lost
+    pair.minion.join(MAIN, now=pair.net.now)
+    pair.net.run_for(0.5)
+    _forge_answer(pair, PacketKind.PEND)
+    pair.net.run_for(0.1)
+    assert pair.events(MINION, events.JoinPending)
+    first_pend = pair.net.now
+    pending_timeout = pair.minion.config.join_pending_timeout
+    # more pends, each well within the timeout: none of them extends the join
+    while pair.net.now < first_pend + pending_timeout - 5.0:
+        pair.net.run_for(10.0)
+        _forge_answer(pair, PacketKind.PEND)
+    requests = [s for s in pair.sent(JOIN, PacketKind.REQUEST, source=MINION)
+                if s.at > first_pend]
+    assert requests  # pended, the request still goes out (slowly)
+    assert len(requests) <= pending_timeout / 5.0
+    pair.net.run_to(first_pend + pending_timeout + 0.1)
+    [failed] = pair.events(MINION, events.JoinFailed)
+    assert failed.reason == "timed out"
+    # main comes back: the next attempt (rejoin_interval) joins
+    pair.net.blocked.discard(MAIN)
+    pair.run_until(lambda: bool(pair.events(MINION, events.Allowed)), timeout=30.0)
+
+
+def test_a_join_pended_by_a_spoofer_joins_once_main_hears_the_resent_request() -> None:
+    pair = make_pair()
+    pair.net.blocked.add(MAIN)
+    pair.minion.join(MAIN, now=pair.net.now)
+    pair.net.run_for(0.5)
+    _forge_answer(pair, PacketKind.PEND)
+    pair.net.run_to(3.0)
+    pair.net.blocked.discard(MAIN)  # main is back; nobody answered the spoofed pend
+    pair.run_until(lambda: bool(pair.events(MINION, events.Joined)), timeout=15.0)
+    assert not pair.events(MINION, events.JoinFailed)
