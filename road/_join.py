@@ -10,8 +10,10 @@ Because nothing in a join is signed, what it says is a claim: for an
 *established* remote (joined, and not a stranger still on probation, see
 ``unallowed_reap_after``) a join changes nothing of its state, neither its
 joined flag, session ids, capabilities nor (on an immutable road) its address,
-far uid or keys; an unsigned reject does not remove it.  Only an allow, which
-is signed and proves the keys, moves an established remote on.
+far uid or keys.  Only an allow, which is signed and proves the keys, moves an
+established remote on.  An unsigned reject removes no remote at all, established
+or not (it ends the join and is reported; the join is tried again): only our own
+keep's verdict removes one.
 """
 
 from __future__ import annotations
@@ -389,12 +391,13 @@ class Joiner(_Join):
         self.stack._join_ended(self.remote, joined=False)
 
     def on_reject(self, _packet: Packet, _body: Any) -> None:
+        """The far side rejects us, or says it does: a reject is unsigned (a blind spoofer
+        may guess the ids), so it ends this join and is reported, but what we hold of the
+        remote stays and a join we were asked for is tried again ``rejoin_interval``
+        later (RAET removes the remote); only our own keep's verdict removes it."""
         self.fail("rejected")
         self.stack._emit(events.JoinRejected(self.remote.name, "rejected by the far side"))
-        if self.established:  # unsigned: it ends this join, not what we hold of the remote
-            self.stack._join_ended(self.remote, joined=False)
-            return
-        self.stack._remove_remote(self.remote, "join rejected by the far side")
+        self.stack._join_ended(self.remote, joined=False)
 
     def on_renew(self, _packet: Packet, _body: Any) -> None:
         if not self.stack.config.mutable:

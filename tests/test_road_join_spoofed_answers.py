@@ -61,3 +61,18 @@ def test_a_join_pended_by_a_spoofer_joins_once_main_hears_the_resent_request() -
     pair.net.blocked.discard(MAIN)  # main is back; nobody answered the spoofed pend
     pair.run_until(lambda: bool(pair.events(MINION, events.Joined)), timeout=15.0)
     assert not pair.events(MINION, events.JoinFailed)
+
+
+def test_a_spoofed_reject_ends_the_attempt_but_keeps_the_remote_and_the_retries() -> None:
+    pair = make_pair()
+    pair.net.blocked.add(MAIN)  # main is down: nobody answers the first join
+    name = pair.minion.join(MAIN, now=pair.net.now)
+    pair.net.run_for(1.0)
+    _forge_answer(pair, PacketKind.REJECT)
+    pair.net.run_for(0.1)
+    assert pair.events(MINION, events.JoinRejected)  # reported: it may be a real one
+    assert not pair.events(MINION, events.RemoteRemoved)
+    assert name in pair.minion.names
+    pair.net.blocked.discard(MAIN)
+    pair.run_until(lambda: bool(pair.events(MINION, events.Allowed)),
+                   timeout=3 * pair.minion.config.rejoin_interval)
