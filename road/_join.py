@@ -469,13 +469,20 @@ class Joinent(_Join):
         if cred is None:
             stack.stats.drop(Drop.INVALID_BODY)
             return
-        if not self._wins_races(cred) or not self._bind(cred):
+        beaten = self._race(cred)
+        if beaten is None:
+            self.nack(PacketKind.REFUSE)
+            return
+        if not self._bind(cred):
             return
         self.established = self.is_established()
         created = self.vacuous and self.remote.uid not in stack.register.by_uid
         status = self._admit(cred)
         if status is None:
             return
+        for other in beaten:  # only a join that passed every check ends ours (it is unsigned)
+            if not other.ended:
+                other.nack(PacketKind.REFUSE)
         remote = self.remote
         if created:
             stack._stranger(remote)
@@ -490,24 +497,22 @@ class Joinent(_Join):
             return
         self.wait_for_operator(self.States.PENDING)
 
-    def _wins_races(self, cred: JoinCredentials) -> bool:
-        """Resolve joins already open with this remote; False when this one must yield."""
+    def _race(self, cred: JoinCredentials) -> list[Joiner] | None:
+        """Resolve joins already open with this remote (RAET's rules): None when this one
+        must yield, else our joins it beats.  Nothing is sent or ended here: a beaten join
+        of ours is refused only once this one passed :meth:`_bind` and :meth:`_admit`, so
+        an unsigned request that fails them cannot end a join we started."""
+        beaten: list[Joiner] = []
         for other in self.remote.in_process(TransactionKind.JOIN):
             if other.correspondent:
-                self.nack(PacketKind.REFUSE)
-                return False
+                return None
             assert isinstance(other, Joiner)  # noqa: S101
             if self.vacuous and not other.vacuous:
-                self.nack(PacketKind.REFUSE)
-                return False
-            if not self.vacuous and other.vacuous:
-                other.nack(PacketKind.REFUSE)
-            elif self.stack.local.name < cred.name:
-                self.nack(PacketKind.REFUSE)
-                return False
-            else:
-                other.nack(PacketKind.REFUSE)
-        return True
+                return None
+            if not (not self.vacuous and other.vacuous) and self.stack.local.name < cred.name:
+                return None
+            beaten.append(other)
+        return beaten
 
     def _bind(self, cred: JoinCredentials) -> bool:
         """Find the remote record this join is about; False (after a reject) when none fits."""

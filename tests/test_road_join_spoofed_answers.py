@@ -10,6 +10,7 @@ from raetlike.wire.head import build_head
 from raetlike.wire.kinds import BodyKind, Flag, HeadKind, PacketKind, TransactionKind
 from raetlike.wire.packet import pack_packet
 from road import events
+from road.stack import LocalEstate, RoadConfig, RoadStack
 from tests.roadkit import MAIN, MINION, Pair, make_pair
 
 JOIN = TransactionKind.JOIN
@@ -76,3 +77,24 @@ def test_a_spoofed_reject_ends_the_attempt_but_keeps_the_remote_and_the_retries(
     pair.net.blocked.discard(MAIN)
     pair.run_until(lambda: bool(pair.events(MINION, events.Allowed)),
                    timeout=3 * pair.minion.config.rejoin_interval)
+
+
+def test_a_forged_join_request_that_fails_its_checks_does_not_end_a_join_we_started() -> None:
+    pair = make_pair()
+    pair.allow()
+    target = pair.minion.remote("main")
+    # an unsigned request from elsewhere naming the minion's uid for main, by an estate
+    # whose lesser name would win the race ("0" < "minion"), claiming other keys
+    evil = RoadStack(LocalEstate("0"), RoadConfig(fast=False))
+    at_evil = evil.add_remote(MINION)
+    at_evil.far_uid = target.uid
+    evil.join(name=at_evil.name, now=0.0)
+    [(forged, _)] = evil.datagrams_to_send(0.0)
+    joined = len(pair.events(MINION, events.Joined))
+    tries = len(pair.sent(JOIN, PacketKind.REQUEST, source=MINION))
+    pair.minion.join(name="main", now=pair.net.now)  # a rejoin by the far uid
+    pair.net.inject(forged, ("127.0.0.9", 4444), MINION)
+    pair.run_until(lambda: len(pair.events(MINION, events.Joined)) > joined, timeout=10.0)
+    assert not pair.sent(JOIN, PacketKind.REFUSE, source=MINION)
+    assert len(pair.sent(JOIN, PacketKind.REQUEST, source=MINION)) == tries + 1  # no retry
+    assert pair.sent(JOIN, PacketKind.REJECT, source=MINION)  # the forged one, as before
