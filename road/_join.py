@@ -180,7 +180,9 @@ class _Join(Transaction):
         )
 
     def take_changes(self, cred: JoinCredentials, far_uid: int) -> bool:
-        """Rebind the remote record to ``cred``; False (after a reject) if its name is taken."""
+        """Rebind the remote record to ``cred`` (a mutable road); False (after a reject) if
+        its name is taken.  New keys end the session: it is not allowed until an allow with
+        them completes (the old session's keys belong to whoever held the old ones)."""
         stack, remote = self.stack, self.remote
         other = stack.register.by_name.get(cred.name)
         if other is not None and other is not remote:
@@ -190,6 +192,9 @@ class _Join(Transaction):
             stack.register.rename(remote, cred.name)
         stack.register.readdress(remote, self.address)
         remote.far_uid = far_uid
+        if remote.verify_key is not None and (remote.verify_key != cred.verify_key
+                                              or remote.public_key != cred.public_key):
+            remote.rekey()
         adopt(remote, cred)
         return True
 

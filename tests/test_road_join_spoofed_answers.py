@@ -7,9 +7,10 @@ sequential) may send them "from" main.  What they may do to a joiner is bounded 
 from __future__ import annotations
 
 from raetlike.wire.head import build_head
-from raetlike.wire.kinds import BodyKind, Flag, HeadKind, PacketKind, TransactionKind
+from raetlike.wire.kinds import AutoMode, BodyKind, Flag, HeadKind, PacketKind, TransactionKind
 from raetlike.wire.packet import pack_packet
 from road import events
+from road.keeping import MemoryKeep
 from road.stack import LocalEstate, RoadConfig, RoadStack
 from tests.roadkit import MAIN, MINION, Pair, make_pair
 
@@ -98,3 +99,24 @@ def test_a_forged_join_request_that_fails_its_checks_does_not_end_a_join_we_star
     assert not pair.sent(JOIN, PacketKind.REFUSE, source=MINION)
     assert len(pair.sent(JOIN, PacketKind.REQUEST, source=MINION)) == tries + 1  # no retry
     assert pair.sent(JOIN, PacketKind.REJECT, source=MINION)  # the forged one, as before
+
+
+def test_on_a_mutable_road_a_join_with_new_keys_ends_the_remotes_session() -> None:
+    pair = make_pair(main_config=RoadConfig(fast=False, mutable=True),
+                     main_keep=MemoryKeep(AutoMode.ALWAYS))
+    pair.allow()
+    at_main = pair.main.remote("minion")
+    assert at_main.allowed
+    evil = RoadStack(LocalEstate("evil"), RoadConfig(fast=False))
+    at_evil = evil.add_remote(MAIN)
+    at_evil.far_uid = at_main.uid
+    evil.join(name=at_evil.name, now=0.0)
+    [(forged, _)] = evil.datagrams_to_send(0.0)
+    pair.net.inject(forged, ("127.0.0.9", 4444), MAIN)
+    pair.net.run_for(0.01)
+    # RAET's mutable road: the unsigned join renames and rekeys the remote (docs/road.md);
+    # the session made with the old keys is over, nothing more goes out in it
+    assert at_main.name == "evil"
+    assert at_main.verify_key == evil.local.signing_key.verify_key
+    assert not at_main.allowed
+    assert at_main.session_box is None
