@@ -514,7 +514,7 @@ class Joinent(_Join):
             assert isinstance(other, Joiner)  # noqa: S101
             if self.vacuous and not other.vacuous:
                 return None
-            if not (not self.vacuous and other.vacuous) and self.stack.local.name < cred.name:
+            if self.vacuous == other.vacuous and self.stack.local.name < cred.name:
                 return None
             beaten.append(other)
         return beaten
