@@ -10,8 +10,10 @@ Because nothing in a join is signed, what it says is a claim: for an
 *established* remote (joined, and not a stranger still on probation, see
 ``unallowed_reap_after``) a join changes nothing of its state, neither its
 joined flag, session ids, capabilities nor (on an immutable road) its address,
-far uid or keys; an unsigned reject does not remove it.  Only an allow, which
-is signed and proves the keys, moves an established remote on.
+far uid or keys.  Only an allow, which is signed and proves the keys, moves an
+established remote on.  An unsigned reject removes no remote at all, established
+or not (it ends the join and is reported; the join is tried again): only our own
+keep's verdict removes one.
 """
 
 from __future__ import annotations
@@ -178,7 +180,9 @@ class _Join(Transaction):
         )
 
     def take_changes(self, cred: JoinCredentials, far_uid: int) -> bool:
-        """Rebind the remote record to ``cred``; False (after a reject) if its name is taken."""
+        """Rebind the remote record to ``cred`` (a mutable road); False (after a reject) if
+        its name is taken.  New keys end the session: it is not allowed until an allow with
+        them completes (the old session's keys belong to whoever held the old ones)."""
         stack, remote = self.stack, self.remote
         other = stack.register.by_name.get(cred.name)
         if other is not None and other is not remote:
@@ -188,6 +192,9 @@ class _Join(Transaction):
             stack.register.rename(remote, cred.name)
         stack.register.readdress(remote, self.address)
         remote.far_uid = far_uid
+        if remote.verify_key is not None and (remote.verify_key != cred.verify_key
+                                              or remote.public_key != cred.public_key):
+            remote.rekey()
         adopt(remote, cred)
         return True
 
@@ -230,6 +237,10 @@ class Joiner(_Join):
     redo_min: ClassVar[float] = 1.0
     redo_max: ClassVar[float] = 4.0
     pend_redo: ClassVar[float] = 1.0  # RAET re-checks after 60 s; we re-check the keep sooner
+    pended_resend: ClassVar[float] = 10.0
+    """Pended by the far side, the request still goes again this often (RAET: every 60 s):
+    a PEND is unsigned, and a joinent that never saw the request (or forgot it) answers
+    only a request; one that holds it drops the copy as a duplicate."""
 
     class States(enum.Enum):
         REQUESTED = "requested"
@@ -270,6 +281,10 @@ class Joiner(_Join):
         if self.state is self.States.REQUESTED:
             self.resend_last()
             return
+        if self.state is self.States.PENDED:
+            self.arm_redo(self.stack.now + self.pended_resend)
+            self.resend_last()
+            return
         self.redo_interval = self.pend_redo
         if self.state is self.States.PENDING:
             self.recheck()
@@ -282,10 +297,17 @@ class Joiner(_Join):
     # -- rules ------------------------------------------------------------
 
     def on_pend(self, _packet: Packet, _body: Any) -> None:
-        if self.state is not self.States.PENDED:
-            self.stack._emit(events.JoinPending(self.remote.name, self.remote.role, local=False))
-        self.arm_redo(self.stack.now + self.pend_redo)
-        self.arm_timeout(self.stack.now + self.stack.config.join_pending_timeout)
+        """The far side's operator decides on our keys.  Its PEND is unsigned (a blind
+        spoofer may guess the ids), so it extends nothing: the first one gives the join
+        ``join_pending_timeout`` from then at most, and the request goes on being resent
+        (slowly, ``pended_resend``) in case its joinent never saw it; later ones change
+        nothing (they may not make us send either)."""
+        if self.state is self.States.PENDED:
+            return
+        stack = self.stack
+        stack._emit(events.JoinPending(self.remote.name, self.remote.role, local=False))
+        self.arm_redo(stack.now + self.pended_resend)
+        self.arm_timeout(stack.now + stack.config.join_pending_timeout)
 
     def on_response(self, _packet: Packet, body: Any) -> None:
         cred = parse_credentials(body, need_uid=True)
@@ -374,12 +396,13 @@ class Joiner(_Join):
         self.stack._join_ended(self.remote, joined=False)
 
     def on_reject(self, _packet: Packet, _body: Any) -> None:
+        """The far side rejects us, or says it does: a reject is unsigned (a blind spoofer
+        may guess the ids), so it ends this join and is reported, but what we hold of the
+        remote stays and a join we were asked for is tried again ``rejoin_interval``
+        later (RAET removes the remote); only our own keep's verdict removes it."""
         self.fail("rejected")
         self.stack._emit(events.JoinRejected(self.remote.name, "rejected by the far side"))
-        if self.established:  # unsigned: it ends this join, not what we hold of the remote
-            self.stack._join_ended(self.remote, joined=False)
-            return
-        self.stack._remove_remote(self.remote, "join rejected by the far side")
+        self.stack._join_ended(self.remote, joined=False)
 
     def on_renew(self, _packet: Packet, _body: Any) -> None:
         if not self.stack.config.mutable:
@@ -393,13 +416,17 @@ class Joiner(_Join):
 
     # Every answer is taken in every state: a joinent resends its answers, and an operator
     # on either side may decide at any time (a response after a pend, a reject while our
-    # keep is pending), so the state does not narrow what may come.
+    # keep is pending), so the state does not narrow what may come.  Save a pend once our
+    # keep holds the decision: the far side accepted us already (its response).
     _ANSWERS = ((PacketKind.RESPONSE, Rule(on_response)),
-                (PacketKind.PEND, Rule(on_pend, then=States.PENDED)),
                 (PacketKind.NACK, Rule(on_refuse)), (PacketKind.REFUSE, Rule(on_refuse)),
                 (PacketKind.REJECT, Rule(on_reject)), (PacketKind.RENEW, Rule(on_renew)))
+    _PEND = ((PacketKind.PEND, Rule(on_pend, then=States.PENDED)),)
     RULES: ClassVar[dict[tuple[enum.Enum, PacketKind], Rule]] = {
-        (state, kind): rule for state, (kind, rule) in itertools.product(States, _ANSWERS)}
+        **{(state, kind): rule for state, (kind, rule) in itertools.product(States, _ANSWERS)},
+        **{(state, kind): rule for state, (kind, rule) in itertools.product(
+            (States.REQUESTED, States.PENDED), _PEND)},
+    }
 
 
 class Joinent(_Join):
@@ -447,13 +474,20 @@ class Joinent(_Join):
         if cred is None:
             stack.stats.drop(Drop.INVALID_BODY)
             return
-        if not self._wins_races(cred) or not self._bind(cred):
+        beaten = self._race(cred)
+        if beaten is None:
+            self.nack(PacketKind.REFUSE)
+            return
+        if not self._bind(cred):
             return
         self.established = self.is_established()
         created = self.vacuous and self.remote.uid not in stack.register.by_uid
         status = self._admit(cred)
         if status is None:
             return
+        for other in beaten:  # only a join that passed every check ends ours (it is unsigned)
+            if not other.ended:
+                other.nack(PacketKind.REFUSE)
         remote = self.remote
         if created:
             stack._stranger(remote)
@@ -468,24 +502,22 @@ class Joinent(_Join):
             return
         self.wait_for_operator(self.States.PENDING)
 
-    def _wins_races(self, cred: JoinCredentials) -> bool:
-        """Resolve joins already open with this remote; False when this one must yield."""
+    def _race(self, cred: JoinCredentials) -> list[Joiner] | None:
+        """Resolve joins already open with this remote (RAET's rules): None when this one
+        must yield, else our joins it beats.  Nothing is sent or ended here: a beaten join
+        of ours is refused only once this one passed :meth:`_bind` and :meth:`_admit`, so
+        an unsigned request that fails them cannot end a join we started."""
+        beaten: list[Joiner] = []
         for other in self.remote.in_process(TransactionKind.JOIN):
             if other.correspondent:
-                self.nack(PacketKind.REFUSE)
-                return False
+                return None
             assert isinstance(other, Joiner)  # noqa: S101
             if self.vacuous and not other.vacuous:
-                self.nack(PacketKind.REFUSE)
-                return False
-            if not self.vacuous and other.vacuous:
-                other.nack(PacketKind.REFUSE)
-            elif self.stack.local.name < cred.name:
-                self.nack(PacketKind.REFUSE)
-                return False
-            else:
-                other.nack(PacketKind.REFUSE)
-        return True
+                return None
+            if self.vacuous == other.vacuous and self.stack.local.name < cred.name:
+                return None
+            beaten.append(other)
+        return beaten
 
     def _bind(self, cred: JoinCredentials) -> bool:
         """Find the remote record this join is about; False (after a reject) when none fits."""

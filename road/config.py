@@ -45,7 +45,9 @@ class RoadConfig:
     head_kind: HeadKind = HeadKind.RAET
     body_kind: BodyKind = BodyKind.JSON
     mutable: bool = False
-    """Whether joins may change a known remote's credentials."""
+    """Whether joins may change a known remote's credentials (name, address, keys), as on
+    RAET's mutable road.  Join packets are unsigned: anyone may then rename, move or rekey
+    any remote (new keys end its session); only where every sender is trusted."""
     auto: AutoMode = AutoMode.ONCE
     """Acceptance of new keys when no keep is given (a bare sans-IO stack, as in tests).
     The programs default a main estate to ``never`` (``raetlike estate``, ``aio.Estate``,

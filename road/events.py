@@ -64,7 +64,9 @@ class JoinPending(Event):
 
 @dataclass(slots=True)
 class JoinRejected(Event):
-    """A join was rejected; the remote was removed."""
+    """A join was rejected: by our keep (which may remove the remote), or by the far side, in
+    an unsigned reject (anyone may forge it: the remote stays, and a join we were asked
+    for is tried again every ``rejoin_interval``)."""
 
     reason: str
     """Why, in a few words."""
