@@ -512,6 +512,8 @@ class Messengent(Transaction):
                 self._reply(PacketKind.NACK, remember=False)
                 self.fail("bad segment count")
                 return
+            # open from now on, held bytes or not: freed if no new segment comes in time
+            self.arm_timeout(stack.now + stack.config.reassembly_timeout)
         chunk = packet.coat
         partials = stack._partials
         if not partials.room(self.remote, len(chunk)):  # (counted)

@@ -89,6 +89,8 @@ def test_when_the_bytes_are_full_the_largest_holders_oldest_partial_is_evicted()
     assert all(held <= 150_000 for held in partials.held.values())
     assert pair.main.stats.dropped[Drop.REASSEMBLY_EVICTED] > 0
     assert partials.bytes <= 300_000
+    pair.net.run_for(config.reassembly_timeout + 1)  # the hogs' partials time out
+    assert (partials.count, partials.bytes, partials.held, partials.evictable) == (0, 0, {}, {})
 
 
 def test_when_the_open_messages_are_full_the_largest_holders_oldest_is_evicted() -> None:
@@ -135,6 +137,9 @@ def test_an_evicted_honest_message_is_still_delivered() -> None:
     assert partials.held.get(minion, 0) == 0  # its partial went to good
     pair.net.drop = None
     pair.run_until(lambda: _delivered_from(pair, "minion"), timeout=60)
+    pair.net.run_for(config.reassembly_timeout + 1)
+    assert (partials.count, partials.bytes, partials.by_remote, partials.held,
+            partials.evictable) == (0, 0, {}, {}, {})
 
 
 def test_a_fast_mode_remote_holds_at_most_its_share() -> None:
@@ -164,3 +169,17 @@ def test_a_fast_mode_remote_holds_at_most_its_share() -> None:
 def test_the_share_must_be_above_0_and_at_most_1(share: float) -> None:
     with pytest.raises(LocalProtocolError):
         RoadConfig(max_reassembly_share=share)
+
+
+def test_a_partial_refused_its_first_bytes_is_freed_after_the_reassembly_timeout() -> None:
+    """A message opened whose first segment found no room held its place among the open
+    messages for ever (its timeout was armed by new bytes only): found here, and reached
+    at will once a remote's share is full."""
+    pair = make_pair(main_config=RoadConfig(fast=False, max_reassembly_bytes=40_000))
+    pair.allow()
+    _hog(pair, pair.minion, MINION, 5000, 40, segments=2)  # 66 kB, past the bound
+    partials = pair.main._partials
+    assert partials.count == 40
+    pair.net.run_for(pair.main.config.reassembly_timeout + 1)
+    assert (partials.count, partials.bytes, partials.by_remote) == (0, 0, {})
+    assert pair.main.stats.dropped[Drop.REASSEMBLY_TIMEOUT] == 40
