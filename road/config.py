@@ -107,10 +107,12 @@ class RoadConfig:
     """Partly received messages kept at once per remote; past it a new one is refused
     (``Drop.TOO_MANY_OPEN_MESSAGES``) until others complete or time out."""
     max_open_messages_total: int = 8192
-    """Partly received messages kept at once across all remotes."""
+    """Partly received messages kept at once across all remotes; when full, a newcomer's
+    evicts the oldest RAET-mode one of the remote holding the most (``max_reassembly_share``)."""
     max_reassembly_bytes: int = 256 * 1024 * 1024
     """Bytes of partly received messages held at once across all remotes; a segment or
     chunk past it is refused (``Drop.REASSEMBLY_FULL``): memory follows bytes received.
+    One remote holds at most ``max_reassembly_share`` of it.
     A fast-mode chunk is charged what it keeps in memory: its bytes and
     ``road._fast_receive.PIECE_COST`` (128), or, held as a view, its whole datagram and
     ``VIEW_PIECE_COST`` (448) (docs/security.md)."""
