@@ -8,7 +8,7 @@ parts only opened frames, so nothing here can act on a forged field.
 any order: one-chunk messages inline (their events in one batch), long ones
 reassembled within the bounds of :class:`road.config.RoadConfig`
 (``max_message_size``, ``max_open_messages``, ``max_open_messages_total``,
-``max_reassembly_bytes``, ``reassembly_timeout``: memory follows the bytes
+``max_reassembly_bytes``, ``max_reassembly_share``, ``reassembly_timeout``: memory follows the bytes
 received, never a declared size).  :class:`AckState` keeps the peer's packet
 numbers (the replay window and the ranges to acknowledge) and decides when
 our ack is due.
@@ -240,13 +240,12 @@ class ReceiveStream:
             stats.drop(Drop.MALFORMED)
             return False
         shared = self.reassembly
-        if shared.bytes + cost > self.config.max_reassembly_bytes:
-            stats.drop(Drop.REASSEMBLY_FULL)
+        if not shared.room(self.remote, cost):  # within the total and our share (counted)
             return True
         pieces[index] = data if view else bytes(data)
         partial.held += size
         partial.charged += cost
-        shared.bytes += cost
+        shared.charge(self.remote, cost)
         partial.last = now
         if len(pieces) == partial.chunks:
             self._complete(number, partial, body_kind, made)
@@ -277,8 +276,7 @@ class ReceiveStream:
         if total > config.max_message_size:
             self.stats.drop(Drop.MESSAGE_TOO_LARGE)
             return False
-        if shared.bytes + cost > config.max_reassembly_bytes:
-            self.stats.drop(Drop.REASSEMBLY_FULL)
+        if not shared.room(self.remote, cost):  # within the total and our share (counted)
             return True
         if not shared.open(self.remote, total):  # counts its refusal
             return True

@@ -308,46 +308,119 @@ class Messenger(Transaction):
 
 
 class Partials:
-    """What partly received RAET-mode messages hold, per remote and in total.
+    """What partly received messages hold, per remote and in total, in both modes.
 
-    A message is *open* from its first segment of several until it completes,
-    fails or times out.  The bounds are :class:`road.config.RoadConfig`'s
-    ``max_open_messages`` (per remote), ``max_open_messages_total`` and
-    ``max_reassembly_bytes``; every refusal is a counted drop.
+    A message is *open* from its first segment (or chunk) of several until it
+    completes, fails or times out.  The bounds are :class:`road.config.RoadConfig`'s
+    ``max_open_messages`` (per remote), ``max_open_messages_total``,
+    ``max_reassembly_bytes`` and a remote's share of it,
+    ``max_reassembly_share``: no one remote holds more than that share of the bytes,
+    and when the totals are full a newcomer takes the place of the oldest RAET-mode
+    partial message of the remote holding the most (``Drop.REASSEMBLY_EVICTED``; its
+    sender's next segments open it again and ask for what is missing).  Fast mode's
+    partial messages are never evicted (their chunks were acknowledged already), only
+    held to the share.  Every refusal is a counted drop.
     """
 
-    __slots__ = ("by_remote", "bytes", "config", "count", "stats")
+    __slots__ = ("by_remote", "bytes", "config", "count", "evictable", "held", "stats")
 
     def __init__(self, config: RoadConfig, stats: RoadStats) -> None:
         self.config = config
         self.stats = stats  # where refusals are counted
         self.count = 0
         self.bytes = 0
-        self.by_remote: dict[int, int] = {}
+        self.by_remote: dict[int, int] = {}  # open messages per remote uid
+        self.held: dict[int, int] = {}  # bytes charged per remote uid
+        # RAET-mode partial messages per remote uid, oldest first: what eviction may take
+        self.evictable: dict[int, dict[Messengent, None]] = {}
 
-    def open(self, remote: Remote, message_length: int) -> bool:
-        """Room for one more open message from ``remote`` announcing ``message_length``?"""
+    def share(self) -> int:
+        """Bytes one remote may hold at most (``max_reassembly_share`` of the total)."""
+        config = self.config
+        return max(1, int(config.max_reassembly_bytes * config.max_reassembly_share))
+
+    def open(self, remote: Remote, message_length: int,
+             holder: Messengent | None = None) -> bool:
+        """Room for one more open message from ``remote`` announcing ``message_length``?
+        ``holder``: the RAET-mode transaction that holds it (evictable)."""
         config = self.config
         if message_length > config.max_message_size:
             self.stats.drop(Drop.MESSAGE_TOO_LARGE)
             return False
-        if (self.by_remote.get(remote.uid, 0) >= config.max_open_messages
-                or self.count >= config.max_open_messages_total):
+        uid = remote.uid
+        mine = self.by_remote.get(uid, 0)
+        if mine >= config.max_open_messages:
             self.stats.drop(Drop.TOO_MANY_OPEN_MESSAGES)
             return False
+        while self.count >= config.max_open_messages_total:
+            if not self._evict(uid, self.by_remote, mine + 1):
+                self.stats.drop(Drop.TOO_MANY_OPEN_MESSAGES)
+                return False
         self.count += 1
-        self.by_remote[remote.uid] = self.by_remote.get(remote.uid, 0) + 1
+        self.by_remote[uid] = mine + 1
+        if holder is not None:
+            self.evictable.setdefault(uid, {})[holder] = None
         return True
 
-    def close(self, remote: Remote, held: int) -> None:
+    def room(self, remote: Remote, cost: int) -> bool:
+        """Room to hold ``cost`` more bytes from ``remote``: within its share, and within
+        the total once the largest holders' oldest RAET-mode partials are evicted as
+        needed; else False, counted (``Drop.REASSEMBLY_FULL``)."""
+        uid = remote.uid
+        after = self.held.get(uid, 0) + cost
+        if after > self.share():
+            self.stats.drop(Drop.REASSEMBLY_FULL)
+            return False
+        limit = self.config.max_reassembly_bytes
+        while self.bytes + cost > limit:
+            if not self._evict(uid, self.held, after):
+                self.stats.drop(Drop.REASSEMBLY_FULL)
+                return False
+        return True
+
+    def charge(self, remote: Remote, cost: int) -> None:
+        """``remote`` holds ``cost`` more bytes (:meth:`room` said there was room)."""
+        self.bytes += cost
+        self.held[remote.uid] = self.held.get(remote.uid, 0) + cost
+
+    def _evict(self, uid: int, measure: dict[int, int], after: int) -> bool:
+        """End the oldest evictable partial message of the remote that holds the most by
+        ``measure`` (bytes or open messages), if that is more than ``after``, what the
+        remote ``uid`` would hold; False when there is none such.  One pass over the
+        remotes with evictable partials."""
+        victim, most = None, after
+        for other, holders in self.evictable.items():
+            if other != uid and holders and measure.get(other, 0) > most:
+                victim, most = other, measure.get(other, 0)
+        if victim is None:
+            return False
+        oldest = next(iter(self.evictable[victim]))
+        self.stats.drop(Drop.REASSEMBLY_EVICTED)
+        oldest.evict()
+        self.evictable.get(victim, {}).pop(oldest, None)  # (evict closed it already)
+        return True
+
+    def close(self, remote: Remote, held: int, holder: Messengent | None = None) -> None:
         """An open message from ``remote`` holding ``held`` bytes is gone."""
+        uid = remote.uid
         self.count -= 1
         self.bytes -= held
-        left = self.by_remote.get(remote.uid, 1) - 1
+        left = self.by_remote.get(uid, 1) - 1
         if left:
-            self.by_remote[remote.uid] = left
+            self.by_remote[uid] = left
         else:
-            self.by_remote.pop(remote.uid, None)
+            self.by_remote.pop(uid, None)
+        charged = self.held.get(uid, 0) - held
+        if charged > 0:
+            self.held[uid] = charged
+        else:
+            self.held.pop(uid, None)
+        if holder is not None:
+            holders = self.evictable.get(uid)
+            if holders is not None:
+                holders.pop(holder, None)
+                if not holders:
+                    del self.evictable[uid]
 
 
 class Messengent(Transaction):
@@ -427,22 +500,23 @@ class Messengent(Transaction):
             self.finish(packet.coat, 1)
             return
         if self.reassembly is None:
-            if not stack._partials.open(self.remote, head.message_length):
+            if not stack._partials.open(self.remote, head.message_length, self):
                 self._reply(PacketKind.NACK, remember=False)
                 self.fail("no room to reassemble it")
                 return
             try:
                 self.reassembly = Reassembly(head.segment_count, head.message_length)
             except PacketError:
-                stack._partials.close(self.remote, 0)
+                stack._partials.close(self.remote, 0, self)
                 stack.stats.drop(Drop.MALFORMED)
                 self._reply(PacketKind.NACK, remember=False)
                 self.fail("bad segment count")
                 return
+            # open from now on, held bytes or not: freed if no new segment comes in time
+            self.arm_timeout(stack.now + stack.config.reassembly_timeout)
         chunk = packet.coat
         partials = stack._partials
-        if partials.bytes + len(chunk) > stack.config.max_reassembly_bytes:
-            stack.stats.drop(Drop.REASSEMBLY_FULL)
+        if not partials.room(self.remote, len(chunk)):  # (counted)
             return
         before = self.reassembly.received_bytes
         try:
@@ -451,7 +525,7 @@ class Messengent(Transaction):
             stack.stats.drop(Drop.MALFORMED)
             return
         if new:
-            partials.bytes += self.reassembly.received_bytes - before
+            partials.charge(self.remote, self.reassembly.received_bytes - before)
             self.idle = 0
             self.arm_timeout(stack.now + stack.config.reassembly_timeout)
         self.highest = max(self.highest, head.segment_number)
@@ -518,9 +592,14 @@ class Messengent(Transaction):
 
     def end(self) -> None:
         if self.reassembly is not None and not self.ended:
-            self.stack._partials.close(self.remote, self.reassembly.received_bytes)
+            self.stack._partials.close(self.remote, self.reassembly.received_bytes, self)
             self.reassembly = None
         super().end()
+
+    def evict(self) -> None:
+        """Give the room it holds to a newcomer (``Partials``; counted there): the sender's
+        next new segments open the message again and ask for what is missing."""
+        self.fail("evicted: reassembly room went to another remote")
 
     def on_timeout(self) -> None:
         self.stack.stats.drop(Drop.REASSEMBLY_TIMEOUT)

@@ -109,13 +109,25 @@ class RoadConfig:
     """Partly received messages kept at once per remote; past it a new one is refused
     (``Drop.TOO_MANY_OPEN_MESSAGES``) until others complete or time out."""
     max_open_messages_total: int = 8192
-    """Partly received messages kept at once across all remotes."""
+    """Partly received messages kept at once across all remotes; when full, a newcomer's
+    evicts the oldest RAET-mode one of the remote holding the most (``max_reassembly_share``)."""
     max_reassembly_bytes: int = 256 * 1024 * 1024
     """Bytes of partly received messages held at once across all remotes; a segment or
     chunk past it is refused (``Drop.REASSEMBLY_FULL``): memory follows bytes received.
+    One remote holds at most ``max_reassembly_share`` of it.
     A fast-mode chunk is charged what it keeps in memory: its bytes and
     ``road._fast_receive.PIECE_COST`` (128), or, held as a view, its whole datagram and
     ``VIEW_PIECE_COST`` (448) (docs/security.md)."""
+    max_reassembly_share: float = 0.25
+    """The part of ``max_reassembly_bytes`` one remote's partly received messages may hold
+    (above 0, at most 1; 64 MiB of the default 256 MiB), both modes: past it its segment or
+    chunk is refused (``Drop.REASSEMBLY_FULL``), so one remote never takes the room of all
+    others.  When the total is full (of ``max_reassembly_bytes`` or
+    ``max_open_messages_total``), a newcomer's piece ends the oldest RAET-mode partial
+    message of the remote holding the most, if it holds more than the newcomer would
+    (``Drop.REASSEMBLY_EVICTED``); fast-mode partials are only held to the share.  Keep the
+    share above a largest message's charge (``max_message_size``; in fast mode up to ~1.4x
+    it with 1232-byte datagrams), or such a message never completes."""
     reassembly_timeout: float = 30.0
     """Seconds a partly received message may go without a new piece before it is freed
     (``Drop.REASSEMBLY_TIMEOUT``), whatever its flags."""
@@ -201,6 +213,10 @@ class RoadConfig:
                                      and value > 0):
             raise LocalProtocolError(f"RoadConfig.period must be a finite number of seconds "
                                      f"above 0, not {value!r}")
+        if name == "max_reassembly_share" and not (isinstance(value, float)
+                                                   and 0.0 < value <= 1.0):
+            raise LocalProtocolError(f"RoadConfig.max_reassembly_share must be above 0 and "
+                                     f"at most 1, not {value!r}")
         object.__setattr__(self, name, value)
 
     def presence_delay(self, main: bool, unanswered: int = 0) -> float:

@@ -101,8 +101,9 @@ class RoadStack:
             lambda transaction: not transaction.ended and transaction in live)
         self.messages = MessagePump(self.config, self._messenger, self._expire)
         self._want_joined: dict[int, float] = {}  # uid -> next join attempt
-        # Lazy timer heaps: an entry may be stale (the deadline moved later or
-        # its owner is gone); it then only causes one early handle_timer.
+        # Lazy timer heaps: a key's deadline moved later is not pushed (its earlier entry
+        # wakes it, and handle_timer pushes the real one then); an entry of a key gone only
+        # costs one early handle_timer.  Each holds at most 2 entries per pending key + 64.
         self._transaction_timers: Deadlines[Transaction] = Deadlines()
         self._remote_timers: Deadlines[int] = Deadlines()  # remote uids
         self.strangers = Strangers(self.config)
@@ -370,6 +371,12 @@ class RoadStack:
             deadline = transaction.deadline()
             if deadline is not None and deadline <= now:
                 transaction.handle_timer(now)
+                if transaction.ended:
+                    continue
+                deadline = transaction.deadline()
+            # a deadline later than the one pending was not pushed (road/_deadlines.py): now
+            if deadline is not None and deadline > now:
+                self._wake(transaction, deadline)
         for uid in self._remote_timers.due(now):
             remote = self.remotes.get(uid)
             if remote is not None:
@@ -452,6 +459,7 @@ class RoadStack:
 
     def _untrack(self, transaction: Transaction) -> None:
         self._transactions.pop(transaction, None)
+        self._transaction_timers.forget(transaction)
         if isinstance(transaction, Messenger):
             self.messages.untrack(transaction)
         elif isinstance(transaction, Joinent):
@@ -1046,6 +1054,7 @@ class RoadStack:
         for transaction in list(remote.transactions.values()):
             transaction.end()
         self.register.drop(remote)
+        self._remote_timers.forget(remote.uid)
         self._want_joined.pop(remote.uid, None)
         self.strangers.forget(remote.uid)
         self._retries.pop(remote.uid, None)

@@ -36,7 +36,8 @@ class Drop(enum.Enum):
     UNVERIFIABLE = "unverifiable"  # signed, but we hold no verify key for the remote yet
     MESSAGE_TOO_LARGE = "message-too-large"  # announced more than max_message_size
     TOO_MANY_OPEN_MESSAGES = "too-many-open-messages"  # max_open_messages(_total) reached
-    REASSEMBLY_FULL = "reassembly-full"  # max_reassembly_bytes held already
+    REASSEMBLY_FULL = "reassembly-full"  # max_reassembly_bytes, or the remote's share, held
+    REASSEMBLY_EVICTED = "reassembly-evicted"  # a RAET-mode partial ended to make room for another
     REASSEMBLY_TIMEOUT = "reassembly-timeout"  # a partial message went quiet and was freed
     RESEND_LIMITED = "resend-limited"  # a resend request withheld by the per-remote rate
     HANDSHAKES_BUSY = "handshakes-busy"  # max_open_handshakes open, none evictable: shed unverified

@@ -199,7 +199,7 @@ def test_partials_without_the_wait_flag_are_freed_after_the_reassembly_timeout()
 
 
 def test_reassembled_bytes_are_bounded_in_total() -> None:
-    config = RoadConfig(fast=False, max_reassembly_bytes=10_000)
+    config = RoadConfig(fast=False, max_reassembly_bytes=10_000, max_reassembly_share=1.0)
     pair = allowed_pair(main_config=config)
     first = _segmented(pair)
     for n in range(100):
