@@ -323,8 +323,7 @@ class Joiner(_Join):
         same_all = self.unchanged(cred, remote.far_uid if self.renewal else cred.uid,
                                   same_keys=same_keys)
         if not same_all and not stack.config.mutable:
-            log.warning("%s: %s tried to change an immutable road; rejecting", stack.name,
-                        safe_name(remote.name))
+            _immutable_refused(stack, remote.name)
             self.nack(PacketKind.REJECT)
             stack._emit(events.JoinFailed(remote.name, "changed name, address or keys "
                                           "refused: road immutable"))
@@ -552,8 +551,7 @@ class Joinent(_Join):
         same_keys = remote.verify_key is not None and same_role_keys(remote, cred)
         same_all = self.unchanged(cred, far_uid, same_keys=same_keys)
         if not same_all and not stack.config.mutable:
-            log.warning("%s: %s tried to change an immutable road; rejecting", stack.name,
-                        safe_name(cred.name))
+            _immutable_refused(stack, cred.name)
             self.nack(PacketKind.REJECT)
             return None
         status = stack._acceptance(cred.role, cred.verify_key, cred.public_key)
@@ -644,3 +642,13 @@ class Joinent(_Join):
         **{(state, kind): rule for state, (kind, rule) in itertools.product(
             (States.RESPONDED, States.PENDED), _ANSWERED)},
     }
+
+
+def _immutable_refused(stack: JoinHost, name: str) -> None:
+    """Count a join that would change a remote on an immutable road; a peer can send one at
+    will, so the first and every 100th is a WARNING, the rest DEBUG."""
+    stack.stats.immutable_refused += 1
+    count = stack.stats.immutable_refused
+    log.log(logging.WARNING if count % 100 == 1 else logging.DEBUG,
+            "%s: %s tried to change an immutable road; rejecting (%d so far)", stack.name,
+            safe_name(name), count)

@@ -70,6 +70,10 @@ class RoadStats:
     joins_completed: int = 0
     allows_completed: int = 0
     transactions_failed: int = 0
+    immutable_refused: int = 0
+    """Joins refused because they would change a remote's name, address or keys on an
+    immutable road (a peer can send them at will: the first and every 100th logged at
+    WARNING)."""
     handshakes_failed: int = 0
     """Joins and allows that failed, whichever side started them (logged at WARNING)."""
     joins_evicted: int = 0

@@ -50,8 +50,17 @@ def test_a_pending_join_is_one_warning_saying_how_to_accept_it_however_often_it_
     estate.handle(events.JoinRejected("minion", "rejected by operator"))
     estate.handle(events.JoinPending("minion", "minion", local=True))  # it asks again
     assert [line.partition(";")[0] for line in warnings(caplog)] == [
-        "estate main: join with minion rejected: rejected by operator",
+        "estate main: join with minion rejected: rejected by operator (1 so far)",
         "estate main: join from 'minion' (role 'minion', 127.0.0.1:5555) is pending"]
+
+
+def test_rejections_retried_or_spoofed_are_warned_of_once_in_a_hundred(
+        estate: _Estate, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="raetlike.cli.estate")
+    for _ in range(150):  # a wanted join retried every rejoin interval, or forged REJECTs
+        estate.handle(events.JoinRejected("main", "rejected"))
+    assert warnings(caplog) == ["estate main: join with main rejected: rejected (1 so far)",
+                                "estate main: join with main rejected: rejected (101 so far)"]
 
 
 def test_a_shell_unsafe_keep_path_is_quoted_in_the_command(

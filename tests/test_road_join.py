@@ -75,6 +75,20 @@ def test_an_immutable_road_rejects_a_join_with_changed_keys_and_delivers_nothing
     assert pair.sent(JOIN, PacketKind.REJECT, source=MAIN)
 
 
+def test_refused_changes_to_an_immutable_road_are_counted_and_warned_of_rarely(
+        caplog: pytest.LogCaptureFixture) -> None:
+    pair = make_pair(main_keep=MemoryKeep(AutoMode.ALWAYS))
+    pair.allow()
+    impostor = _impostor(pair.net.now)
+    pair.net.add(OTHER, impostor)
+    impostor.join(MAIN, now=pair.net.now)  # retried every rejoin_interval, refused each time
+    with caplog.at_level("DEBUG", logger="road._join"):
+        pair.run_until(lambda: pair.main.stats.immutable_refused > 100, timeout=600.0)
+    lines = [r for r in caplog.records if "immutable road" in r.getMessage()]
+    assert len(lines) == pair.main.stats.immutable_refused  # every one logged ...
+    assert [r.levelname for r in lines].count("WARNING") == 2  # ... the 1st and 101st loudly
+
+
 def test_a_mutable_road_takes_changed_keys_when_the_keep_accepts_them() -> None:
     pair = make_pair(main_keep=MemoryKeep(AutoMode.ALWAYS),
                      main_config=RoadConfig(mutable=True))

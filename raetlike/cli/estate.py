@@ -180,6 +180,7 @@ class _Estate:
         self.stopping = False
         self.undelivered = 0
         self.internal_errors = 0  # handlers that raised (internal_error)
+        self.rejections = 0  # JoinRejected events (logged loudly now and then)
         self.journal = journal
         self.resend_requests = 0  # stack.stats.resend_requests_sent at the last journal record
         self.round_wall = time.time()  # the wall time journaled for this round's deliveries
@@ -335,8 +336,12 @@ class _Estate:
             self.log_pending(event)
         elif isinstance(event, events.JoinRejected):
             self.pending.pop(event.remote, None)
-            log.warning("estate %s: join with %s rejected: %s", name, remote,
-                        safe_name(event.reason))
+            # a wanted join is retried every rejoin interval, and a REJECT is unsigned (any
+            # peer can send one): the first and every 100th are warnings
+            self.rejections += 1
+            log.log(logging.WARNING if self.rejections % 100 == 1 else logging.DEBUG,
+                    "estate %s: join with %s rejected: %s (%d so far)", name, remote,
+                    safe_name(event.reason), self.rejections)
         elif isinstance(event, events.Allowed):
             log.info("estate %s: allowed %s (session %d)", name, remote, event.session_id)
         elif isinstance(event, events.Alive):
