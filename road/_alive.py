@@ -9,6 +9,7 @@ from raetlike.wire.kinds import PacketKind, TransactionKind
 from raetlike.wire.packet import Packet
 from road._rejoin import rejoin_when_unjoined
 from road._transaction import Rule, Transaction
+from road.stats import Drop
 
 if TYPE_CHECKING:
     from road._host import AliveHost
@@ -99,11 +100,23 @@ class PathProbe(Aliver):
     """"Alive?" asked at an address the remote spoke from, not its host address.
 
     The request goes there only, coated with the session's keys; the remote's signed
-    ack to it proves both the keys and that it receives there, so then the remote
-    moves (:meth:`RoadStack._moved`; QUIC's path validation, with RAET's alive).  An
-    unanswered probe changes nothing (no presence verdict, the session stands): it
-    may have been started by a datagram replayed or copied from elsewhere.
+    ack to it, *from there*, proves both the keys and that it is there, so then the
+    remote moves (:meth:`RoadStack._moved`; QUIC's path validation, with RAET's
+    alive).  An answer from anywhere else is dropped and changes nothing: the remote
+    answers "alive?" at its host address for us, not where the request came from, so
+    an attacker that replayed a datagram of it from its own address (we probe there)
+    and forwarded our probe to the remote would otherwise get its real ack, from its
+    real address, taken for proof that it moved to the attacker's.  An unanswered
+    probe changes nothing (no presence verdict, the session stands): it may have been
+    started by a datagram replayed or copied from elsewhere.
     """
+
+    def receive(self, packet: Packet, source: Address) -> None:
+        """Only what comes from the probed address answers the probe."""
+        if source != self.address:
+            self.stack.stats.drop(Drop.STALE_PACKET)
+            return
+        super().receive(packet, source)
 
     def on_timeout(self) -> None:
         self.fail("no answer at the new address")
