@@ -193,9 +193,13 @@ class Allowent(_Allow):
     from its new address.  A copy of the hello from yet another address (an observer
     that raced it there) gets its own cookie: each cookie's oreo is bound to the
     address it went to (:meth:`_oreo`), so the verified initiate (it holds the keys)
-    shows which address its cookie reached, and only that address may move the
-    remote.  A racer thus neither keeps the cookie from the remote nor moves it; a
-    copy of the initiate from elsewhere is dropped, not refused.  A main we joined
+    shows which address its cookie reached, and the remote moves only when the
+    initiate comes from that same address: it answered where it speaks from.  A racer
+    thus neither keeps the cookie from the remote nor moves it, not even by forwarding
+    its own cookie to the remote (the initiate echoing it comes from the remote's
+    address: the session starts, unmoved); an initiate echoing no cookie we sent is
+    dropped, not refused.  The ack goes where the initiate came from (a duplicate's
+    too).  A main we joined
     keeps the address we were given: its hellos are answered there, as RAET does.
     """
 
@@ -329,10 +333,16 @@ class Allowent(_Allow):
         log.debug("%s: initiate from %s (fqdn %r)", self.stack.name, remote.name,
                   fqdn.rstrip(b" "))
         if not remote.main:
-            self.address = proven  # (a main we joined keeps its address: hello_source)
+            # the ack goes where the initiate came from (a main we joined keeps its
+            # address: hello_source)
+            self.address = self.source
+            if self.source == proven and self.source != remote.host_address:
+                # keys and address both proven: its cookie went where it speaks from.
+                # Not so an initiate echoing the cookie sent elsewhere: an observer that
+                # raced the hello there and forwarded that cookie to the remote would be
+                # proven in its stead.  The session starts all the same, unmoved
+                self.stack._moved(remote, self.source)
         self.send(PacketKind.ACK, b"", secure=False)
-        if self.address != remote.host_address:
-            self.stack._moved(remote, self.address)  # keys and address both proven
         self.stack._session_started(remote)
         return True
 
@@ -352,7 +362,10 @@ class Allowent(_Allow):
         self._cookie()
 
     def on_duplicate_initiate(self, _packet: Packet, _body: Any) -> None:
-        """Our ack was lost: say it again, without allowing twice."""
+        """Our ack was lost: say it again, where the initiate came from this time (a copy
+        raced ahead from elsewhere got the first), without allowing twice."""
+        if not self.remote.main:
+            self.address = self.source
         self.resend_last()
 
     def on_final(self, _packet: Packet, _body: Any) -> None:

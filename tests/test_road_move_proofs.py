@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from raetlike.wire.kinds import PacketKind, TransactionKind
 from road import events
-from tests.roadkit import MAIN, MINION, allowed_pair
-from tests.simlink import Address
+from tests.roadkit import MAIN, MINION, Pair, allowed_pair, make_pair
+from tests.simlink import Address, Impairment
 
 ATTACKER: Address = ("127.0.0.9", 4444)
+NEW: Address = ("127.0.0.7", 7531)
 
 
 # -- a path probe's answer from elsewhere -------------------------------------------------
@@ -54,3 +55,77 @@ def test_a_probe_forwarded_to_the_remote_does_not_move_it_to_the_forwarder() -> 
     assert any(e.body == {"after": 2} for e in pair.events(MINION, events.MessageReceived))
     assert not [s for s in pair.wire[start:] if s.destination == ATTACKER]
 
+
+# -- a raced cookie relayed to the remote ----------------------------------------------
+
+
+def _relay_raced_cookie(pair: Pair, *, at: Address) -> bool:
+    """The minion (at ``at``) allows again; the attacker, nearer to main than the minion
+    (the link takes 5 ms), gets a copy of its hello there first from its own address
+    and forwards to the minion the cookie main sends the attacker.  Whether it did."""
+    net = pair.net
+    start = len(pair.wire)
+    pair.minion.allow("main", now=net.now)
+    net._flush()
+    [hello] = [s for s in pair.wire[start:] if s.head.packet_kind == PacketKind.HELLO
+               and s.source == at]
+    net.inject(hello.data, ATTACKER, MAIN)
+    forwarded = False
+    while net.now < hello.at + 2:
+        if not forwarded:
+            cookies = [s for s in pair.wire[start:] if s.head.packet_kind == PacketKind.COOKIE
+                       and s.destination == ATTACKER]
+            if cookies:
+                net.inject(cookies[0].data, ATTACKER, at)
+                forwarded = True
+        if not net.step():
+            break
+    return forwarded
+
+
+def test_a_raced_cookie_forwarded_to_the_remote_does_not_move_it() -> None:
+    """The minion's initiate, from its own address, echoes the cookie that went to the
+    attacker: it proves the minion holds the keys, not that it is at the attacker's
+    address.  Main must start the session and leave the minion where it is (it moved
+    it to the attacker's address, validated)."""
+    pair = make_pair(impairment=Impairment(delay=0.005))
+    pair.allow()
+    net = pair.net
+    net.run_for(1.0)
+    allows = len(pair.events(MINION, events.Allowed))
+    assert _relay_raced_cookie(pair, at=MINION)
+    net.run_for(5.0)
+    remote = pair.main.remote("minion")
+    assert remote.host_address == MINION
+    assert not pair.events(MAIN, events.RemoteMoved)
+    assert ATTACKER not in pair.main._budget.validated
+    assert len(pair.events(MINION, events.Allowed)) > allows  # the allow went through
+    assert remote.allowed and pair.minion.remote("main").allowed
+    pair.main.transmit({"after": 1}, "minion", now=net.now)
+    pair.minion.transmit({"after": 2}, "main", now=net.now)
+    net.run_for(2.0)
+    assert any(e.body == {"after": 1} for e in pair.events(MINION, events.MessageReceived))
+    assert any(e.body == {"after": 2} for e in pair.events(MAIN, events.MessageReceived))
+
+
+def test_a_moved_remote_whose_raced_cookie_is_forwarded_is_followed_by_its_answer() -> None:
+    """The same once the minion moved: its allow (echoing the attacker's cookie) does not
+    move it; its next datagram from the new address gets it probed and followed
+    there, never to the attacker's."""
+    pair = make_pair(impairment=Impairment(delay=0.005))
+    pair.allow()
+    net = pair.net
+    net.run_for(1.0)
+    net.stacks[NEW], net.events[NEW] = net.stacks.pop(MINION), net.events.pop(MINION)
+    allows = len(pair.events(NEW, events.Allowed))
+    assert _relay_raced_cookie(pair, at=NEW)
+    assert net.run_until(lambda: len(pair.events(NEW, events.Allowed)) > allows, timeout=5.0)
+    assert pair.main.remote("minion").host_address != ATTACKER
+    pair.minion.transmit({"after": 1}, "main", now=net.now)
+    pair.main.transmit({"after": 2}, "minion", now=net.now)
+    net.run_for(5.0)
+    assert pair.main.remote("minion").host_address == NEW
+    assert [(m.old, m.new) for m in pair.events(MAIN, events.RemoteMoved)] == [(MINION, NEW)]
+    assert ATTACKER not in pair.main._budget.validated
+    assert any(e.body == {"after": 1} for e in pair.events(MAIN, events.MessageReceived))
+    assert any(e.body == {"after": 2} for e in pair.events(NEW, events.MessageReceived))
