@@ -218,6 +218,12 @@ class Allowent(_Allow):
         self.hello_source = self.address  # where the first cookie went
         self.source = self.address  # where the packet being handled came from
         self._oreo_key = secrets.token_bytes(32)
+        # this allow's short-term keys: the remote's session keeps its own until the
+        # initiate has verified (a hello proves nothing fresh: one of an allow that
+        # failed, replayed, must not end the session; CurveCP keeps them apart too)
+        self.short_private = crypto.PrivateKey.generate()
+        self.short_peer: crypto.PublicKey | None = None
+        self.box: crypto.SessionBox | None = None
 
     def initial_state(self) -> enum.Enum:
         return self.States.COOKIE
@@ -245,11 +251,9 @@ class Allowent(_Allow):
                 return
             assert isinstance(other, _Allow)  # noqa: S101
             other.nack(PacketKind.REFUSE)
-        remote.allowed = None
         if not remote.joined:
             self.nack(PacketKind.UNJOINED)
             return
-        remote.rekey()
         self.register(index)
         if len(body) != HELLO.size:
             self.nack(PacketKind.REJECT)
@@ -263,7 +267,8 @@ class Allowent(_Allow):
         if not hmac.compare_digest(opened, plain):
             self.nack(PacketKind.REJECT)
             return
-        remote.set_short_peer(short_peer)
+        self.short_peer = short_peer
+        self.box = crypto.SessionBox(self.short_private, short_peer)
         self._cookie()
 
     def _oreo(self, address: Address) -> bytes:
@@ -276,11 +281,11 @@ class Allowent(_Allow):
     def _cookie(self) -> None:
         """Our cookie, to where the hello being handled came from (``self.address``)."""
         remote, stack = self.remote, self.stack
-        assert remote.short_peer is not None  # noqa: S101 - set by start()
-        stuff = COOKIE_STUFF.pack(remote.short_private.public_key.raw, remote.uid,
+        assert self.short_peer is not None  # noqa: S101 - set by start()
+        stuff = COOKIE_STUFF.pack(self.short_private.public_key.raw, remote.uid,
                                   remote.far_uid, self._oreo(self.address))
         nonce = crypto.new_nonce()
-        sealed = crypto.box(stuff, nonce, stack.local.private_key, remote.short_peer)
+        sealed = crypto.box(stuff, nonce, stack.local.private_key, self.short_peer)
         self.send(PacketKind.COOKIE, COOKIE.pack(sealed, nonce), secure=False)
 
     def receive(self, packet: Packet, source: Address) -> None:
@@ -298,10 +303,11 @@ class Allowent(_Allow):
             self.nack(PacketKind.REJECT)
             return True  # (a nack ended it)
         short_raw, oreo, sealed, nonce = INITIATE.unpack(body)
-        assert remote.short_peer is not None  # noqa: S101
-        assert remote.session_box is not None  # noqa: S101
+        short_peer, box = self.short_peer, self.box
+        assert short_peer is not None  # noqa: S101 - set by start()
+        assert box is not None  # noqa: S101
         assert remote.public_key is not None  # noqa: S101
-        if not hmac.compare_digest(short_raw, remote.short_peer.raw):
+        if not hmac.compare_digest(short_raw, short_peer.raw):
             self.nack(PacketKind.REJECT)
             return True  # (a nack ended it)
         proven = next((address for address in dict.fromkeys((self.source, self.hello_source))
@@ -312,7 +318,7 @@ class Allowent(_Allow):
             self.stack.stats.drop(Drop.STALE_PACKET)
             return False
         try:
-            stuff = remote.session_box.open(sealed, nonce)
+            stuff = box.open(sealed, nonce)
         except CryptoError:
             self.nack(PacketKind.REJECT)
             return True  # (a nack ended it)
@@ -332,6 +338,10 @@ class Allowent(_Allow):
             return True  # (a nack ended it)
         log.debug("%s: initiate from %s (fqdn %r)", self.stack.name, remote.name,
                   fqdn.rstrip(b" "))
+        # the initiate proved the hello fresh: the new keys replace the session's now
+        remote.rekey()
+        remote.short_private = self.short_private
+        remote.set_short_peer(short_peer)
         if not remote.main:
             # the ack goes where the initiate came from (a main we joined keeps its
             # address: hello_source)

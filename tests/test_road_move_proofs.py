@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from raetlike.wire.kinds import PacketKind, TransactionKind
 from road import events
+from road.config import RoadConfig
 from tests.roadkit import MAIN, MINION, Pair, allowed_pair, make_pair
 from tests.simlink import Address, Impairment
 
@@ -129,3 +130,44 @@ def test_a_moved_remote_whose_raced_cookie_is_forwarded_is_followed_by_its_answe
     assert ATTACKER not in pair.main._budget.validated
     assert any(e.body == {"after": 1} for e in pair.events(MAIN, events.MessageReceived))
     assert any(e.body == {"after": 2} for e in pair.events(NEW, events.MessageReceived))
+
+
+# -- a replayed hello of an allow that failed ----------------------------------------------
+
+
+def test_a_replayed_hello_of_a_failed_allow_leaves_the_session_alone() -> None:
+    """An allow of the minion fails (its cookies are lost); the next one completes.  An
+    observer replays the failed allow's hello (signed by the minion, its short-term key
+    in no completed allow) from its own address: main must keep the session (it dropped
+    its keys at the hello, allowed None, and delivery stopped both ways for good with
+    keepalive off).  The new keys take over only once an initiate verified."""
+    config = {"fast": False, "keepalive": False}
+    pair = make_pair(main_config=RoadConfig(**config), minion_config=RoadConfig(**config))
+    pair.allow()
+    net = pair.net
+    net.drop = lambda s: (s.head.transaction_kind == TransactionKind.ALLOW
+                          and s.head.packet_kind == PacketKind.COOKIE)
+    before = len(pair.sent(TransactionKind.ALLOW, PacketKind.HELLO, MINION))
+    pair.minion.allow("main", now=net.now)
+    net.run_for(6.0)
+    captured = pair.sent(TransactionKind.ALLOW, PacketKind.HELLO, MINION)[before]
+    net.drop = None
+    allows = len(pair.events(MAIN, events.Allowed))
+    pair.minion.allow("main", now=net.now)
+    pair.run_until(lambda: len(pair.events(MAIN, events.Allowed)) > allows
+                   and bool(pair.minion.remote("main").allowed))
+    net.run_for(0.5)
+    remote = pair.main.remote("minion")
+    box = remote.session_box
+    net.inject(captured.data, ATTACKER, MAIN)
+    net.run_for(0.01)
+    assert remote.allowed is True
+    assert remote.session_box is box
+    net.run_for(10.0)  # the replayed allow times out unanswered
+    assert remote.allowed is True
+    assert remote.session_box is box
+    pair.main.transmit({"x": 1}, "minion", now=net.now)
+    pair.minion.transmit({"y": 2}, "main", now=net.now)
+    net.run_for(2.0)
+    assert any(e.body == {"x": 1} for e in pair.events(MINION, events.MessageReceived))
+    assert any(e.body == {"y": 2} for e in pair.events(MAIN, events.MessageReceived))
