@@ -154,19 +154,25 @@ class _Alivent(Transaction):
         return self.States.ANSWERING
 
 
-def answer_alive(stack: AliveHost, remote: Remote, packet: Packet) -> None:
-    """Answer an alive request: ack, or unjoined / unallowed."""
+def answer_alive(stack: AliveHost, remote: Remote, packet: Packet) -> bool:
+    """Answer an alive request: ack, or unjoined / unallowed.  Whether it was acked.
+
+    Every verified request is answered, replays included (RAET 0.6.8's wire has no
+    replay window for them); whether it says the remote is there is the caller's
+    question (``RoadStack._correspond``: only a request newer than any before in the
+    session does, or a captured one replayed would fake a gone remote's presence).
+    """
     answer = _Alivent(
         stack, remote, correspondent=True, session_id=packet.head.session_id,
         transaction_id=packet.head.transaction_id,
     )
     if answer.open(packet, signed=True) is None:
-        return
+        return False
     if not remote.joined:
         answer.send(PacketKind.UNJOINED, None, secure=True, remember=False)
-        return
+        return False
     if not remote.allowed or remote.session_box is None:
         answer.send(PacketKind.UNALLOWED, None, secure=True, remember=False)
-        return
+        return False
     answer.send(PacketKind.ACK, None, secure=True, remember=False)
-    stack._presence(remote, alive=True)
+    return True

@@ -114,6 +114,9 @@ class RoadStack:
                                    self.config.join_burst_per_source,
                                    self.config.max_unvalidated_addresses)
         self._retries: dict[int, int] = {}  # uid -> our unanswered attempts in a row (backoff)
+        # uid -> (session id, transaction id) of the newest "alive?" it asked us: only a
+        # newer one says it is there (_fresh_alive)
+        self._alive_asked: dict[int, tuple[int, int]] = {}
         self.admission = Admission(self.keep, self.config)
         self._partials = Partials(self.config, self.stats)  # messages partly received (both modes)
         # the last packet authenticated at the door, with its remote (see _process)
@@ -711,7 +714,8 @@ class RoadStack:
             Allowent(self, remote, packet, source).start(index)
             self._make_room(TransactionKind.ALLOW)
         elif kinds == (TransactionKind.ALIVE, PacketKind.REQUEST):
-            answer_alive(self, remote, packet)
+            if answer_alive(self, remote, packet) and self._fresh_alive(remote, head):
+                self._presence(remote, alive=True)
         elif kinds == (TransactionKind.MESSAGE, PacketKind.MESSAGE):
             tid = head.transaction_id
             if (head.session_id, tid) in remote.done_transactions:
@@ -731,6 +735,20 @@ class RoadStack:
             return
         else:
             self.stats.drop(Drop.STALE_PACKET)
+
+    def _fresh_alive(self, remote: Remote, head: Head) -> bool:
+        """Whether an "alive?" of ``remote`` (verified, acked) is newer than any it asked
+        before in its session, and so says it is there.  A captured request replayed
+        (from anywhere, after the remote is gone) is answered all the same, as RAET's
+        wire wants, but fakes no presence.  The remote numbers its transactions upward
+        in a session (mod 2^32); a new session, or new keys, start over."""
+        session, tid = head.session_id, head.transaction_id
+        newest = self._alive_asked.get(remote.uid)
+        if (newest is not None and newest[0] == session
+                and not 0 < (tid - newest[1]) % 0x1_0000_0000 < 0x8000_0000):
+            return False
+        self._alive_asked[remote.uid] = (session, tid)
+        return True
 
     def _nack_head(self, packet: Packet, kind: PacketKind, source_uid: int) -> Head:
         head = packet.head
@@ -934,6 +952,7 @@ class RoadStack:
         self._budget.validate(remote.host_address)
         self.strangers.proven(remote.uid)
         self._retries.pop(remote.uid, None)
+        self._alive_asked.pop(remote.uid, None)  # new keys: the remote may number afresh
         self.admission.proven(remote.role)
         remote.session_keys_changed()  # the one event that may clear message dedup
         remote.done_transactions.clear()
@@ -1049,6 +1068,7 @@ class RoadStack:
         self._want_joined.pop(remote.uid, None)
         self.strangers.forget(remote.uid)
         self._retries.pop(remote.uid, None)
+        self._alive_asked.pop(remote.uid, None)
         self._release_address(remote.host_address)
         self._fast.remove(remote, reason)
         while remote.outbox:

@@ -8,7 +8,7 @@ from any address it likes, but holds no keys.
 
 from __future__ import annotations
 
-from raetlike.wire.kinds import PacketKind, TransactionKind
+from raetlike.wire.kinds import Flag, PacketKind, TransactionKind
 from road import events
 from road.config import RoadConfig
 from tests.roadkit import MAIN, MINION, Pair, allowed_pair, make_pair
@@ -171,3 +171,64 @@ def test_a_replayed_hello_of_a_failed_allow_leaves_the_session_alone() -> None:
     net.run_for(2.0)
     assert any(e.body == {"x": 1} for e in pair.events(MINION, events.MessageReceived))
     assert any(e.body == {"y": 2} for e in pair.events(MAIN, events.MessageReceived))
+
+
+# -- a replayed "alive?" ------------------------------------------------------------------
+
+
+def _replayed_alive(*, attack: bool) -> tuple[Pair, int]:
+    pair = make_pair(main_config=RoadConfig(fast=False, reap_interval=20.0))
+    pair.allow()
+    net = pair.net
+    net.run_for(3.0)
+    request = pair.sent(TransactionKind.ALIVE, PacketKind.REQUEST, MAIN)[-1].data
+    def answers() -> int:  # (acked while allowed, "unallowed" once it allows again)
+        return sum(1 for s in pair.sent(TransactionKind.ALIVE, None, MINION)
+                   if s.head.flags & Flag.CORRESPONDENT)
+
+    asked = answers()
+    net.blocked.add(MAIN)  # main is gone
+    started = net.now
+    while net.now < started + 60:
+        if attack:
+            net.inject(request, ATTACKER, MINION)
+        net.run_for(1.0)
+    answered = answers() - asked
+    return pair, answered
+
+
+def test_a_replayed_alive_request_is_answered_but_fakes_no_presence() -> None:
+    """Main is gone; an observer replays one of its captured "alive?" requests to the
+    minion every second.  The minion answers each (RAET's wire has no replay window
+    for them), but it must still find main lost and try to get it back, as without the
+    replays (it took each replay for main's presence: no RemoteLost, no allow tried)."""
+    baseline, _ = _replayed_alive(attack=False)
+    pair, answered = _replayed_alive(attack=True)
+    assert answered >= 50  # every replay answered
+    remote = pair.minion.remote("main")
+    assert remote.alive is False
+    assert len(pair.events(MINION, events.RemoteLost)) == len(
+        baseline.events(MINION, events.RemoteLost))
+    tried = len(pair.sent(TransactionKind.ALLOW, PacketKind.HELLO, MINION)) + len(
+        pair.sent(TransactionKind.JOIN, PacketKind.REQUEST, MINION))
+    assert tried > 2
+
+
+def test_a_fresh_alive_request_still_says_the_remote_is_there() -> None:
+    """Each new "alive?" of the remote (a newer transaction id) still counts as presence,
+    also after a new allow, which may number transactions afresh."""
+    pair = make_pair(main_config=RoadConfig(fast=False), minion_config=RoadConfig(fast=False))
+    pair.allow()
+    remote = pair.main.remote("minion")
+    for _ in range(2):
+        remote.alive = False
+        pair.minion.alive("main", now=pair.net.now)
+        pair.net.run_for(0.1)
+        assert remote.alive is True
+    pair.minion.allow("main", now=pair.net.now)
+    pair.net.run_for(1.0)
+    remote.alive = False
+    pair.minion.remote("main").transaction_id = 0  # (a restarted estate numbers afresh)
+    pair.minion.alive("main", now=pair.net.now)
+    pair.net.run_for(0.1)
+    assert remote.alive is True
