@@ -286,13 +286,25 @@ class RoadStack:
             if heard is not None and stats.drops != drops and stats.last_drop is not None:
                 heard.traffic.dropped[stats.last_drop] += stats.drops - drops
 
-    def _heard_from(self, remote: Remote, size: int) -> None:
-        """An authenticated datagram of ``size`` bytes came from ``remote``."""
+    def _heard_from(self, remote: Remote, size: int, *, fresh: bool = True) -> None:
+        """An authenticated datagram of ``size`` bytes came from ``remote``; ``fresh``: not
+        a replay either (else :meth:`_spoke` says so once it is known)."""
         self._heard = remote
         traffic = remote.traffic
         traffic.datagrams_in += 1
         traffic.bytes_in += size
-        traffic.last_heard = self.now
+        if fresh:
+            traffic.last_heard = self.now
+
+    def _spoke(self, remote: Remote) -> None:
+        """A RAET packet of ``remote`` that is no replay of an old one (a request of its
+        current session, or an answer an open transaction of ours waits for): heard now,
+        and presence checks of it resume if it was reaped.  A signed answer replayed
+        (it verifies for good) does neither."""
+        remote.traffic.last_heard = self.now
+        if remote.reaped:
+            remote.reaped = False
+            self._schedule(remote)  # presence checks resume
 
     def remote_stats(self) -> list[RemoteStats]:
         """A snapshot of every remote's counters (for metrics; off the hot path).
@@ -611,6 +623,8 @@ class RoadStack:
         if remote is not None:
             transaction = remote.transactions.get(rx_index(head, source))
             if transaction is not None:
+                if flags & _CORRESPONDENT and head.transaction_kind != TransactionKind.JOIN:
+                    self._spoke(remote)
                 transaction.receive(packet, source)
                 return
         if flags & _CORRESPONDENT:
@@ -683,7 +697,8 @@ class RoadStack:
         if not self._verify(remote, packet, signed=True):
             return None
         self._authentic = (packet, remote)  # handlers' verify() finds it checked already
-        self._heard_from(remote, len(packet.raw_head) + len(packet.coat) + len(packet.foot))
+        self._heard_from(remote, len(packet.raw_head) + len(packet.coat) + len(packet.foot),
+                         fresh=False)
         return remote
 
     def _session_current(self, remote: Remote, packet: Packet, source: Address) -> bool:
@@ -698,9 +713,7 @@ class RoadStack:
             if head.session_id != remote.remote_session_id:
                 remote.remote_session_id = head.session_id
                 self._remove_stale_correspondents(remote)
-        if remote.reaped:
-            remote.reaped = False
-            self._schedule(remote)  # presence checks resume
+            self._spoke(remote)  # (an answer: once its transaction is found, _process)
         return True
 
     def _correspond(self, packet: Packet, source: Address, remote: Remote) -> None:

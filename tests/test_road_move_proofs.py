@@ -101,7 +101,8 @@ def test_a_raced_cookie_forwarded_to_the_remote_does_not_move_it() -> None:
     assert not pair.events(MAIN, events.RemoteMoved)
     assert ATTACKER not in pair.main._budget.validated
     assert len(pair.events(MINION, events.Allowed)) > allows  # the allow went through
-    assert remote.allowed and pair.minion.remote("main").allowed
+    assert remote.allowed
+    assert pair.minion.remote("main").allowed
     pair.main.transmit({"after": 1}, "minion", now=net.now)
     pair.minion.transmit({"after": 2}, "main", now=net.now)
     net.run_for(2.0)
@@ -232,3 +233,26 @@ def test_a_fresh_alive_request_still_says_the_remote_is_there() -> None:
     pair.minion.alive("main", now=pair.net.now)
     pair.net.run_for(0.1)
     assert remote.alive is True
+
+
+def test_a_replayed_old_answer_is_not_heard_from_the_remote() -> None:
+    """The minion is gone and main reaped it; one of its old alive acks (signed, main's
+    current session) replayed from elsewhere must not make main think it heard the
+    minion now (``last_heard``, a metric) nor resume checks of it."""
+    pair = make_pair(main_config=RoadConfig(fast=False, reap_interval=20.0))
+    pair.allow()
+    net = pair.net
+    net.run_for(3.0)
+    ack = pair.sent(TransactionKind.ALIVE, PacketKind.ACK, MINION)[0].data
+    net.blocked.add(MINION)
+    net.run_for(40.0)
+    remote = pair.main.remote("minion")
+    assert remote.reaped
+    heard = remote.traffic.last_heard
+    assert heard is not None
+    assert heard < net.now - 30
+    net.inject(ack, ATTACKER, MAIN)
+    net.run_for(0.01)
+    assert remote.traffic.last_heard == heard
+    assert remote.reaped
+    assert remote.traffic.datagrams_in  # (still counted as its traffic)
