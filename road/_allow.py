@@ -244,6 +244,11 @@ class Allowent(_Allow):
             return
         for other in remote.in_process(TransactionKind.ALLOW):
             if other.correspondent:
+                if not other.proven:
+                    # an allow of the remote that no initiate has proven: perhaps a hello
+                    # of a failed allow, replayed.  Each holds its own keys, so both go
+                    # on; the first initiate that verifies ends the other (on_initiate)
+                    continue
                 self.nack(PacketKind.REFUSE)
                 return
             if stack.local.name < remote.name:
@@ -338,10 +343,7 @@ class Allowent(_Allow):
             return True  # (a nack ended it)
         log.debug("%s: initiate from %s (fqdn %r)", self.stack.name, remote.name,
                   fqdn.rstrip(b" "))
-        # the initiate proved the hello fresh: the new keys replace the session's now
-        remote.rekey()
-        remote.short_private = self.short_private
-        remote.set_short_peer(short_peer)
+        self._take_keys(short_peer)
         if not remote.main:
             # the ack goes where the initiate came from (a main we joined keeps its
             # address: hello_source)
@@ -355,6 +357,17 @@ class Allowent(_Allow):
         self.send(PacketKind.ACK, b"", secure=False)
         self.stack._session_started(remote)
         return True
+
+    def _take_keys(self, short_peer: crypto.PublicKey) -> None:
+        """The initiate proved the hello fresh: this allow's keys replace the session's
+        now, and any other allow of the remote still waiting for its initiate is over."""
+        remote = self.remote
+        for other in remote.in_process(TransactionKind.ALLOW):
+            if other is not self and other.correspondent:
+                other.fail("another allow of the remote completed")
+        remote.rekey()
+        remote.short_private = self.short_private
+        remote.set_short_peer(short_peer)
 
     def on_duplicate_hello(self, packet: Packet, _body: Any) -> None:
         """The hello again.  From where the first came, or of a main we joined: dropped,

@@ -256,3 +256,35 @@ def test_a_replayed_old_answer_is_not_heard_from_the_remote() -> None:
     assert remote.traffic.last_heard == heard
     assert remote.reaped
     assert remote.traffic.datagrams_in  # (still counted as its traffic)
+
+
+def test_a_replayed_hello_of_a_failed_allow_does_not_refuse_the_remotes_next_allow() -> None:
+    """The same replay, kept up every 3 s (each one's allow waits 4 s for an initiate
+    nobody can send): the minion's own next allow must still go through at once, not be
+    refused because another allow of it is open."""
+    config = {"fast": False, "keepalive": False}
+    pair = make_pair(main_config=RoadConfig(**config), minion_config=RoadConfig(**config))
+    pair.allow()
+    net = pair.net
+    net.drop = lambda s: (s.head.transaction_kind == TransactionKind.ALLOW
+                          and s.head.packet_kind == PacketKind.COOKIE)
+    before = len(pair.sent(TransactionKind.ALLOW, PacketKind.HELLO, MINION))
+    pair.minion.allow("main", now=net.now)
+    net.run_for(6.0)
+    captured = pair.sent(TransactionKind.ALLOW, PacketKind.HELLO, MINION)[before]
+    net.drop = None
+    for _ in range(3):
+        net.inject(captured.data, ATTACKER, MAIN)
+        net.run_for(0.5)
+        allows = len(pair.events(MINION, events.Allowed))
+        pair.minion.allow("main", now=net.now)
+        assert net.run_until(lambda: len(pair.events(MINION, events.Allowed)) > allows,  # noqa: B023
+                             timeout=1.0)
+        net.run_for(2.5)
+    remote = pair.main.remote("minion")
+    assert remote.allowed is True
+    assert not remote.in_process(TransactionKind.ALLOW) or all(
+        not t.proven for t in remote.in_process(TransactionKind.ALLOW))
+    pair.main.transmit({"x": 1}, "minion", now=net.now)
+    net.run_for(1.0)
+    assert any(e.body == {"x": 1} for e in pair.events(MINION, events.MessageReceived))
