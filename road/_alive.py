@@ -9,6 +9,7 @@ from raetlike.wire.kinds import PacketKind, TransactionKind
 from raetlike.wire.packet import Packet
 from road._rejoin import rejoin_when_unjoined
 from road._transaction import Rule, Transaction
+from road.stats import Drop
 
 if TYPE_CHECKING:
     from road._host import AliveHost
@@ -99,11 +100,23 @@ class PathProbe(Aliver):
     """"Alive?" asked at an address the remote spoke from, not its host address.
 
     The request goes there only, coated with the session's keys; the remote's signed
-    ack to it proves both the keys and that it receives there, so then the remote
-    moves (:meth:`RoadStack._moved`; QUIC's path validation, with RAET's alive).  An
-    unanswered probe changes nothing (no presence verdict, the session stands): it
-    may have been started by a datagram replayed or copied from elsewhere.
+    ack to it, *from there*, proves both the keys and that it is there, so then the
+    remote moves (:meth:`RoadStack._moved`; QUIC's path validation, with RAET's
+    alive).  An answer from anywhere else is dropped and changes nothing: the remote
+    answers "alive?" at its host address for us, not where the request came from, so
+    an attacker that replayed a datagram of it from its own address (we probe there)
+    and forwarded our probe to the remote would otherwise get its real ack, from its
+    real address, taken for proof that it moved to the attacker's.  An unanswered
+    probe changes nothing (no presence verdict, the session stands): it may have been
+    started by a datagram replayed or copied from elsewhere.
     """
+
+    def receive(self, packet: Packet, source: Address) -> None:
+        """Only what comes from the probed address answers the probe."""
+        if source != self.address:
+            self.stack.stats.drop(Drop.STALE_PACKET)
+            return
+        super().receive(packet, source)
 
     def on_timeout(self) -> None:
         self.fail("no answer at the new address")
@@ -141,19 +154,25 @@ class _Alivent(Transaction):
         return self.States.ANSWERING
 
 
-def answer_alive(stack: AliveHost, remote: Remote, packet: Packet) -> None:
-    """Answer an alive request: ack, or unjoined / unallowed."""
+def answer_alive(stack: AliveHost, remote: Remote, packet: Packet) -> bool:
+    """Answer an alive request: ack, or unjoined / unallowed.  Whether it was acked.
+
+    Every verified request is answered, replays included (RAET 0.6.8's wire has no
+    replay window for them); whether it says the remote is there is the caller's
+    question (``RoadStack._correspond``: only a request newer than any before in the
+    session does, or a captured one replayed would fake a gone remote's presence).
+    """
     answer = _Alivent(
         stack, remote, correspondent=True, session_id=packet.head.session_id,
         transaction_id=packet.head.transaction_id,
     )
     if answer.open(packet, signed=True) is None:
-        return
+        return False
     if not remote.joined:
         answer.send(PacketKind.UNJOINED, None, secure=True, remember=False)
-        return
+        return False
     if not remote.allowed or remote.session_box is None:
         answer.send(PacketKind.UNALLOWED, None, secure=True, remember=False)
-        return
+        return False
     answer.send(PacketKind.ACK, None, secure=True, remember=False)
-    stack._presence(remote, alive=True)
+    return True

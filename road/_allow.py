@@ -193,9 +193,13 @@ class Allowent(_Allow):
     from its new address.  A copy of the hello from yet another address (an observer
     that raced it there) gets its own cookie: each cookie's oreo is bound to the
     address it went to (:meth:`_oreo`), so the verified initiate (it holds the keys)
-    shows which address its cookie reached, and only that address may move the
-    remote.  A racer thus neither keeps the cookie from the remote nor moves it; a
-    copy of the initiate from elsewhere is dropped, not refused.  A main we joined
+    shows which address its cookie reached, and the remote moves only when the
+    initiate comes from that same address: it answered where it speaks from.  A racer
+    thus neither keeps the cookie from the remote nor moves it, not even by forwarding
+    its own cookie to the remote (the initiate echoing it comes from the remote's
+    address: the session starts, unmoved); an initiate echoing no cookie we sent is
+    dropped, not refused.  The ack goes where the initiate came from (a duplicate's
+    too).  A main we joined
     keeps the address we were given: its hellos are answered there, as RAET does.
     """
 
@@ -214,6 +218,12 @@ class Allowent(_Allow):
         self.hello_source = self.address  # where the first cookie went
         self.source = self.address  # where the packet being handled came from
         self._oreo_key = secrets.token_bytes(32)
+        # this allow's short-term keys: the remote's session keeps its own until the
+        # initiate has verified (a hello proves nothing fresh: one of an allow that
+        # failed, replayed, must not end the session; CurveCP keeps them apart too)
+        self.short_private = crypto.PrivateKey.generate()
+        self.short_peer: crypto.PublicKey | None = None
+        self.box: crypto.SessionBox | None = None
 
     def initial_state(self) -> enum.Enum:
         return self.States.COOKIE
@@ -234,6 +244,11 @@ class Allowent(_Allow):
             return
         for other in remote.in_process(TransactionKind.ALLOW):
             if other.correspondent:
+                if not other.proven:
+                    # an allow of the remote that no initiate has proven: perhaps a hello
+                    # of a failed allow, replayed.  Each holds its own keys, so both go
+                    # on; the first initiate that verifies ends the other (on_initiate)
+                    continue
                 self.nack(PacketKind.REFUSE)
                 return
             if stack.local.name < remote.name:
@@ -241,11 +256,9 @@ class Allowent(_Allow):
                 return
             assert isinstance(other, _Allow)  # noqa: S101
             other.nack(PacketKind.REFUSE)
-        remote.allowed = None
         if not remote.joined:
             self.nack(PacketKind.UNJOINED)
             return
-        remote.rekey()
         self.register(index)
         if len(body) != HELLO.size:
             self.nack(PacketKind.REJECT)
@@ -259,7 +272,8 @@ class Allowent(_Allow):
         if not hmac.compare_digest(opened, plain):
             self.nack(PacketKind.REJECT)
             return
-        remote.set_short_peer(short_peer)
+        self.short_peer = short_peer
+        self.box = crypto.SessionBox(self.short_private, short_peer)
         self._cookie()
 
     def _oreo(self, address: Address) -> bytes:
@@ -272,11 +286,11 @@ class Allowent(_Allow):
     def _cookie(self) -> None:
         """Our cookie, to where the hello being handled came from (``self.address``)."""
         remote, stack = self.remote, self.stack
-        assert remote.short_peer is not None  # noqa: S101 - set by start()
-        stuff = COOKIE_STUFF.pack(remote.short_private.public_key.raw, remote.uid,
+        assert self.short_peer is not None  # noqa: S101 - set by start()
+        stuff = COOKIE_STUFF.pack(self.short_private.public_key.raw, remote.uid,
                                   remote.far_uid, self._oreo(self.address))
         nonce = crypto.new_nonce()
-        sealed = crypto.box(stuff, nonce, stack.local.private_key, remote.short_peer)
+        sealed = crypto.box(stuff, nonce, stack.local.private_key, self.short_peer)
         self.send(PacketKind.COOKIE, COOKIE.pack(sealed, nonce), secure=False)
 
     def receive(self, packet: Packet, source: Address) -> None:
@@ -294,10 +308,11 @@ class Allowent(_Allow):
             self.nack(PacketKind.REJECT)
             return True  # (a nack ended it)
         short_raw, oreo, sealed, nonce = INITIATE.unpack(body)
-        assert remote.short_peer is not None  # noqa: S101
-        assert remote.session_box is not None  # noqa: S101
+        short_peer, box = self.short_peer, self.box
+        assert short_peer is not None  # noqa: S101 - set by start()
+        assert box is not None  # noqa: S101
         assert remote.public_key is not None  # noqa: S101
-        if not hmac.compare_digest(short_raw, remote.short_peer.raw):
+        if not hmac.compare_digest(short_raw, short_peer.raw):
             self.nack(PacketKind.REJECT)
             return True  # (a nack ended it)
         proven = next((address for address in dict.fromkeys((self.source, self.hello_source))
@@ -308,7 +323,7 @@ class Allowent(_Allow):
             self.stack.stats.drop(Drop.STALE_PACKET)
             return False
         try:
-            stuff = remote.session_box.open(sealed, nonce)
+            stuff = box.open(sealed, nonce)
         except CryptoError:
             self.nack(PacketKind.REJECT)
             return True  # (a nack ended it)
@@ -328,13 +343,31 @@ class Allowent(_Allow):
             return True  # (a nack ended it)
         log.debug("%s: initiate from %s (fqdn %r)", self.stack.name, remote.name,
                   fqdn.rstrip(b" "))
+        self._take_keys(short_peer)
         if not remote.main:
-            self.address = proven  # (a main we joined keeps its address: hello_source)
+            # the ack goes where the initiate came from (a main we joined keeps its
+            # address: hello_source)
+            self.address = self.source
+            if self.source == proven and self.source != remote.host_address:
+                # keys and address both proven: its cookie went where it speaks from.
+                # Not so an initiate echoing the cookie sent elsewhere: an observer that
+                # raced the hello there and forwarded that cookie to the remote would be
+                # proven in its stead.  The session starts all the same, unmoved
+                self.stack._moved(remote, self.source)
         self.send(PacketKind.ACK, b"", secure=False)
-        if self.address != remote.host_address:
-            self.stack._moved(remote, self.address)  # keys and address both proven
         self.stack._session_started(remote)
         return True
+
+    def _take_keys(self, short_peer: crypto.PublicKey) -> None:
+        """The initiate proved the hello fresh: this allow's keys replace the session's
+        now, and any other allow of the remote still waiting for its initiate is over."""
+        remote = self.remote
+        for other in remote.in_process(TransactionKind.ALLOW):
+            if other is not self and other.correspondent:
+                other.fail("another allow of the remote completed")
+        remote.rekey()
+        remote.short_private = self.short_private
+        remote.set_short_peer(short_peer)
 
     def on_duplicate_hello(self, packet: Packet, _body: Any) -> None:
         """The hello again.  From where the first came, or of a main we joined: dropped,
@@ -352,7 +385,10 @@ class Allowent(_Allow):
         self._cookie()
 
     def on_duplicate_initiate(self, _packet: Packet, _body: Any) -> None:
-        """Our ack was lost: say it again, without allowing twice."""
+        """Our ack was lost: say it again, where the initiate came from this time (a copy
+        raced ahead from elsewhere got the first), without allowing twice."""
+        if not self.remote.main:
+            self.address = self.source
         self.resend_last()
 
     def on_final(self, _packet: Packet, _body: Any) -> None:

@@ -115,6 +115,9 @@ class RoadStack:
                                    self.config.join_burst_per_source,
                                    self.config.max_unvalidated_addresses)
         self._retries: dict[int, int] = {}  # uid -> our unanswered attempts in a row (backoff)
+        # uid -> (session id, transaction id) of the newest "alive?" it asked us: only a
+        # newer one says it is there (_fresh_alive)
+        self._alive_asked: dict[int, tuple[int, int]] = {}
         self.admission = Admission(self.keep, self.config)
         self._partials = Partials(self.config, self.stats)  # messages partly received (both modes)
         # the last packet authenticated at the door, with its remote (see _process)
@@ -284,13 +287,25 @@ class RoadStack:
             if heard is not None and stats.drops != drops and stats.last_drop is not None:
                 heard.traffic.dropped[stats.last_drop] += stats.drops - drops
 
-    def _heard_from(self, remote: Remote, size: int) -> None:
-        """An authenticated datagram of ``size`` bytes came from ``remote``."""
+    def _heard_from(self, remote: Remote, size: int, *, fresh: bool = True) -> None:
+        """An authenticated datagram of ``size`` bytes came from ``remote``; ``fresh``: not
+        a replay either (else :meth:`_spoke` says so once it is known)."""
         self._heard = remote
         traffic = remote.traffic
         traffic.datagrams_in += 1
         traffic.bytes_in += size
-        traffic.last_heard = self.now
+        if fresh:
+            traffic.last_heard = self.now
+
+    def _spoke(self, remote: Remote) -> None:
+        """A RAET packet of ``remote`` that is no replay of an old one (a request of its
+        current session, or an answer an open transaction of ours waits for): heard now,
+        and presence checks of it resume if it was reaped.  A signed answer replayed
+        (it verifies for good) does neither."""
+        remote.traffic.last_heard = self.now
+        if remote.reaped:
+            remote.reaped = False
+            self._schedule(remote)  # presence checks resume
 
     def remote_stats(self) -> list[RemoteStats]:
         """A snapshot of every remote's counters (for metrics; off the hot path).
@@ -616,6 +631,8 @@ class RoadStack:
         if remote is not None:
             transaction = remote.transactions.get(rx_index(head, source))
             if transaction is not None:
+                if flags & _CORRESPONDENT and head.transaction_kind != TransactionKind.JOIN:
+                    self._spoke(remote)
                 transaction.receive(packet, source)
                 return
         if flags & _CORRESPONDENT:
@@ -688,7 +705,8 @@ class RoadStack:
         if not self._verify(remote, packet, signed=True):
             return None
         self._authentic = (packet, remote)  # handlers' verify() finds it checked already
-        self._heard_from(remote, len(packet.raw_head) + len(packet.coat) + len(packet.foot))
+        self._heard_from(remote, len(packet.raw_head) + len(packet.coat) + len(packet.foot),
+                         fresh=False)
         return remote
 
     def _session_current(self, remote: Remote, packet: Packet, source: Address) -> bool:
@@ -703,9 +721,7 @@ class RoadStack:
             if head.session_id != remote.remote_session_id:
                 remote.remote_session_id = head.session_id
                 self._remove_stale_correspondents(remote)
-        if remote.reaped:
-            remote.reaped = False
-            self._schedule(remote)  # presence checks resume
+            self._spoke(remote)  # (an answer: once its transaction is found, _process)
         return True
 
     def _correspond(self, packet: Packet, source: Address, remote: Remote) -> None:
@@ -719,7 +735,8 @@ class RoadStack:
             Allowent(self, remote, packet, source).start(index)
             self._make_room(TransactionKind.ALLOW)
         elif kinds == (TransactionKind.ALIVE, PacketKind.REQUEST):
-            answer_alive(self, remote, packet)
+            if answer_alive(self, remote, packet) and self._fresh_alive(remote, head):
+                self._presence(remote, alive=True)
         elif kinds == (TransactionKind.MESSAGE, PacketKind.MESSAGE):
             tid = head.transaction_id
             if (head.session_id, tid) in remote.done_transactions:
@@ -739,6 +756,20 @@ class RoadStack:
             return
         else:
             self.stats.drop(Drop.STALE_PACKET)
+
+    def _fresh_alive(self, remote: Remote, head: Head) -> bool:
+        """Whether an "alive?" of ``remote`` (verified, acked) is newer than any it asked
+        before in its session, and so says it is there.  A captured request replayed
+        (from anywhere, after the remote is gone) is answered all the same, as RAET's
+        wire wants, but fakes no presence.  The remote numbers its transactions upward
+        in a session (mod 2^32); a new session, or new keys, start over."""
+        session, tid = head.session_id, head.transaction_id
+        newest = self._alive_asked.get(remote.uid)
+        if (newest is not None and newest[0] == session
+                and not 0 < (tid - newest[1]) % 0x1_0000_0000 < 0x8000_0000):
+            return False
+        self._alive_asked[remote.uid] = (session, tid)
+        return True
 
     def _nack_head(self, packet: Packet, kind: PacketKind, source_uid: int) -> Head:
         head = packet.head
@@ -942,6 +973,7 @@ class RoadStack:
         self._budget.validate(remote.host_address)
         self.strangers.proven(remote.uid)
         self._retries.pop(remote.uid, None)
+        self._alive_asked.pop(remote.uid, None)  # new keys: the remote may number afresh
         self.admission.proven(remote.role)
         remote.session_keys_changed()  # the one event that may clear message dedup
         remote.done_transactions.clear()
@@ -1058,6 +1090,7 @@ class RoadStack:
         self._want_joined.pop(remote.uid, None)
         self.strangers.forget(remote.uid)
         self._retries.pop(remote.uid, None)
+        self._alive_asked.pop(remote.uid, None)
         self._release_address(remote.host_address)
         self._fast.remove(remote, reason)
         while remote.outbox:

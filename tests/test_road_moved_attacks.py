@@ -351,9 +351,15 @@ def test_raced_copies_of_message_packets_only_delay_their_answers() -> None:
 class _Forwarder(_Observer):
     """QUIC's off-path forwarding attack (RFC 9000 9.3.3): the attacker copies the
     minion's datagrams to main from its own address, and forwards to the minion (as if
-    from main) what main sends to that address.  Main's probe there is answered by the
-    real minion, so main moves it to the attacker's address: with the keys held by
-    nobody but the peers, a forwarder that sees and injects can do that much."""
+    from main) what main sends to that address.  Main's probe there reaches the real
+    minion, which answers from its own address: that is no answer at the attacker's,
+    and the minion stays.  With ``on_path`` the attacker also relays the minion's
+    datagrams to main from its own address (it is on the path both ways): then the
+    minion does answer there, and main follows it to the attacker's address."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.on_path = False
 
     def _transmit(self, data: bytes, source: Address, destination: Address) -> None:
         if self.race_when is not None and destination == ATTACKER and MINION in self.stacks:
@@ -363,14 +369,12 @@ class _Forwarder(_Observer):
                 self.tap(data, source, destination)
             self._schedule(data, MAIN, MINION, self.now + self.delay)  # forwarded
             return
+        if self.on_path and source == MINION and destination == MAIN:
+            source = ATTACKER  # relayed
         super()._transmit(data, source, destination)
 
 
-def test_a_forwarder_that_moved_the_remote_loses_it_at_the_remotes_next_datagram() -> None:
-    """After a forwarding attacker got the minion moved to its address, the minion's
-    next datagrams from its own address (fresh, newer than any copy) get it probed
-    and moved back; each message is delivered once and the stream goes on.  The
-    attacker ends up on the path it could already see, and no further."""
+def _forwarded_pair() -> tuple[Pair, _Forwarder]:
     pair = _pair(fast=True)
     net = _Forwarder(seed=0)
     net.now = pair.net.now
@@ -379,11 +383,48 @@ def test_a_forwarder_that_moved_the_remote_loses_it_at_the_remotes_next_datagram
         net.add(address, stack)
     pair.net = net
     _settle(pair)
+    return pair, net
 
+
+def _once(net: _Forwarder) -> object:
     def once(data: bytes, source: Address, _destination: Address) -> bool:
         return source == MINION and data[:1] != b"{" and not net.copies
+    return once
 
-    net.race_when = once
+
+def test_an_off_path_forwarder_does_not_move_the_remote() -> None:
+    """The forwarder gets main to probe its address and forwards the probe to the
+    minion; the minion's answer comes from its own address, so it moves nowhere (it
+    did: the probe took any answer for proof).  Each message once, the stream goes on."""
+    pair, net = _forwarded_pair()
+    net.race_when = _once(net)
+    for message in numbered(20):
+        message["seq"] += 3
+        pair.minion.transmit(message, to="main", now=net.now)
+        pair.main.transmit(message, to="minion", now=net.now)
+    assert net.run_until(lambda: _seqs(net, MAIN) == list(range(23))
+                         and _seqs(net, MINION) == list(range(23)), timeout=5.0)
+    net.run_for(5.0)
+    assert net.copies  # the attack was tried
+    assert _probes_to(pair, ATTACKER)
+    assert _seqs(net, MAIN) == list(range(23))
+    assert _seqs(net, MINION) == list(range(23))
+    assert pair.main.remote("minion").host_address == MINION
+    assert pair.main.stats.remotes_moved == 0
+    assert ATTACKER not in pair.main._budget.validated
+
+
+def test_an_on_path_relay_that_moved_the_remote_loses_it_at_the_remotes_next_datagram(
+) -> None:
+    """An attacker on the path both ways (it relays the minion's datagrams, answers
+    included, from its own address) gets the minion moved there: the minion does answer
+    there.  Once it stops, the minion's next datagrams from its own address (fresh,
+    newer than any copy) get it probed and moved back; each message is delivered once
+    and the stream goes on.  The attacker ends up on the path it already was on, and
+    no further."""
+    pair, net = _forwarded_pair()
+    net.race_when = _once(net)
+    net.on_path = True
     for message in numbered(20):
         message["seq"] += 3
         pair.minion.transmit(message, to="main", now=net.now)
@@ -391,6 +432,7 @@ def test_a_forwarder_that_moved_the_remote_loses_it_at_the_remotes_next_datagram
     assert net.run_until(lambda: pair.main.stats.remotes_moved >= 1, timeout=5.0)
     assert pair.main.remote("minion").host_address == ATTACKER  # (the attack works)
     net.race_when = None  # the attacker stops; the minion speaks on
+    net.on_path = False
     assert net.run_until(lambda: pair.main.remote("minion").host_address == MINION
                          and _seqs(net, MAIN) == list(range(23))
                          and _seqs(net, MINION) == list(range(23)), timeout=5.0)
