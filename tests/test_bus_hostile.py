@@ -4,19 +4,22 @@ the node, garbage is dropped and counted, every table is bounded (docs/bus.md)."
 from __future__ import annotations
 
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from raetlike.bus import BusConfig, BusNode, Call, Errno, Reply, Request, Rolemask
 from raetlike.bus._message import BusMessage, MessageType, decode, encode
-from raetlike.channels import LaneChannel
+from raetlike.channels import LaneChannel, RoadChannel
 from raetlike.errors import LocalProtocolError, PacketError, RaetError
 from raetlike.sp import flush
 from raetlike.sp._channel import Outgoing
 from raetlike.wire.tags import Backtrace
 from tests.buskit import make_bus
+from tests.simlink import SimNet
 from tests.test_bus_lane import lane_bus
+from tests.test_durable_sim import _pair
 
 
 class StandIn:
@@ -447,3 +450,54 @@ def test_a_sender_keeps_two_runs_and_the_least_recently_heard_window_goes_first(
     assert node.stats.duplicates == 0
     node.receive("c", event("t.x", 1, 2), 1.0)
     assert node.stats.duplicates == 1
+
+
+# == HIGH (bus2): a lone surrogate never reaches a link that packs it ======================
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("to", "echo.x\ud800"), ("ta", "ma\udcffin"), ("ui", "\ud800"), ("ro", "\ud800"),
+    ("er", "bad\ud800"), ("rt", ["\ud800"]), ("su", ["ev\ud800"]), ("nb", ["\udcff"])])
+def test_a_string_field_that_does_not_encode_as_utf8_is_malformed(field: str, value: Any) -> None:
+    # a JSON body decodes "\ud800" to a lone surrogate; msgpack (a road, a durable store)
+    # raised UnicodeEncodeError on it, out of the estate's loop (revm surrogate_durable.py)
+    body = {"bus": {**request()["bus"], field: value}}
+    with pytest.raises(PacketError):
+        decode(body)
+    decode({"bus": {**request()["bus"], field: [] if field in ("rt", "su", "nb") else "ok.é"}})
+
+
+@pytest.mark.parametrize("payload", ["\ud800", ["ok", {"k": "x\udcff"}], {"\ud800": 1}])
+def test_a_payload_string_or_key_that_does_not_encode_as_utf8_is_malformed(payload: Any) -> None:
+    node = BusNode("main")
+    node.register_service("echo", lambda r: r.payload)
+    mallory = StandIn("mallory")
+    node.add_link(mallory, now=0.0)
+    node.receive("mallory", request(payload=payload, target="main"), 1.0)
+    assert (node.stats.malformed, node.stats.handled, mallory.responses()) == (1, 0, [])
+    node.receive("mallory", request(payload={"é": "ü"}, sequence=2, target="main"), 1.0)
+    assert node.stats.handled == 1
+
+
+def test_a_durable_road_channel_refuses_a_lone_surrogate_instead_of_raising(
+        tmp_path: Path) -> None:
+    main, _minion = _pair(tmp_path, SimNet(seed=1), fast=True)
+    channel = RoadChannel(main.road, "minion")
+    assert channel.send({"bus": {"pl": "\udcff"}}) is False  # (our own handler's answer)
+    assert channel.unsendable == 1
+
+
+@pytest.mark.parametrize("error", [
+    TypeError("not serializable"), ValueError("bad"), OverflowError("int too big"),
+    RecursionError("deep"), UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates")])
+def test_channels_count_a_payload_their_stack_cannot_pack_and_never_raise(
+        error: Exception) -> None:
+    class Stack:
+        name, closed, names = "here", False, {"there": None}
+
+        def transmit(self, *_args: Any, **_kwargs: Any) -> None:
+            raise error
+
+    for channel in (RoadChannel(Stack(), "there"),  # type: ignore[arg-type]
+                    LaneChannel(Stack(), "there")):  # type: ignore[arg-type]
+        assert channel.send({"bus": {}}) is False
+        assert channel.unsendable == 1

@@ -182,16 +182,33 @@ MAX_PAYLOAD_DEPTH = 256
 """How deeply a payload received may nest lists and mappings (``carriable``)."""
 
 
+def _encodable(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8: no lone surrogate (a JSON body's ``"\\ud800"``
+    decodes to one; msgpack and a JSON lane's writer raise on it)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def carriable(value: object) -> bool:
     """Whether every kind of link carries ``value`` (a JSON lane, a msgpack road): a JSON
     value with string keys and 64-bit ints, as JSON and msgpack decode it (exact types:
-    no bytes, msgpack ext types, tuples or keys of other types), nested at most
-    ``MAX_PAYLOAD_DEPTH`` deep (JSON encoders recurse)."""
+    no bytes, msgpack ext types, tuples or keys of other types), every string and key
+    encodable as UTF-8 (no lone surrogates), nested at most ``MAX_PAYLOAD_DEPTH`` deep
+    (JSON encoders recurse)."""
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
         kind = type(item)
-        if kind is str or kind is float or kind is bool or item is None:
+        if kind is str:
+            if not _encodable(item):
+                return False
+            continue
+        if kind is float or kind is bool or item is None:
             continue
         if kind is int:
             if not _INT_LOW <= item <= _INT_HIGH:
@@ -202,7 +219,7 @@ def carriable(value: object) -> bool:
         if kind is list:
             stack.extend((element, depth + 1) for element in item)
         elif kind is dict:
-            if not all(type(key) is str for key in item):
+            if not all(type(key) is str and _encodable(key) for key in item):
                 return False
             stack.extend((element, depth + 1) for element in item.values())
         else:
@@ -212,7 +229,8 @@ def carriable(value: object) -> bool:
 
 def _get(inner: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
     value = inner.get(key, default)
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)) \
+            or (isinstance(value, str) and not _encodable(value)):
         raise PacketError("malformed-bus", f"bad {key!r}: {value!r}")
     return value
 
@@ -222,7 +240,10 @@ def decode(body: object, max_hops: int = MAX_HOPS) -> BusMessage:
 
     A route longer than ``max_hops``, or ``hops`` outside 0 to ``max_hops``, is refused:
     no message crosses more links; so is a name (``target``, ``userid``, ``role``, in
-    ``route`` or ``below``) longer than a name may be (``MAX_NAME_BYTES`` characters)."""
+    ``route`` or ``below``) longer than a name may be (``MAX_NAME_BYTES`` characters),
+    and any string that does not encode as UTF-8 (a lone surrogate: no msgpack road or
+    durable store carries it, and packing it raised out of the estate).  The payload is
+    checked by :func:`carriable`."""
     if not isinstance(body, Mapping) or set(body) != {BUS_KEY}:
         raise PacketError("malformed-bus", "not a bus body")
     inner = body[BUS_KEY]
@@ -245,7 +266,7 @@ def decode(body: object, max_hops: int = MAX_HOPS) -> BusMessage:
     below = _get(inner, "nb", list, [])
     if len(route) > max_hops:
         raise PacketError("malformed-bus", f"a route of {len(route)} links")
-    if not all(isinstance(hop, str) for hop in route + subscriptions + below):
+    if not all(isinstance(hop, str) and _encodable(hop) for hop in route + subscriptions + below):
         raise PacketError("malformed-bus", "route, subscriptions and below hold names")
     target, userid, role = (_get(inner, "ta", str, ANY), _get(inner, "ui", str, ""),
                             _get(inner, "ro", str, ""))
