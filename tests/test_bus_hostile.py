@@ -154,9 +154,9 @@ def test_sp_flush_reports_a_channel_that_raises_as_refused() -> None:
 # == HIGH 2: responses are routed back by what went out, never by their own route =========
 
 def response(matchtag: int, route: tuple[str, ...] = (), epoch: int = 0,
-             payload: Any = None) -> dict[str, Any]:
-    return encode(BusMessage(MessageType.RESPONSE, "bank.balance", payload, matchtag=matchtag,
-                             epoch=epoch, route=route))
+             payload: Any = None, *, sequence: int = 1, topic: str = "echo.x") -> dict[str, Any]:
+    return encode(BusMessage(MessageType.RESPONSE, topic, payload, matchtag=matchtag,
+                             sequence=sequence, epoch=epoch, route=route))
 
 
 def test_a_minion_cannot_answer_another_minions_request() -> None:
@@ -227,7 +227,7 @@ def test_the_table_of_relayed_requests_is_bounded_and_entries_expire() -> None:
     assert node.stats.forwarded_forgotten == 1
     node.receive("bob", response(tags[0], (), 9), 2.0)  # forgotten: stray
     assert alice.responses() == []
-    node.receive("bob", response(tags[1], (), 9), 2.0)
+    node.receive("bob", response(tags[1], (), 9, sequence=2), 2.0)
     assert [m.matchtag for m in alice.responses()] == [2]
     node.receive("alice", request(matchtag=4, sequence=4, target="bob"), 12.0)
     assert list(node._forwarded) == [bob.sent[-1].matchtag]  # the expired one went
@@ -241,10 +241,11 @@ def test_our_own_request_takes_its_answer_only_from_the_link_it_went_out_on() ->
     node.add_link(mallory, now=0.0)
     got: list[Reply] = []
     matchtag = node.send("*any*", Call("bank.balance"), got.append, now=0.0)
-    node.receive("mallory", response(matchtag, (), node.epoch, "forged"), 1.0)
-    node.receive("main", response(matchtag, (), 0, "no run"), 1.0)
+    mine = {"topic": "bank.balance"}
+    node.receive("mallory", response(matchtag, (), node.epoch, "forged", **mine), 1.0)
+    node.receive("main", response(matchtag, (), 0, "no run", **mine), 1.0)
     assert got == []
-    node.receive("main", response(matchtag, (), node.epoch, "real"), 1.0)
+    node.receive("main", response(matchtag, (), node.epoch, "real", **mine), 1.0)
     assert [r.payload for r in got] == ["real"]
 
 
@@ -501,3 +502,49 @@ def test_channels_count_a_payload_their_stack_cannot_pack_and_never_raise(
                     LaneChannel(Stack(), "there")):  # type: ignore[arg-type]
         assert channel.send({"bus": {}}) is False
         assert channel.unsendable == 1
+
+
+# == MEDIUM (bus2): a restarted relay never hands one request's answer to another =========
+
+def test_a_relayed_answer_must_carry_its_requests_sequence_and_topic() -> None:
+    # revm relay_restart_wrong_answer.py: a restarted relay's matchtags began at 1 again,
+    # so main's late answer to the old run's bank.balance answered the new kv.delete
+    node = BusNode("relay")
+    alice, main = StandIn("alice"), StandIn("main")
+    node.add_link(main, upstream=True, now=0.0)
+    node.add_link(alice, now=0.0)
+    node.receive("alice", request("kv.delete", matchtag=7, sequence=2, epoch=5), 1.0)
+    [relayed] = [m for m in main.sent if m.type is MessageType.REQUEST]
+    for topic, sequence in (("bank.balance", 1), ("kv.delete", 1), ("bank.balance", 2)):
+        node.receive("main", response(relayed.matchtag, (), 5, "other", sequence=sequence,
+                                      topic=topic), 2.0)
+    assert alice.responses() == []
+    assert node.stats.stray_responses == 3
+    node.receive("main", response(relayed.matchtag, (), 5, "its", sequence=2,
+                                  topic="kv.delete"), 2.0)
+    assert [(m.matchtag, m.payload) for m in alice.responses()] == [(7, "its")]
+
+
+def test_our_own_request_takes_only_an_answer_with_its_sequence_and_topic() -> None:
+    node = BusNode("leaf")
+    node.add_link(StandIn("main"), upstream=True, now=0.0)
+    got: list[Reply] = []
+    node.send("*any*", Call("bank.balance"), got.append, now=0.0)
+    matchtag = node.send("*any*", Call("kv.delete"), got.append, now=0.0)
+    node.receive("main", response(matchtag, (), node.epoch, "other", sequence=1,
+                                  topic="bank.balance"), 1.0)
+    node.receive("main", response(matchtag, (), node.epoch, "other", sequence=2,
+                                  topic="bank.balance"), 1.0)
+    assert got == []
+    node.receive("main", response(matchtag, (), node.epoch, "its", sequence=2,
+                                  topic="kv.delete"), 1.0)
+    assert [(r.topic, r.payload) for r in got] == [("kv.delete", "its")]
+
+
+def test_matchtags_start_at_a_random_point_each_run_and_skip_0_and_those_in_use() -> None:
+    starts = {BusNode("relay")._next_matchtag() for _ in range(8)}
+    assert len(starts) > 1
+    node = BusNode("relay")
+    node._matchtag = (1 << 32) - 2  # (ID_MODULUS - 2: the last two tags)
+    node._pending[1] = None  # type: ignore[assignment]
+    assert [node._next_matchtag() for _ in range(3)] == [(1 << 32) - 1, 2, 3]

@@ -84,6 +84,9 @@ class _Forwarded:
     """The matchtag the request came with (the previous hop's)."""
     epoch: int
     """The requester's run: the response must carry it."""
+    sequence: int
+    """The request's number (the requester's): the response must carry it, and ``topic``."""
+    topic: str
     route: tuple[str, ...]
     """The request's route here (its last name is ``came_from``): what older nodes pop."""
     deadline: float
@@ -198,7 +201,10 @@ class BusNode:
         # config.max_forwarded; an entry lives request_timeout): responses are routed
         # back by this table, never by the route a response carries
         self._forwarded: OrderedDict[int, _Forwarded] = OrderedDict()
-        self._matchtag = 0
+        # a random start each run: a relay restarted with responses to its previous run's
+        # requests still on their way took one as the answer to a new request relayed
+        # under the same matchtag (the sequence and topic must match too, below)
+        self._matchtag = secrets.randbelow(ID_MODULUS - 1)
         self._request_sequence = 0
         self._event_sequence = 0
         self.epoch = secrets.randbits(62) + 1
@@ -548,10 +554,12 @@ class BusNode:
     def _answer(self, link_name: str, response: BusMessage) -> bool:
         """Route ``response`` (to a request that went out on ``link_name``) back: to the
         link the request came from, or to our own ``on_reply``; False when no request of
-        that matchtag and run went out on that link (a forged or late response)."""
+        that matchtag, run, sequence and topic went out on that link (a forged or late
+        response, or one to a request relayed before this node restarted)."""
         entry = self._forwarded.get(response.matchtag)
         if entry is not None:
-            if not self._same_way(link_name, entry.out_link) or response.epoch != entry.epoch:
+            if not self._same_way(link_name, entry.out_link) or response.epoch != entry.epoch \
+                    or response.sequence != entry.sequence or response.topic != entry.topic:
                 return False
             del self._forwarded[response.matchtag]
             self._forward(entry.came_from, replace(
@@ -559,6 +567,8 @@ class BusNode:
             return True
         pending = self._pending.get(response.matchtag)
         if pending is None or response.epoch != self.epoch \
+                or response.sequence != pending.message.sequence \
+                or response.topic != pending.message.topic \
                 or not self._same_way(link_name, pending.link):
             # (an answer to our run before a restart: its matchtag may be taken again)
             return False
@@ -624,7 +634,8 @@ class BusNode:
         back (relayed) or the link its answer must come from (ours)."""
         if request.route:
             self._remember(matchtag, _Forwarded(
-                link_name, request.route[-1], request.matchtag, request.epoch, request.route,
+                link_name, request.route[-1], request.matchtag, request.epoch,
+                request.sequence, request.topic, request.route,
                 self.now + self.config.request_timeout))
         elif (pending := self._pending.get(request.matchtag)) is not None:
             pending.link = link_name
