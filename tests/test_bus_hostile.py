@@ -11,6 +11,7 @@ import pytest
 
 from raetlike.bus import BusConfig, BusNode, Call, Errno, Reply, Request, Rolemask
 from raetlike.bus._message import BusMessage, MessageType, decode, encode
+from raetlike.bus._node import coarsened
 from raetlike.channels import LaneChannel, RoadChannel
 from raetlike.errors import LocalProtocolError, PacketError, RaetError
 from raetlike.sp import flush
@@ -548,3 +549,55 @@ def test_matchtags_start_at_a_random_point_each_run_and_skip_0_and_those_in_use(
     node._matchtag = (1 << 32) - 2  # (ID_MODULUS - 2: the last two tags)
     node._pending[1] = None  # type: ignore[assignment]
     assert [node._next_matchtag() for _ in range(3)] == [(1 << 32) - 1, 2, 3]
+
+
+# == MEDIUM (bus2): one minion behind a relay cannot cut its siblings off from events =======
+
+class Pipe:
+    """A link straight into another node (sans-IO, the far node's clock)."""
+
+    def __init__(self, name: str, far: BusNode, far_link: str) -> None:
+        self.name, self.alive, self.userid, self.role = name, True, name, name
+        self.far, self.far_link = far, far_link
+
+    def send(self, payload: Any) -> bool:
+        self.far.receive(self.far_link, payload, self.far.now)
+        return True
+
+
+def test_a_relay_advertises_a_coarser_set_when_its_tree_wants_more_than_upstream_keeps() -> None:
+    # revm relay_subscription_starve.py: mallory's 1,024 prefixes sorting first ("!0000")
+    # filled the relay's quota at main, and alice behind the same relay got no "news."
+    main, relay = BusNode("main"), BusNode("relay")
+    alice, mallory = BusNode("alice"), BusNode("mallory")
+    main.add_link(Pipe("relay", relay, "main"), trusted=True, now=0.0)
+    relay.add_link(Pipe("main", main, "relay"), upstream=True, now=0.0)
+    for minion in (alice, mallory):
+        relay.add_link(Pipe(minion.name, minion, "relay"), now=0.0)
+        minion.add_link(Pipe("relay", relay, minion.name), upstream=True, now=0.0)
+    got: list[BusMessage] = []
+    spam: list[BusMessage] = []
+    alice.subscribe("news.", got.append, now=0.0)
+    for i in range(1024):
+        mallory.subscribe(f"!{i:04d}", spam.append, now=0.0)
+    for step in range(1, 121):  # 30 s of keepalives
+        for node in (main, relay, alice, mallory):
+            node.handle_timer(step / 4)
+    assert main.stats.subscriptions_refused == 0
+    advertised = main._links["relay"].subscriptions
+    assert len(advertised) <= 1024
+    assert "news" in advertised  # ("!0000".."!1023" and "news." cut to 4 characters)
+    main.publish("news.today", "hello", now=30.0)
+    main.publish("!0001", "spam", now=30.0)
+    main.publish("!0009x", "not wanted", now=30.0)  # (matches "!000" at main: the relay filters)
+    assert [e.payload for e in got] == ["hello"]
+    assert [e.payload for e in spam] == ["spam", "not wanted"]
+
+
+def test_coarsened_prefixes_start_every_topic_the_wanted_ones_start() -> None:
+    wanted = frozenset({"a", "ab", "abc", "b.x", "b.y", "c" * 300})
+    assert coarsened(wanted, 1024, 255) == {"a", "b.x", "b.y", "c" * 255}
+    assert coarsened(wanted, 4, 255) == {"a", "b.", "c" * 2}
+    assert coarsened(wanted, 3, 255) == {"a", "b", "c"}
+    assert coarsened(wanted, 2, 255) == {""}
+    assert coarsened(frozenset({"a", "b"}), 1, 255) == {""}

@@ -174,6 +174,32 @@ class _Windows:
         return window
 
 
+def coarsened(prefixes: frozenset[str], limit: int, max_length: int) -> frozenset[str]:
+    """At most ``limit`` prefixes, none longer than ``max_length``, that start every topic
+    one of ``prefixes`` starts (and perhaps more): each cut to the longest length that
+    keeps at most ``limit`` distinct (down to ``""``, every topic), then those another
+    of them starts dropped.  What a relay advertises upstream when its tree wants more
+    than its upstream keeps: it gets too many events, never too few, and filters them
+    for the links below itself (one minion's 1,024 prefixes pushed its siblings' out)."""
+    def cut(length: int) -> set[str]:
+        return {prefix[:length] for prefix in prefixes}
+
+    low, high = 0, max_length  # cut(low) fits (cut(0) is {""}); find the longest that does
+    if len(cut(high)) <= limit:
+        low = high
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(cut(middle)) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    kept: list[str] = []
+    for prefix in sorted(cut(low)):  # (a prefix sorts before everything it starts)
+        if not kept or not prefix.startswith(kept[-1]):
+            kept.append(prefix)
+    return frozenset(kept)
+
+
 def keepalive_phase(name: str, link: str) -> float:
     """When in its first interval (0.5 to 1.0 of it) the node ``name`` sends its keepalive
     to the link ``link``."""
@@ -806,11 +832,18 @@ class BusNode:
 
     def _readvertise(self) -> None:
         """Tell upstream at once when the prefixes wanted at or below this node change
-        (counted as they change: no walk of the links)."""
+        (counted as they change: no walk of the links).  More than ``max_subscriptions``
+        of them (or one longer than ``max_topic_length``), which an upstream configured
+        as this node would not keep in full, are advertised coarser (:func:`coarsened`)."""
         if not self._prefixes_changed:
             return
         self._prefixes_changed = False
         wanted = frozenset(self._subscriptions).union(self._below_prefixes)
+        config = self.config
+        if len(wanted) > config.max_subscriptions or any(
+                len(prefix) > config.max_topic_length for prefix in self._subscriptions):
+            # what an upstream keeps (as we do): a coarser set, never a part of it
+            wanted = coarsened(wanted, config.max_subscriptions, config.max_topic_length)
         if wanted != self._advertised:
             self._advertised = wanted
             for name in self.upstreams:
