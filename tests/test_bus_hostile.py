@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from raetlike.bus import BusConfig, BusNode, Call, Errno, Reply, Request, Rolemask
-from raetlike.bus._message import BusMessage, MessageType, decode, encode
+from raetlike.bus._message import BusMessage, MessageType, carriable, decode, encode
 from raetlike.bus._node import coarsened
 from raetlike.channels import LaneChannel, RoadChannel
 from raetlike.errors import LocalProtocolError, PacketError, RaetError
@@ -601,3 +601,22 @@ def test_coarsened_prefixes_start_every_topic_the_wanted_ones_start() -> None:
     assert coarsened(wanted, 3, 255) == {"a", "b", "c"}
     assert coarsened(wanted, 2, 255) == {""}
     assert coarsened(frozenset({"a", "b"}), 1, 255) == {""}
+
+
+# == MEDIUM (bus2): the intake check holds O(depth), not a tuple per element ===============
+
+def test_carriable_walks_a_large_payload_in_memory_of_its_depth_only() -> None:
+    # revm carriable_memory.py: 16 M nils cost 1 GB (a (value, depth) tuple per element
+    # pushed before it was looked at), 65x the message's size
+    flat: list[Any] = [None] * 200_000
+    wide = [{"k": [1, "x"] * 1000}] * 200
+    for payload, verdict in ((flat, True), (wide, True), ([*flat, b"x"], False)):
+        tracemalloc.start()
+        try:
+            assert carriable(payload) is verdict
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 64_000, peak
+    assert carriable(nested(256))
+    assert not carriable(nested(257))
