@@ -620,3 +620,51 @@ def test_carriable_walks_a_large_payload_in_memory_of_its_depth_only() -> None:
         assert peak < 64_000, peak
     assert carriable(nested(256))
     assert not carriable(nested(257))
+
+
+# == LOW (bus2): one peer cannot push the other links' way back out ========================
+
+def test_a_flooding_peer_cannot_evict_another_links_way_back() -> None:
+    # revm forwarded_flood.py: 16,384 requests from mallory pushed alice's entry out of
+    # max_forwarded (oldest first) and bob's answer to her became stray
+    node = BusNode("main")
+    alice, bob, mallory = StandIn("alice"), StandIn("bob"), StandIn("mallory")
+    for link in (alice, bob, mallory):
+        node.add_link(link, now=0.0)
+    node.receive("alice", request(matchtag=7, sequence=1, epoch=5, target="bob"), 1.0)
+    [relayed] = [m for m in bob.sent if m.type is MessageType.REQUEST]
+    quota = node.config.max_forwarded_per_link
+    assert quota == node.config.max_forwarded // 8
+    for sequence in range(1, node.config.max_forwarded + 1):
+        node.receive("mallory", request(matchtag=sequence, sequence=sequence, target="bob"),
+                     1.0)
+    refused = [m for m in mallory.responses() if m.errno is Errno.ENOBUFS]
+    assert len(refused) == node.stats.forwarded_refused == node.config.max_forwarded - quota
+    assert node.stats.forwarded_forgotten == 0
+    node.receive("bob", response(relayed.matchtag, (), 5, "yours"), 2.0)
+    assert [(m.matchtag, m.payload) for m in alice.responses()] == [(7, "yours")]
+
+
+def test_a_links_quota_frees_as_its_requests_are_answered_or_expire() -> None:
+    node = BusNode("relay", config=BusConfig(max_forwarded_per_link=2, request_timeout=10.0))
+    main, mallory, bob = StandIn("main"), StandIn("mallory"), StandIn("bob")
+    node.add_link(main, upstream=True, now=0.0)
+    node.add_link(mallory, now=0.0)
+    node.add_link(bob, now=0.0)
+    for sequence in (1, 2, 3):
+        node.receive("mallory", request(matchtag=sequence, sequence=sequence, target="bob"),
+                     1.0)
+    assert [m.errno for m in mallory.responses()] == [Errno.ENOBUFS]
+    first = next(m for m in bob.sent if m.type is MessageType.REQUEST)
+    node.receive("bob", response(first.matchtag, (), 9), 2.0)
+    node.receive("mallory", request(matchtag=4, sequence=4, target="bob"), 2.0)
+    assert [m.errno for m in mallory.responses()] == [Errno.ENOBUFS, Errno.OK]
+    # at 11.5 request 2 (relayed at 1.0) has expired, 4 (at 2.0) has not: room for one
+    node.receive("mallory", request(matchtag=5, sequence=5, target="bob"), 11.5)
+    node.receive("mallory", request(matchtag=6, sequence=6, target="bob"), 11.5)
+    assert [m.errno for m in mallory.responses()] == [Errno.ENOBUFS, Errno.OK, Errno.ENOBUFS]
+    assert node.stats.forwarded_refused == 2
+    for sequence in range(10, 15):  # from above (a trusted main): not limited
+        node.receive("main", request(matchtag=sequence, sequence=sequence, target="bob"),
+                     11.5)
+    assert len(main.responses()) == 0

@@ -66,8 +66,10 @@ class Errno(enum.IntEnum):
     ENOSYS = 38
     """Function not implemented: no such service or method."""
     ENOBUFS = 105
-    """This node's own outbox toward the next hop is full: try again later (made locally
-    for a request of this node, never sent; a relayed one is answered 113)."""
+    """No room: this node's own outbox toward the next hop is full (made locally for a
+    request of this node, never sent; a relayed one is answered 113), or a relay keeps
+    as many requests from the link this one came from as it may
+    (``BusConfig.max_forwarded_per_link``).  Try again later."""
     ETIMEDOUT = 110
     """No response in time (made locally, never sent)."""
     EHOSTUNREACH = 113

@@ -227,6 +227,7 @@ class BusNode:
         # config.max_forwarded; an entry lives request_timeout): responses are routed
         # back by this table, never by the route a response carries
         self._forwarded: OrderedDict[int, _Forwarded] = OrderedDict()
+        self._forwarded_from: dict[str, int] = {}  # came_from -> its entries in _forwarded
         # a random start each run: a relay restarted with responses to its previous run's
         # requests still on their way took one as the answer to a new request relayed
         # under the same matchtag (the sequence and topic must match too, below)
@@ -587,7 +588,7 @@ class BusNode:
             if not self._same_way(link_name, entry.out_link) or response.epoch != entry.epoch \
                     or response.sequence != entry.sequence or response.topic != entry.topic:
                 return False
-            del self._forwarded[response.matchtag]
+            self._forget(response.matchtag)
             self._forward(entry.came_from, replace(
                 response, matchtag=entry.matchtag, route=entry.route[:-1], hops=response.hops))
             return True
@@ -633,6 +634,15 @@ class BusNode:
         wire = replace(message, hops=message.hops + 1)
         relayed = message.type is MessageType.REQUEST and bool(message.route)
         if relayed:
+            came_from = message.route[-1]
+            self._expire_forwarded()
+            if came_from not in self._above and self._forwarded_from.get(came_from, 0) \
+                    >= self.config.max_forwarded_per_link:
+                # (one peer's flood pushed every other link's way back out of the table)
+                self.stats.forwarded_refused += 1
+                self._fail(message, Errno.ENOBUFS, f"{self.name} relays enough of "
+                           f"{came_from}'s requests")
+                return
             wire = replace(wire, matchtag=self._next_matchtag())
         if neighbour is not None:
             try:
@@ -670,14 +680,27 @@ class BusNode:
         """Keep a relayed request's way back: expired entries go first, then the oldest
         past ``max_forwarded`` (its response will count as stray)."""
         table = self._forwarded
-        while table:
-            oldest = next(iter(table.values()))
-            if oldest.deadline > self.now and len(table) < self.config.max_forwarded:
-                break
-            table.popitem(last=False)
-            if oldest.deadline > self.now:
-                self.stats.forwarded_forgotten += 1
+        self._expire_forwarded()
+        while len(table) >= self.config.max_forwarded:
+            self._forget(next(iter(table)))
+            self.stats.forwarded_forgotten += 1
         table[matchtag] = entry
+        self._forwarded_from[entry.came_from] = self._forwarded_from.get(entry.came_from, 0) + 1
+
+    def _expire_forwarded(self) -> None:
+        """Forget the relayed requests past their time (the oldest are first)."""
+        table = self._forwarded
+        while table and next(iter(table.values())).deadline <= self.now:
+            self._forget(next(iter(table)))
+
+    def _forget(self, matchtag: int) -> None:
+        """Drop a relayed request's way back (and its count for the link it came from)."""
+        came_from = self._forwarded.pop(matchtag).came_from
+        left = self._forwarded_from[came_from] - 1
+        if left:
+            self._forwarded_from[came_from] = left
+        else:
+            del self._forwarded_from[came_from]
 
     def _fail(self, request: BusMessage, errno: Errno, error: str) -> None:
         """Answer ``request`` with an error, back the way it came."""
