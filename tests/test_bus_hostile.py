@@ -668,3 +668,18 @@ def test_a_links_quota_frees_as_its_requests_are_answered_or_expire() -> None:
         node.receive("main", request(matchtag=sequence, sequence=sequence, target="bob"),
                      11.5)
     assert len(main.responses()) == 0
+
+
+@pytest.mark.parametrize("field", ["ta", "ui", "ro", "rt", "nb"])
+def test_a_names_length_is_counted_in_utf8_bytes(field: str) -> None:
+    # revm forwarded_memory.py: 200 four-byte characters passed (800 bytes; the way-back
+    # table held 237 MB where docs/bus.md states 72 MB)
+    for name, good in (("\U0001f600" * 50, True), ("\U0001f600" * 50 + "x", False),
+                       ("é" * 100, True), ("é" * 101, False)):
+        value: Any = [name] if field in ("rt", "nb") else name
+        body = {"bus": {**request()["bus"], field: value}}
+        if good:
+            decode(body)
+        else:
+            with pytest.raises(PacketError):
+                decode(body)

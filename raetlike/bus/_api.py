@@ -210,7 +210,7 @@ class BusConfig:
     oldest is forgotten (counted in ``BusStats.forwarded_forgotten``; its response then
     counts as stray).  A response is taken only from the link its request went out on
     and routed back by this table.  An entry costs about 400 bytes, at most about
-    4.5 KB (a route of ``max_hops`` names of 200 characters): 72 MB in all at most."""
+    5 KB (a route of ``max_hops`` names of 200 bytes): 82 MB in all at most."""
     max_forwarded_per_link: int = 16_384 // 8
     """Of those, the most that came from one link below (links toward a main, trusted,
     are not limited): a request from a link at its quota is answered ENOBUFS (105) and

@@ -85,8 +85,10 @@ class _Forwarded:
     epoch: int
     """The requester's run: the response must carry it."""
     sequence: int
-    """The request's number (the requester's): the response must carry it, and ``topic``."""
-    topic: str
+    """The request's number (the requester's): the response must carry it, and its topic."""
+    topic_hash: int
+    """``hash`` of the request's topic (a topic is not bounded as names are: the table
+    keeps no copy of one)."""
     route: tuple[str, ...]
     """The request's route here (its last name is ``came_from``): what older nodes pop."""
     deadline: float
@@ -586,7 +588,8 @@ class BusNode:
         entry = self._forwarded.get(response.matchtag)
         if entry is not None:
             if not self._same_way(link_name, entry.out_link) or response.epoch != entry.epoch \
-                    or response.sequence != entry.sequence or response.topic != entry.topic:
+                    or response.sequence != entry.sequence \
+                    or hash(response.topic) != entry.topic_hash:
                 return False
             self._forget(response.matchtag)
             self._forward(entry.came_from, replace(
@@ -671,7 +674,7 @@ class BusNode:
         if request.route:
             self._remember(matchtag, _Forwarded(
                 link_name, request.route[-1], request.matchtag, request.epoch,
-                request.sequence, request.topic, request.route,
+                request.sequence, hash(request.topic), request.route,
                 self.now + self.config.request_timeout))
         elif (pending := self._pending.get(request.matchtag)) is not None:
             pending.link = link_name
