@@ -589,9 +589,28 @@ def test_a_relay_advertises_a_coarser_set_when_its_tree_wants_more_than_upstream
     assert "news" in advertised  # ("!0000".."!1023" and "news." cut to 4 characters)
     main.publish("news.today", "hello", now=30.0)
     main.publish("!0001", "spam", now=30.0)
-    main.publish("!0009x", "not wanted", now=30.0)  # (matches "!000" at main: the relay filters)
+    sent = relay.stats.sent
+    main.publish("!000x", "not wanted", now=30.0)  # ("!000" at main: the relay filters it)
+    assert relay.stats.sent == sent
     assert [e.payload for e in got] == ["hello"]
-    assert [e.payload for e in spam] == ["spam", "not wanted"]
+    assert [e.payload for e in spam] == ["spam"]
+    # coarsened at most once a keepalive interval: a change waits for it, then is told
+    def run(start: float, end: float) -> None:
+        for step in range(int(start * 4) + 1, int(end * 4) + 1):
+            for node in (main, relay, alice, mallory):
+                node.handle_timer(step / 4)
+
+    mallory.subscribe("!2000", spam.append, now=30.0)  # (told at once: the last was at 0)
+    mallory.subscribe("!3000", spam.append, now=30.0)  # (waits until 35)
+    assert "!200" in main._links["relay"].subscriptions
+    run(30.0, 34.75)
+    assert "!300" not in main._links["relay"].subscriptions
+    run(34.75, 35.0)
+    assert "!300" in main._links["relay"].subscriptions
+    for prefix in list(mallory._subscriptions):
+        mallory.unsubscribe(prefix, now=35.0)
+    run(35.0, 40.0)
+    assert main._links["relay"].subscriptions == {"news."}  # (fine again)
 
 
 def test_coarsened_prefixes_start_every_topic_the_wanted_ones_start() -> None:

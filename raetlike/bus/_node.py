@@ -183,20 +183,25 @@ def coarsened(prefixes: frozenset[str], limit: int, max_length: int) -> frozense
     of them starts dropped.  What a relay advertises upstream when its tree wants more
     than its upstream keeps: it gets too many events, never too few, and filters them
     for the links below itself (one minion's 1,024 prefixes pushed its siblings' out)."""
-    def cut(length: int) -> set[str]:
-        return {prefix[:length] for prefix in prefixes}
+    def fits(length: int) -> bool:  # (stops once past limit: a failed length costs little)
+        seen: set[str] = set()
+        for prefix in prefixes:
+            seen.add(prefix[:length])
+            if len(seen) > limit:
+                return False
+        return True
 
-    low, high = 0, max_length  # cut(low) fits (cut(0) is {""}); find the longest that does
-    if len(cut(high)) <= limit:
-        low = high
+    # fits(0) ({""}); find the longest length that does
+    low, high = 0, min(max_length, max(map(len, prefixes), default=0))
     while low < high:
         middle = (low + high + 1) // 2
-        if len(cut(middle)) <= limit:
+        if fits(middle):
             low = middle
         else:
             high = middle - 1
     kept: list[str] = []
-    for prefix in sorted(cut(low)):  # (a prefix sorts before everything it starts)
+    for prefix in sorted({prefix[:low] for prefix in prefixes}):  # (a prefix sorts
+        # before everything it starts)
         if not kept or not prefix.startswith(kept[-1]):
             kept.append(prefix)
     return frozenset(kept)
@@ -268,6 +273,10 @@ class BusNode:
         self._keepalive_due: dict[str, float] = {}
         self._keepalive_heap: list[tuple[float, str]] = []
         self._tell_below_at: float | None = None  # when upstream hears of the names below
+        # a coarsened set (a tree wanting more prefixes than max_subscriptions) is made
+        # again no sooner than this: it walks every prefix below several times (1 M of
+        # them, 0.8 s), where a change of the set cost one union before
+        self._coarsen_after = -math.inf
         # no link falls silent before this: a lower bound (last_heard only grows), so
         # get_timer need not look at every link: with 1,000 links (a relay) 3.5 us a
         # call instead of 358 us for the scan (tools/scale_tree.py calls it per datagram)
@@ -860,16 +869,23 @@ class BusNode:
         """Tell upstream at once when the prefixes wanted at or below this node change
         (counted as they change: no walk of the links).  More than ``max_subscriptions``
         of them (or one longer than ``max_topic_length``), which an upstream configured
-        as this node would not keep in full, are advertised coarser (:func:`coarsened`)."""
+        as this node would not keep in full, are advertised coarser (:func:`coarsened`),
+        made at most once a ``keepalive_interval`` (changes meanwhile wait for it)."""
         if not self._prefixes_changed:
+            return
+        if self.now < self._coarsen_after:  # (told at _tell_below_at, below)
+            if self.upstreams:
+                self._tell_below_at = min(self._tell_below_at or math.inf, self._coarsen_after)
             return
         self._prefixes_changed = False
         wanted = frozenset(self._subscriptions).union(self._below_prefixes)
         config = self.config
         if len(wanted) > config.max_subscriptions or any(
                 len(prefix) > config.max_topic_length for prefix in self._subscriptions):
-            # what an upstream keeps (as we do): a coarser set, never a part of it
+            # what an upstream keeps (as we do): a coarser set, never a part of it; made
+            # at most once a keepalive interval
             wanted = coarsened(wanted, config.max_subscriptions, config.max_topic_length)
+            self._coarsen_after = self.now + config.keepalive_interval
         if wanted != self._advertised:
             self._advertised = wanted
             for name in self.upstreams:
@@ -980,6 +996,7 @@ class BusNode:
         self._keepalive_round(now)
         if self._tell_below_at is not None and self._tell_below_at <= now:
             self._tell_below_at = None
+            self._readvertise()  # (a change held back by _coarsen_after)
             for name in self.upstreams:
                 self._send_keepalive(name)
         if self._silence_check <= now:
