@@ -97,6 +97,12 @@ class Road(Protocol):
         ...
 
 
+_CONTENT_ERRORS = (LocalProtocolError, TypeError, ValueError, OverflowError, RecursionError,
+                   UnicodeError)
+"""What a stack's serializer raises on a payload it cannot carry (not serializable, an int
+out of range, nested too deep, a lone surrogate): a channel counts it as unsendable."""
+
+
 class RoadChannel:
     """One remote estate of a road (RoadStack or DurableRoad) as a channel (SP) or link (bus)."""
 
@@ -153,7 +159,8 @@ class RoadChannel:
             raise LocalProtocolError(f"cannot carry a {type(payload).__name__} on the road")
         try:
             self.stack.transmit(message, to=self.remote_name, ttl=self.ttl)
-        except LocalProtocolError as error:
+        except _CONTENT_ERRORS as error:  # (a lone surrogate raised UnicodeEncodeError
+            # out of a durable road's store: the estate ended)
             self.unsendable += 1
             logger.debug("%r: cannot send: %s", self, error)
             return False
@@ -208,7 +215,7 @@ class LaneChannel:
             raise LocalProtocolError("a lane carries mapping payloads only (Framing.MAPPING)")
         try:
             self.stack.transmit(payload, to=self.yard_name)
-        except LocalProtocolError as error:
+        except _CONTENT_ERRORS as error:
             self.unsendable += 1
             logger.debug("%r: cannot send: %s", self, error)
             return False

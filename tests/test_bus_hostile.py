@@ -4,19 +4,23 @@ the node, garbage is dropped and counted, every table is bounded (docs/bus.md)."
 from __future__ import annotations
 
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from raetlike.bus import BusConfig, BusNode, Call, Errno, Reply, Request, Rolemask
-from raetlike.bus._message import BusMessage, MessageType, decode, encode
-from raetlike.channels import LaneChannel
+from raetlike.bus._message import BusMessage, MessageType, carriable, decode, encode
+from raetlike.bus._node import coarsened
+from raetlike.channels import LaneChannel, RoadChannel
 from raetlike.errors import LocalProtocolError, PacketError, RaetError
 from raetlike.sp import flush
 from raetlike.sp._channel import Outgoing
 from raetlike.wire.tags import Backtrace
 from tests.buskit import make_bus
+from tests.simlink import SimNet
 from tests.test_bus_lane import lane_bus
+from tests.test_durable_sim import _pair
 
 
 class StandIn:
@@ -151,9 +155,9 @@ def test_sp_flush_reports_a_channel_that_raises_as_refused() -> None:
 # == HIGH 2: responses are routed back by what went out, never by their own route =========
 
 def response(matchtag: int, route: tuple[str, ...] = (), epoch: int = 0,
-             payload: Any = None) -> dict[str, Any]:
-    return encode(BusMessage(MessageType.RESPONSE, "bank.balance", payload, matchtag=matchtag,
-                             epoch=epoch, route=route))
+             payload: Any = None, *, sequence: int = 1, topic: str = "echo.x") -> dict[str, Any]:
+    return encode(BusMessage(MessageType.RESPONSE, topic, payload, matchtag=matchtag,
+                             sequence=sequence, epoch=epoch, route=route))
 
 
 def test_a_minion_cannot_answer_another_minions_request() -> None:
@@ -224,7 +228,7 @@ def test_the_table_of_relayed_requests_is_bounded_and_entries_expire() -> None:
     assert node.stats.forwarded_forgotten == 1
     node.receive("bob", response(tags[0], (), 9), 2.0)  # forgotten: stray
     assert alice.responses() == []
-    node.receive("bob", response(tags[1], (), 9), 2.0)
+    node.receive("bob", response(tags[1], (), 9, sequence=2), 2.0)
     assert [m.matchtag for m in alice.responses()] == [2]
     node.receive("alice", request(matchtag=4, sequence=4, target="bob"), 12.0)
     assert list(node._forwarded) == [bob.sent[-1].matchtag]  # the expired one went
@@ -238,10 +242,11 @@ def test_our_own_request_takes_its_answer_only_from_the_link_it_went_out_on() ->
     node.add_link(mallory, now=0.0)
     got: list[Reply] = []
     matchtag = node.send("*any*", Call("bank.balance"), got.append, now=0.0)
-    node.receive("mallory", response(matchtag, (), node.epoch, "forged"), 1.0)
-    node.receive("main", response(matchtag, (), 0, "no run"), 1.0)
+    mine = {"topic": "bank.balance"}
+    node.receive("mallory", response(matchtag, (), node.epoch, "forged", **mine), 1.0)
+    node.receive("main", response(matchtag, (), 0, "no run", **mine), 1.0)
     assert got == []
-    node.receive("main", response(matchtag, (), node.epoch, "real"), 1.0)
+    node.receive("main", response(matchtag, (), node.epoch, "real", **mine), 1.0)
     assert [r.payload for r in got] == ["real"]
 
 
@@ -447,3 +452,253 @@ def test_a_sender_keeps_two_runs_and_the_least_recently_heard_window_goes_first(
     assert node.stats.duplicates == 0
     node.receive("c", event("t.x", 1, 2), 1.0)
     assert node.stats.duplicates == 1
+
+
+# == HIGH (bus2): a lone surrogate never reaches a link that packs it ======================
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("to", "echo.x\ud800"), ("ta", "ma\udcffin"), ("ui", "\ud800"), ("ro", "\ud800"),
+    ("er", "bad\ud800"), ("rt", ["\ud800"]), ("su", ["ev\ud800"]), ("nb", ["\udcff"])])
+def test_a_string_field_that_does_not_encode_as_utf8_is_malformed(field: str, value: Any) -> None:
+    # a JSON body decodes "\ud800" to a lone surrogate; msgpack (a road, a durable store)
+    # raised UnicodeEncodeError on it, out of the estate's loop (revm surrogate_durable.py)
+    body = {"bus": {**request()["bus"], field: value}}
+    with pytest.raises(PacketError):
+        decode(body)
+    decode({"bus": {**request()["bus"], field: [] if field in ("rt", "su", "nb") else "ok.é"}})
+
+
+@pytest.mark.parametrize("payload", ["\ud800", ["ok", {"k": "x\udcff"}], {"\ud800": 1}])
+def test_a_payload_string_or_key_that_does_not_encode_as_utf8_is_malformed(payload: Any) -> None:
+    node = BusNode("main")
+    node.register_service("echo", lambda r: r.payload)
+    mallory = StandIn("mallory")
+    node.add_link(mallory, now=0.0)
+    node.receive("mallory", request(payload=payload, target="main"), 1.0)
+    assert (node.stats.malformed, node.stats.handled, mallory.responses()) == (1, 0, [])
+    node.receive("mallory", request(payload={"é": "ü"}, sequence=2, target="main"), 1.0)
+    assert node.stats.handled == 1
+
+
+def test_a_durable_road_channel_refuses_a_lone_surrogate_instead_of_raising(
+        tmp_path: Path) -> None:
+    main, _minion = _pair(tmp_path, SimNet(seed=1), fast=True)
+    channel = RoadChannel(main.road, "minion")
+    assert channel.send({"bus": {"pl": "\udcff"}}) is False  # (our own handler's answer)
+    assert channel.unsendable == 1
+
+
+@pytest.mark.parametrize("error", [
+    TypeError("not serializable"), ValueError("bad"), OverflowError("int too big"),
+    RecursionError("deep"), UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates")])
+def test_channels_count_a_payload_their_stack_cannot_pack_and_never_raise(
+        error: Exception) -> None:
+    class Stack:
+        name, closed, names = "here", False, {"there": None}
+
+        def transmit(self, *_args: Any, **_kwargs: Any) -> None:
+            raise error
+
+    for channel in (RoadChannel(Stack(), "there"),  # type: ignore[arg-type]
+                    LaneChannel(Stack(), "there")):  # type: ignore[arg-type]
+        assert channel.send({"bus": {}}) is False
+        assert channel.unsendable == 1
+
+
+# == MEDIUM (bus2): a restarted relay never hands one request's answer to another =========
+
+def test_a_relayed_answer_must_carry_its_requests_sequence_and_topic() -> None:
+    # revm relay_restart_wrong_answer.py: a restarted relay's matchtags began at 1 again,
+    # so main's late answer to the old run's bank.balance answered the new kv.delete
+    node = BusNode("relay")
+    alice, main = StandIn("alice"), StandIn("main")
+    node.add_link(main, upstream=True, now=0.0)
+    node.add_link(alice, now=0.0)
+    node.receive("alice", request("kv.delete", matchtag=7, sequence=2, epoch=5), 1.0)
+    [relayed] = [m for m in main.sent if m.type is MessageType.REQUEST]
+    for topic, sequence in (("bank.balance", 1), ("kv.delete", 1), ("bank.balance", 2)):
+        node.receive("main", response(relayed.matchtag, (), 5, "other", sequence=sequence,
+                                      topic=topic), 2.0)
+    assert alice.responses() == []
+    assert node.stats.stray_responses == 3
+    node.receive("main", response(relayed.matchtag, (), 5, "its", sequence=2,
+                                  topic="kv.delete"), 2.0)
+    assert [(m.matchtag, m.payload) for m in alice.responses()] == [(7, "its")]
+
+
+def test_our_own_request_takes_only_an_answer_with_its_sequence_and_topic() -> None:
+    node = BusNode("leaf")
+    node.add_link(StandIn("main"), upstream=True, now=0.0)
+    got: list[Reply] = []
+    node.send("*any*", Call("bank.balance"), got.append, now=0.0)
+    matchtag = node.send("*any*", Call("kv.delete"), got.append, now=0.0)
+    node.receive("main", response(matchtag, (), node.epoch, "other", sequence=1,
+                                  topic="bank.balance"), 1.0)
+    node.receive("main", response(matchtag, (), node.epoch, "other", sequence=2,
+                                  topic="bank.balance"), 1.0)
+    assert got == []
+    node.receive("main", response(matchtag, (), node.epoch, "its", sequence=2,
+                                  topic="kv.delete"), 1.0)
+    assert [(r.topic, r.payload) for r in got] == [("kv.delete", "its")]
+
+
+def test_matchtags_start_at_a_random_point_each_run_and_skip_0_and_those_in_use() -> None:
+    starts = {BusNode("relay")._next_matchtag() for _ in range(8)}
+    assert len(starts) > 1
+    node = BusNode("relay")
+    node._matchtag = (1 << 32) - 2  # (ID_MODULUS - 2: the last two tags)
+    node._pending[1] = None  # type: ignore[assignment]
+    assert [node._next_matchtag() for _ in range(3)] == [(1 << 32) - 1, 2, 3]
+
+
+# == MEDIUM (bus2): one minion behind a relay cannot cut its siblings off from events =======
+
+class Pipe:
+    """A link straight into another node (sans-IO, the far node's clock)."""
+
+    def __init__(self, name: str, far: BusNode, far_link: str) -> None:
+        self.name, self.alive, self.userid, self.role = name, True, name, name
+        self.far, self.far_link = far, far_link
+
+    def send(self, payload: Any) -> bool:
+        self.far.receive(self.far_link, payload, self.far.now)
+        return True
+
+
+def test_a_relay_advertises_a_coarser_set_when_its_tree_wants_more_than_upstream_keeps() -> None:
+    # revm relay_subscription_starve.py: mallory's 1,024 prefixes sorting first ("!0000")
+    # filled the relay's quota at main, and alice behind the same relay got no "news."
+    main, relay = BusNode("main"), BusNode("relay")
+    alice, mallory = BusNode("alice"), BusNode("mallory")
+    main.add_link(Pipe("relay", relay, "main"), trusted=True, now=0.0)
+    relay.add_link(Pipe("main", main, "relay"), upstream=True, now=0.0)
+    for minion in (alice, mallory):
+        relay.add_link(Pipe(minion.name, minion, "relay"), now=0.0)
+        minion.add_link(Pipe("relay", relay, minion.name), upstream=True, now=0.0)
+    got: list[BusMessage] = []
+    spam: list[BusMessage] = []
+    alice.subscribe("news.", got.append, now=0.0)
+    for i in range(1024):
+        mallory.subscribe(f"!{i:04d}", spam.append, now=0.0)
+    for step in range(1, 121):  # 30 s of keepalives
+        for node in (main, relay, alice, mallory):
+            node.handle_timer(step / 4)
+    assert main.stats.subscriptions_refused == 0
+    advertised = main._links["relay"].subscriptions
+    assert len(advertised) <= 1024
+    assert "news" in advertised  # ("!0000".."!1023" and "news." cut to 4 characters)
+    main.publish("news.today", "hello", now=30.0)
+    main.publish("!0001", "spam", now=30.0)
+    sent = relay.stats.sent
+    main.publish("!000x", "not wanted", now=30.0)  # ("!000" at main: the relay filters it)
+    assert relay.stats.sent == sent
+    assert [e.payload for e in got] == ["hello"]
+    assert [e.payload for e in spam] == ["spam"]
+    # coarsened at most once a keepalive interval: a change waits for it, then is told
+    def run(start: float, end: float) -> None:
+        for step in range(int(start * 4) + 1, int(end * 4) + 1):
+            for node in (main, relay, alice, mallory):
+                node.handle_timer(step / 4)
+
+    mallory.subscribe("!2000", spam.append, now=30.0)  # (told at once: the last was at 0)
+    mallory.subscribe("!3000", spam.append, now=30.0)  # (waits until 35)
+    assert "!200" in main._links["relay"].subscriptions
+    run(30.0, 34.75)
+    assert "!300" not in main._links["relay"].subscriptions
+    run(34.75, 35.0)
+    assert "!300" in main._links["relay"].subscriptions
+    for prefix in list(mallory._subscriptions):
+        mallory.unsubscribe(prefix, now=35.0)
+    run(35.0, 40.0)
+    assert main._links["relay"].subscriptions == {"news."}  # (fine again)
+
+
+def test_coarsened_prefixes_start_every_topic_the_wanted_ones_start() -> None:
+    wanted = frozenset({"a", "ab", "abc", "b.x", "b.y", "c" * 300})
+    assert coarsened(wanted, 1024, 255) == {"a", "b.x", "b.y", "c" * 255}
+    assert coarsened(wanted, 4, 255) == {"a", "b.", "c" * 2}
+    assert coarsened(wanted, 3, 255) == {"a", "b", "c"}
+    assert coarsened(wanted, 2, 255) == {""}
+    assert coarsened(frozenset({"a", "b"}), 1, 255) == {""}
+
+
+# == MEDIUM (bus2): the intake check holds O(depth), not a tuple per element ===============
+
+def test_carriable_walks_a_large_payload_in_memory_of_its_depth_only() -> None:
+    # revm carriable_memory.py: 16 M nils cost 1 GB (a (value, depth) tuple per element
+    # pushed before it was looked at), 65x the message's size
+    flat: list[Any] = [None] * 200_000
+    wide = [{"k": [1, "x"] * 1000}] * 200
+    for payload, verdict in ((flat, True), (wide, True), ([*flat, b"x"], False)):
+        tracemalloc.start()
+        try:
+            assert carriable(payload) is verdict
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 64_000, peak
+    assert carriable(nested(256))
+    assert not carriable(nested(257))
+
+
+# == LOW (bus2): one peer cannot push the other links' way back out ========================
+
+def test_a_flooding_peer_cannot_evict_another_links_way_back() -> None:
+    # revm forwarded_flood.py: 16,384 requests from mallory pushed alice's entry out of
+    # max_forwarded (oldest first) and bob's answer to her became stray
+    node = BusNode("main")
+    alice, bob, mallory = StandIn("alice"), StandIn("bob"), StandIn("mallory")
+    for link in (alice, bob, mallory):
+        node.add_link(link, now=0.0)
+    node.receive("alice", request(matchtag=7, sequence=1, epoch=5, target="bob"), 1.0)
+    [relayed] = [m for m in bob.sent if m.type is MessageType.REQUEST]
+    quota = node.config.max_forwarded_per_link
+    assert quota == node.config.max_forwarded // 8
+    for sequence in range(1, node.config.max_forwarded + 1):
+        node.receive("mallory", request(matchtag=sequence, sequence=sequence, target="bob"),
+                     1.0)
+    refused = [m for m in mallory.responses() if m.errno is Errno.ENOBUFS]
+    assert len(refused) == node.stats.forwarded_refused == node.config.max_forwarded - quota
+    assert node.stats.forwarded_forgotten == 0
+    node.receive("bob", response(relayed.matchtag, (), 5, "yours"), 2.0)
+    assert [(m.matchtag, m.payload) for m in alice.responses()] == [(7, "yours")]
+
+
+def test_a_links_quota_frees_as_its_requests_are_answered_or_expire() -> None:
+    node = BusNode("relay", config=BusConfig(max_forwarded_per_link=2, request_timeout=10.0))
+    main, mallory, bob = StandIn("main"), StandIn("mallory"), StandIn("bob")
+    node.add_link(main, upstream=True, now=0.0)
+    node.add_link(mallory, now=0.0)
+    node.add_link(bob, now=0.0)
+    for sequence in (1, 2, 3):
+        node.receive("mallory", request(matchtag=sequence, sequence=sequence, target="bob"),
+                     1.0)
+    assert [m.errno for m in mallory.responses()] == [Errno.ENOBUFS]
+    first = next(m for m in bob.sent if m.type is MessageType.REQUEST)
+    node.receive("bob", response(first.matchtag, (), 9), 2.0)
+    node.receive("mallory", request(matchtag=4, sequence=4, target="bob"), 2.0)
+    assert [m.errno for m in mallory.responses()] == [Errno.ENOBUFS, Errno.OK]
+    # at 11.5 request 2 (relayed at 1.0) has expired, 4 (at 2.0) has not: room for one
+    node.receive("mallory", request(matchtag=5, sequence=5, target="bob"), 11.5)
+    node.receive("mallory", request(matchtag=6, sequence=6, target="bob"), 11.5)
+    assert [m.errno for m in mallory.responses()] == [Errno.ENOBUFS, Errno.OK, Errno.ENOBUFS]
+    assert node.stats.forwarded_refused == 2
+    for sequence in range(10, 15):  # from above (a trusted main): not limited
+        node.receive("main", request(matchtag=sequence, sequence=sequence, target="bob"),
+                     11.5)
+    assert len(main.responses()) == 0
+
+
+@pytest.mark.parametrize("field", ["ta", "ui", "ro", "rt", "nb"])
+def test_a_names_length_is_counted_in_utf8_bytes(field: str) -> None:
+    # revm forwarded_memory.py: 200 four-byte characters passed (800 bytes; the way-back
+    # table held 237 MB where docs/bus.md states 72 MB)
+    for name, good in (("\U0001f600" * 50, True), ("\U0001f600" * 50 + "x", False),
+                       ("é" * 100, True), ("é" * 101, False)):
+        value: Any = [name] if field in ("rt", "nb") else name
+        body = {"bus": {**request()["bus"], field: value}}
+        if good:
+            decode(body)
+        else:
+            with pytest.raises(PacketError):
+                decode(body)

@@ -210,12 +210,17 @@ class BusConfig:
     oldest is forgotten (counted in ``BusStats.forwarded_forgotten``; its response then
     counts as stray).  A response is taken only from the link its request went out on
     and routed back by this table.  An entry costs about 400 bytes, at most about
-    4.5 KB (a route of ``max_hops`` names of 200 characters): 72 MB in all at most."""
+    5 KB (a route of ``max_hops`` names of 200 bytes): 82 MB in all at most."""
+    max_forwarded_per_link: int = 16_384 // 8
+    """Of those, the most that came from one link below (links toward a main, trusted,
+    are not limited): a request from a link at its quota is answered ENOBUFS (105) and
+    not relayed (``BusStats.forwarded_refused``), so one peer's flood cannot push the
+    other links' entries out of ``max_forwarded`` (their answers became stray)."""
     max_subscriptions: int = 1024
     """Topic prefixes a node keeps for each link below (what its keepalives subscribe to,
     for itself and the nodes below it); those past it are refused and counted
-    (``BusStats.subscriptions_refused``).  A relay whose tree wants more distinct
-    prefixes needs a larger value at its upstream."""
+    (``BusStats.subscriptions_refused``).  A node whose tree wants more distinct prefixes
+    advertises upstream a coarser set of at most this many (docs/bus.md "Events")."""
     max_topic_length: int = 255
     """Longest topic prefix a node keeps from a link's keepalive (longer ones are refused
     and counted in ``BusStats.subscriptions_refused``).  A link's subscriptions cost at
@@ -282,6 +287,9 @@ class BusStats:
     forwarded_forgotten: int = 0
     """Relayed requests whose way back was forgotten before their time, past
     ``BusConfig.max_forwarded``."""
+    forwarded_refused: int = 0
+    """Requests not relayed (answered ENOBUFS) because the link they came from had
+    ``BusConfig.max_forwarded_per_link`` relayed requests unanswered."""
 
     def as_dict(self) -> dict[str, int]:
         """The counters by name."""

@@ -7,7 +7,7 @@ keys are short wire names mapped once here to the fields of :class:`BusMessage`.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -66,8 +66,10 @@ class Errno(enum.IntEnum):
     ENOSYS = 38
     """Function not implemented: no such service or method."""
     ENOBUFS = 105
-    """This node's own outbox toward the next hop is full: try again later (made locally
-    for a request of this node, never sent; a relayed one is answered 113)."""
+    """No room: this node's own outbox toward the next hop is full (made locally for a
+    request of this node, never sent; a relayed one is answered 113), or a relay keeps
+    as many requests from the link this one came from as it may
+    (``BusConfig.max_forwarded_per_link``).  Try again later."""
     ETIMEDOUT = 110
     """No response in time (made locally, never sent)."""
     EHOSTUNREACH = 113
@@ -182,37 +184,56 @@ MAX_PAYLOAD_DEPTH = 256
 """How deeply a payload received may nest lists and mappings (``carriable``)."""
 
 
+def _encodable(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8: no lone surrogate (a JSON body's ``"\\ud800"``
+    decodes to one; msgpack and a JSON lane's writer raise on it)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _keys_carried(mapping: dict[Any, Any]) -> bool:
+    return all(type(key) is str and _encodable(key) for key in mapping)
+
+
 def carriable(value: object) -> bool:
     """Whether every kind of link carries ``value`` (a JSON lane, a msgpack road): a JSON
     value with string keys and 64-bit ints, as JSON and msgpack decode it (exact types:
-    no bytes, msgpack ext types, tuples or keys of other types), nested at most
-    ``MAX_PAYLOAD_DEPTH`` deep (JSON encoders recurse)."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        kind = type(item)
-        if kind is str or kind is float or kind is bool or item is None:
-            continue
-        if kind is int:
-            if not _INT_LOW <= item <= _INT_HIGH:
+    no bytes, msgpack ext types, tuples or keys of other types), every string and key
+    encodable as UTF-8 (no lone surrogates), nested at most ``MAX_PAYLOAD_DEPTH`` deep
+    (JSON encoders recurse)."""
+    # a stack of iterators, one per container being walked: memory O(depth), not a
+    # tuple per element pushed before it was looked at (16 M nils took 1 GB and 2 s)
+    walking: list[Iterator[Any]] = [iter((value,))]
+    while walking:
+        for item in walking[-1]:
+            kind = type(item)
+            if kind is str:
+                if not _encodable(item):
+                    return False
+            elif kind is int:
+                if not _INT_LOW <= item <= _INT_HIGH:
+                    return False
+            elif kind is list or kind is dict:
+                if len(walking) > MAX_PAYLOAD_DEPTH or (kind is dict and not _keys_carried(item)):
+                    return False  # (item is len(walking) - 1 deep)
+                walking.append(iter(item.values() if kind is dict else item))
+                break  # (walk it, then go on with this one where it stopped)
+            elif not (kind is float or kind is bool or item is None):
                 return False
-            continue
-        if depth >= MAX_PAYLOAD_DEPTH:
-            return False
-        if kind is list:
-            stack.extend((element, depth + 1) for element in item)
-        elif kind is dict:
-            if not all(type(key) is str for key in item):
-                return False
-            stack.extend((element, depth + 1) for element in item.values())
         else:
-            return False
+            walking.pop()
     return True
 
 
 def _get(inner: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
     value = inner.get(key, default)
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)) \
+            or (isinstance(value, str) and not _encodable(value)):
         raise PacketError("malformed-bus", f"bad {key!r}: {value!r}")
     return value
 
@@ -222,7 +243,10 @@ def decode(body: object, max_hops: int = MAX_HOPS) -> BusMessage:
 
     A route longer than ``max_hops``, or ``hops`` outside 0 to ``max_hops``, is refused:
     no message crosses more links; so is a name (``target``, ``userid``, ``role``, in
-    ``route`` or ``below``) longer than a name may be (``MAX_NAME_BYTES`` characters)."""
+    ``route`` or ``below``) longer than a name may be (``MAX_NAME_BYTES`` bytes of UTF-8),
+    and any string that does not encode as UTF-8 (a lone surrogate: no msgpack road or
+    durable store carries it, and packing it raised out of the estate).  The payload is
+    checked by :func:`carriable`."""
     if not isinstance(body, Mapping) or set(body) != {BUS_KEY}:
         raise PacketError("malformed-bus", "not a bus body")
     inner = body[BUS_KEY]
@@ -245,13 +269,17 @@ def decode(body: object, max_hops: int = MAX_HOPS) -> BusMessage:
     below = _get(inner, "nb", list, [])
     if len(route) > max_hops:
         raise PacketError("malformed-bus", f"a route of {len(route)} links")
-    if not all(isinstance(hop, str) for hop in route + subscriptions + below):
+    if not all(isinstance(hop, str) and _encodable(hop) for hop in route + subscriptions + below):
         raise PacketError("malformed-bus", "route, subscriptions and below hold names")
     target, userid, role = (_get(inner, "ta", str, ANY), _get(inner, "ui", str, ""),
                             _get(inner, "ro", str, ""))
     # names are kept (routes, the way back, dedup keys): no longer than a name may be
-    if any(len(name) > MAX_NAME_BYTES for name in (target, userid, role, *route, *below)):
-        raise PacketError("malformed-bus", f"a name longer than {MAX_NAME_BYTES}")
+    # (in UTF-8 bytes, as raetlike.names counts: 200 characters of 4 bytes held 3.3x
+    # what docs/bus.md states for the way-back table)
+    if any(len(name) > MAX_NAME_BYTES or (not name.isascii()
+                                          and len(name.encode()) > MAX_NAME_BYTES)
+           for name in (target, userid, role, *route, *below)):
+        raise PacketError("malformed-bus", f"a name longer than {MAX_NAME_BYTES} bytes")
     return BusMessage(
         type=kind,
         topic=_get(inner, "to", str, ""),

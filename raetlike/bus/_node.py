@@ -84,6 +84,11 @@ class _Forwarded:
     """The matchtag the request came with (the previous hop's)."""
     epoch: int
     """The requester's run: the response must carry it."""
+    sequence: int
+    """The request's number (the requester's): the response must carry it, and its topic."""
+    topic_hash: int
+    """``hash`` of the request's topic (a topic is not bounded as names are: the table
+    keeps no copy of one)."""
     route: tuple[str, ...]
     """The request's route here (its last name is ``came_from``): what older nodes pop."""
     deadline: float
@@ -171,6 +176,37 @@ class _Windows:
         return window
 
 
+def coarsened(prefixes: frozenset[str], limit: int, max_length: int) -> frozenset[str]:
+    """At most ``limit`` prefixes, none longer than ``max_length``, that start every topic
+    one of ``prefixes`` starts (and perhaps more): each cut to the longest length that
+    keeps at most ``limit`` distinct (down to ``""``, every topic), then those another
+    of them starts dropped.  What a relay advertises upstream when its tree wants more
+    than its upstream keeps: it gets too many events, never too few, and filters them
+    for the links below itself (one minion's 1,024 prefixes pushed its siblings' out)."""
+    def fits(length: int) -> bool:  # (stops once past limit: a failed length costs little)
+        seen: set[str] = set()
+        for prefix in prefixes:
+            seen.add(prefix[:length])
+            if len(seen) > limit:
+                return False
+        return True
+
+    # fits(0) ({""}); find the longest length that does
+    low, high = 0, min(max_length, max(map(len, prefixes), default=0))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    kept: list[str] = []
+    for prefix in sorted({prefix[:low] for prefix in prefixes}):  # (a prefix sorts
+        # before everything it starts)
+        if not kept or not prefix.startswith(kept[-1]):
+            kept.append(prefix)
+    return frozenset(kept)
+
+
 def keepalive_phase(name: str, link: str) -> float:
     """When in its first interval (0.5 to 1.0 of it) the node ``name`` sends its keepalive
     to the link ``link``."""
@@ -198,7 +234,11 @@ class BusNode:
         # config.max_forwarded; an entry lives request_timeout): responses are routed
         # back by this table, never by the route a response carries
         self._forwarded: OrderedDict[int, _Forwarded] = OrderedDict()
-        self._matchtag = 0
+        self._forwarded_from: dict[str, int] = {}  # came_from -> its entries in _forwarded
+        # a random start each run: a relay restarted with responses to its previous run's
+        # requests still on their way took one as the answer to a new request relayed
+        # under the same matchtag (the sequence and topic must match too, below)
+        self._matchtag = secrets.randbelow(ID_MODULUS - 1)
         self._request_sequence = 0
         self._event_sequence = 0
         self.epoch = secrets.randbits(62) + 1
@@ -233,6 +273,10 @@ class BusNode:
         self._keepalive_due: dict[str, float] = {}
         self._keepalive_heap: list[tuple[float, str]] = []
         self._tell_below_at: float | None = None  # when upstream hears of the names below
+        # a coarsened set (a tree wanting more prefixes than max_subscriptions) is made
+        # again no sooner than this: it walks every prefix below several times (1 M of
+        # them, 0.8 s), where a change of the set cost one union before
+        self._coarsen_after = -math.inf
         # no link falls silent before this: a lower bound (last_heard only grows), so
         # get_timer need not look at every link: with 1,000 links (a relay) 3.5 us a
         # call instead of 358 us for the scan (tools/scale_tree.py calls it per datagram)
@@ -548,17 +592,22 @@ class BusNode:
     def _answer(self, link_name: str, response: BusMessage) -> bool:
         """Route ``response`` (to a request that went out on ``link_name``) back: to the
         link the request came from, or to our own ``on_reply``; False when no request of
-        that matchtag and run went out on that link (a forged or late response)."""
+        that matchtag, run, sequence and topic went out on that link (a forged or late
+        response, or one to a request relayed before this node restarted)."""
         entry = self._forwarded.get(response.matchtag)
         if entry is not None:
-            if not self._same_way(link_name, entry.out_link) or response.epoch != entry.epoch:
+            if not self._same_way(link_name, entry.out_link) or response.epoch != entry.epoch \
+                    or response.sequence != entry.sequence \
+                    or hash(response.topic) != entry.topic_hash:
                 return False
-            del self._forwarded[response.matchtag]
+            self._forget(response.matchtag)
             self._forward(entry.came_from, replace(
                 response, matchtag=entry.matchtag, route=entry.route[:-1], hops=response.hops))
             return True
         pending = self._pending.get(response.matchtag)
         if pending is None or response.epoch != self.epoch \
+                or response.sequence != pending.message.sequence \
+                or response.topic != pending.message.topic \
                 or not self._same_way(link_name, pending.link):
             # (an answer to our run before a restart: its matchtag may be taken again)
             return False
@@ -597,6 +646,15 @@ class BusNode:
         wire = replace(message, hops=message.hops + 1)
         relayed = message.type is MessageType.REQUEST and bool(message.route)
         if relayed:
+            came_from = message.route[-1]
+            self._expire_forwarded()
+            if came_from not in self._above and self._forwarded_from.get(came_from, 0) \
+                    >= self.config.max_forwarded_per_link:
+                # (one peer's flood pushed every other link's way back out of the table)
+                self.stats.forwarded_refused += 1
+                self._fail(message, Errno.ENOBUFS, f"{self.name} relays enough of "
+                           f"{came_from}'s requests")
+                return
             wire = replace(wire, matchtag=self._next_matchtag())
         if neighbour is not None:
             try:
@@ -624,7 +682,8 @@ class BusNode:
         back (relayed) or the link its answer must come from (ours)."""
         if request.route:
             self._remember(matchtag, _Forwarded(
-                link_name, request.route[-1], request.matchtag, request.epoch, request.route,
+                link_name, request.route[-1], request.matchtag, request.epoch,
+                request.sequence, hash(request.topic), request.route,
                 self.now + self.config.request_timeout))
         elif (pending := self._pending.get(request.matchtag)) is not None:
             pending.link = link_name
@@ -633,14 +692,27 @@ class BusNode:
         """Keep a relayed request's way back: expired entries go first, then the oldest
         past ``max_forwarded`` (its response will count as stray)."""
         table = self._forwarded
-        while table:
-            oldest = next(iter(table.values()))
-            if oldest.deadline > self.now and len(table) < self.config.max_forwarded:
-                break
-            table.popitem(last=False)
-            if oldest.deadline > self.now:
-                self.stats.forwarded_forgotten += 1
+        self._expire_forwarded()
+        while len(table) >= self.config.max_forwarded:
+            self._forget(next(iter(table)))
+            self.stats.forwarded_forgotten += 1
         table[matchtag] = entry
+        self._forwarded_from[entry.came_from] = self._forwarded_from.get(entry.came_from, 0) + 1
+
+    def _expire_forwarded(self) -> None:
+        """Forget the relayed requests past their time (the oldest are first)."""
+        table = self._forwarded
+        while table and next(iter(table.values())).deadline <= self.now:
+            self._forget(next(iter(table)))
+
+    def _forget(self, matchtag: int) -> None:
+        """Drop a relayed request's way back (and its count for the link it came from)."""
+        came_from = self._forwarded.pop(matchtag).came_from
+        left = self._forwarded_from[came_from] - 1
+        if left:
+            self._forwarded_from[came_from] = left
+        else:
+            del self._forwarded_from[came_from]
 
     def _fail(self, request: BusMessage, errno: Errno, error: str) -> None:
         """Answer ``request`` with an error, back the way it came."""
@@ -795,11 +867,25 @@ class BusNode:
 
     def _readvertise(self) -> None:
         """Tell upstream at once when the prefixes wanted at or below this node change
-        (counted as they change: no walk of the links)."""
+        (counted as they change: no walk of the links).  More than ``max_subscriptions``
+        of them (or one longer than ``max_topic_length``), which an upstream configured
+        as this node would not keep in full, are advertised coarser (:func:`coarsened`),
+        made at most once a ``keepalive_interval`` (changes meanwhile wait for it)."""
         if not self._prefixes_changed:
+            return
+        if self.now < self._coarsen_after:  # (told at _tell_below_at, below)
+            if self.upstreams:
+                self._tell_below_at = min(self._tell_below_at or math.inf, self._coarsen_after)
             return
         self._prefixes_changed = False
         wanted = frozenset(self._subscriptions).union(self._below_prefixes)
+        config = self.config
+        if len(wanted) > config.max_subscriptions or any(
+                len(prefix) > config.max_topic_length for prefix in self._subscriptions):
+            # what an upstream keeps (as we do): a coarser set, never a part of it; made
+            # at most once a keepalive interval
+            wanted = coarsened(wanted, config.max_subscriptions, config.max_topic_length)
+            self._coarsen_after = self.now + config.keepalive_interval
         if wanted != self._advertised:
             self._advertised = wanted
             for name in self.upstreams:
@@ -910,6 +996,7 @@ class BusNode:
         self._keepalive_round(now)
         if self._tell_below_at is not None and self._tell_below_at <= now:
             self._tell_below_at = None
+            self._readvertise()  # (a change held back by _coarsen_after)
             for name in self.upstreams:
                 self._send_keepalive(name)
         if self._silence_check <= now:
