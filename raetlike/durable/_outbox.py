@@ -63,6 +63,10 @@ LEASE = 65536
 _RAW = 0  # the first byte of a binary raw-bytes put
 _RAW_PUT = struct.Struct("<BQQdH")
 _packb = msgpack.Packer().pack
+_UNPACKABLE = (TypeError, ValueError, OverflowError, RecursionError)
+"""What packing a message may raise: a type msgpack has no form for, a string that is
+not UTF-8 (a lone surrogate, which a peer's JSON body may carry: a UnicodeEncodeError),
+an integer past 64 bits, a body nested too deep or holding itself."""
 RAW_MAGIC = b"\x00rlkdur1"
 """The first eight bytes of a durable raw-bytes message as it travels (then store and seq,
 u64 each, then the body).
@@ -246,11 +250,16 @@ class DurableOutbox:
 
     def put(self, remote: str, body: Mapping[str, Any] | bytes, expires: float) -> int:
         """Store a message for ``remote``; its id, once the page cache has it (its seq is
-        then :meth:`last_seq`)."""
+        then :meth:`last_seq`).  LocalProtocolError (nothing stored) for a body the store
+        cannot pack: see :data:`_UNPACKABLE`."""
         self._check_room()
         message_id, seq = self.next_id, self._seqs.get(remote, 0) + 1
-        self._keep(message_id, remote, seq,
-                   frame(_packb([_PUT, message_id, remote, expires, body, seq])))
+        try:
+            payload = _packb([_PUT, message_id, remote, expires, body, seq])
+        except _UNPACKABLE as exc:  # (the packer starts afresh: nothing of it kept)
+            raise LocalProtocolError("the durable store cannot keep this message "
+                                     f"({type(exc).__name__}: {exc})") from None
+        self._keep(message_id, remote, seq, frame(payload))
         return message_id
 
     def last_seq(self, remote: str) -> int:

@@ -238,7 +238,12 @@ class DurableRoad:
         this returns.  Raises BackpressureError when the durable outbox or the stack's
         outbox is full, or the store cannot be written (StoreWriteError: a full disk,
         EIO, EROFS, ...; StoreFullError when there is no room), LocalProtocolError for an
-        unknown remote or a closed stack; either way nothing is stored.
+        unknown remote, a closed stack, or a message the store cannot pack (a string with a
+        lone surrogate, which a peer's JSON body may carry, an integer past 64 bits, a type
+        msgpack has no form for, a body nested too deep); either way nothing is stored.
+        (A plain RoadStack takes such a message and gives it back as MessageExpired,
+        "cannot be packed"; a message the store cannot keep is refused at once, as a
+        body that is not a mapping or bytes is by both.)
         """
         stack = self.stack
         if self.closed or self._held:
