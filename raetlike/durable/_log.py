@@ -19,6 +19,10 @@ cut is the fsync policy (:class:`raetlike.journal.FsyncPolicy`): every record (m
 at most every ``interval`` seconds (:meth:`RecordLog.sync_due` / :meth:`RecordLog.sync`),
 or never.
 
+A removed directory is not an error a write meets: appends to the open segment (mapped)
+go on into a file that no longer has a name.  :meth:`RecordLog.gone` tells (one fstat), and
+the owner writes what it holds into a fresh segment.
+
 An I/O error while writing (a full disk, EIO, EROFS, the directory removed, ...) is raised
 as :class:`~raetlike.errors.StoreWriteError` (:class:`~raetlike.errors.StoreFullError`
 when the disk has no room), the log left as it was before the call, or where the next
@@ -279,6 +283,20 @@ class RecordLog:
         to rotate; a segment grows past ``segment_bytes`` only for what it is given)."""
         self._close_map(sync=False)
         self._open(self.index, self.size, room)
+
+    def gone(self) -> bool:
+        """Whether the open segment's file was removed (its directory removed under the
+        log): what was appended to it is then in no file, though every write succeeded.
+        One fstat; False while no segment is open.  The owner starts a fresh segment
+        (:meth:`rotate`, a StoreWriteError until the directory is back) and writes there
+        what the lost files held."""
+        fd = self._fd
+        if fd < 0:
+            return False
+        try:
+            return os.fstat(fd).st_nlink == 0
+        except OSError:
+            return True
 
     def sync_due(self) -> float | None:
         """When the interval policy wants the next sync (None: nothing waits)."""

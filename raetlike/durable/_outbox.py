@@ -37,6 +37,7 @@ segments plus the live messages.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import struct
 from bisect import bisect_right
@@ -55,6 +56,8 @@ from raetlike.journal import FsyncPolicy
 
 __all__ = ["COMPILED", "MAX_SEGMENTS", "RAW_HEAD", "RAW_MAGIC", "DurableOutbox", "Stored",
            "raw_put"]
+
+_log = logging.getLogger(__name__)
 
 _PUT, _DONE, _HEAD, _BOOT, _LEASE = 0, 1, 2, 3, 4
 _AFTER = 1 << 64  # sorts after any segment number: (id, _AFTER) after every (id, segment)
@@ -166,6 +169,10 @@ class DurableOutbox:
         self._seqs: dict[str, int] = {}  # remote name -> the last seq given a message to it
         self._leases: dict[str, int] = {}  # remote name -> the first seq not yet leased
         self._headless = False  # the open segment still wants its head record
+        self._lost = False  # the log's files were removed: rebuild before anything else
+        self.lost = 0
+        """Times the store's files were found removed under it (each time every message
+        held is written again, in a fresh segment)."""
         self.store = 0
         self.next_id = 1
         self.rebooted = False
@@ -303,6 +310,8 @@ class DurableOutbox:
         if self._bytes + size > self.max_bytes:
             raise BackpressureError(f"durable outbox is full ({self.max_bytes} bytes)")
         log = self.log
+        if self._lost:
+            self._rebuild()
         if log.size + size > self.segment_bytes and log.size:
             self._rotate()
         if self._headless:  # a rotation the disk refused: the segment's head goes first
@@ -338,10 +347,44 @@ class DurableOutbox:
         return firsts[bisect_right(firsts, (message_id, _AFTER)) - 1][1]
 
     def flush(self) -> None:
-        """Write the done records that wait (one write)."""
-        if self._done:
+        """Write the done records that wait (one write); when the log's files were found
+        removed (:meth:`check`), write every message held in a fresh segment instead."""
+        if self._lost:
+            self._rebuild()
+        elif self._done:
             self.log.append(msgpack.packb([_DONE, *self._done]))
             self._done = []
+
+    def check(self) -> None:
+        """Whether the open segment's file is still there (one fstat).  When it was
+        removed (its directory removed: appends went on into a file with no name), every
+        message held is written again in a fresh segment, and until that is done every
+        put and flush tries it first (StoreWriteError till the directory is back)."""
+        if self._lost or self.log.gone():
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """A fresh segment with the head (store id, next id, seqs, leases, boot id) and the
+        put of every message held, forced to stable storage; the old segments dropped."""
+        if not self._lost:
+            self._lost = True
+            self._headless = True  # (keeps put_raw off its fast path till it is done)
+            self.lost += 1
+            _log.error("%s: the durable outbox's open segment was removed (its directory "
+                       "removed?): every message held is written again in a fresh "
+                       "segment, puts refused till then", self.log.directory)
+        log = self.log
+        log.rotate()
+        self._write_head()
+        new = log.index
+        if self._live:
+            log.write(b"".join(self._live.values()))
+        log.force()
+        log.drop_before(new)
+        self._done = []  # (what is not held is in no record now)
+        self._placed = {}
+        self._firsts = [(0, new)]  # every message held is in it, and every put to come
+        self._lost = self._headless = False
 
     def _rotate(self) -> None:
         self.flush()
@@ -380,7 +423,9 @@ class DurableOutbox:
         return self.log.sync_due()
 
     def sync(self, now: float) -> None:
-        """Write waiting done records and force the log to stable storage."""
+        """Write waiting done records and force the log to stable storage (its files
+        checked first: see :meth:`check`)."""
+        self.check()
         self.flush()
         self.log.sync(now)
 

@@ -72,6 +72,10 @@ HOLD_RETRY = 0.05
 """Seconds between tries while the marks cannot be written (the round is held): the
 stack's timer, due at once for what waits to be sent, is put off till then, so a driver
 does not spin."""
+CHECK_EVERY = 1.0
+"""Seconds between two checks, at a round's commit, that the stores' open segments are
+still linked (one fstat each; a commit that writes marks checks its segment every time):
+a removed directory takes them, and appends into them still succeed and are lost."""
 
 
 def is_durable_envelope(body: object) -> bool:
@@ -160,6 +164,7 @@ class DurableRoad:
         self._held = True
         self._backlog: dict[str, deque[Stored]] = {}  # remote -> held, waiting for room
         self._retry_at: float | None = None  # while a round is held: when to try again
+        self._check_at = 0.0  # when the stores' files are next checked (CHECK_EVERY)
 
     # == what the store held ===============================================
 
@@ -334,7 +339,7 @@ class DurableRoad:
         elif self._backlog:
             self._drain(now)
         self._take_all()
-        if not self._committed():
+        if not self._committed(now):
             self._retry_at = now + HOLD_RETRY
             return []
         self._retry_at = None
@@ -365,7 +370,7 @@ class DurableRoad:
             if due is not None and due <= now:
                 if store is self.seen:
                     self._take_all()
-                if not self._committed():
+                if not self._committed(now):
                     store.log.synced_at = now  # tried again an interval on, not at once
                     continue
                 try:
@@ -452,11 +457,15 @@ class DurableRoad:
             self._resends = requested
         self._events.append(delivered)
 
-    def _committed(self) -> bool:
+    def _committed(self, now: float) -> bool:
         """:meth:`_commit`; False (logged now and then, counted) when it cannot be written
         (no room on the disk, or another I/O error), and then nothing that needs it may
         happen this round.  The next round tries again."""
         try:
+            if now >= self._check_at:
+                self._check_at = now + CHECK_EVERY
+                self.outbox.check()
+                self.seen.check()
             self._commit()
         except (StoreWriteError, OSError) as exc:
             error = self._met(exc)
