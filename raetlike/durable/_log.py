@@ -45,7 +45,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from raetlike.errors import StoreError, StoreFullError, StoreWriteError
+from raetlike.errors import LocalProtocolError, StoreError, StoreFullError, StoreWriteError
 from raetlike.journal import FsyncPolicy
 
 __all__ = ["HEAD", "MAX_RECORD", "NO_ROOM", "RecordLog", "frame", "write_error"]
@@ -57,6 +57,7 @@ HEAD = struct.Struct("<II")
 _LENGTH = struct.Struct("<I")
 MAX_RECORD = 64 * 1024 * 1024
 """The largest payload a record may have (a longer length is corruption, not data)."""
+_MAX_FRAMED = HEAD.size + MAX_RECORD
 NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 """The errors that mean the disk (or quota, or file size limit) has no room."""
 _NAME = re.compile(r"^(?P<index>\d{12})\.log$")
@@ -70,10 +71,33 @@ def write_error(what: str, exc: OSError) -> StoreWriteError:
 
 
 def frame(payload: bytes, _crc32: Any = zlib.crc32, _pack: Any = HEAD.pack) -> bytes:
-    """``payload`` as a record: head and payload."""
+    """``payload`` as a record: head and payload (LocalProtocolError past
+    :data:`MAX_RECORD`: opening the log would take it for damage)."""
     length = len(payload)
+    if length > MAX_RECORD:
+        raise _too_large(length)
     framed: bytes = _pack(length, _crc32(payload, _length_check(length))) + payload
     return framed
+
+
+def _too_large(length: int) -> LocalProtocolError:
+    return LocalProtocolError(f"a record of {length} bytes is past the durable store's "
+                              f"largest ({MAX_RECORD} bytes)")
+
+
+def _check_framed(framed: bytes | bytearray) -> None:
+    """LocalProtocolError when ``framed`` (records made by :func:`frame`) holds a record
+    past :data:`MAX_RECORD`, or does not end where its last record does."""
+    offset, end = 0, len(framed)
+    while offset < end:
+        if end - offset < HEAD.size:
+            raise LocalProtocolError(f"{end - offset} bytes after the last record")
+        (length,) = _LENGTH.unpack_from(framed, offset)
+        if length > MAX_RECORD:
+            raise _too_large(length)
+        offset += HEAD.size + length
+    if offset != end:
+        raise LocalProtocolError(f"the last record ends {offset - end} bytes past the data")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -233,12 +257,16 @@ class RecordLog:
                 yield index, payload
 
     def append(self, payload: bytes) -> int:
-        """Write one record to the OS now; returns its segment (fsync per the policy)."""
+        """Write one record to the OS now; returns its segment (fsync per the policy).
+        LocalProtocolError, nothing written, for a payload past :data:`MAX_RECORD`."""
         self.write(frame(payload))
         return self.index
 
     def write(self, framed: bytes | bytearray) -> None:
-        """Append records already framed with :func:`frame` (to the page cache, at once)."""
+        """Append records already framed with :func:`frame` (to the page cache, at once).
+        LocalProtocolError, nothing written, for a record past :data:`MAX_RECORD`."""
+        if len(framed) > _MAX_FRAMED:  # (only then can a record be past it)
+            _check_framed(framed)
         size = self.size
         end = size + len(framed)
         mapped = self._map
@@ -271,7 +299,7 @@ class RecordLog:
         written) otherwise, and then the caller rotates or calls :meth:`write`."""
         size = self.size
         end = size + len(framed)
-        if end > self._room:
+        if end > self._room or len(framed) > _MAX_FRAMED:  # (then write() tells)
             return False
         self._map[size:end] = framed  # type: ignore[index]  # _room is 0 while unmapped
         self.size = end

@@ -123,6 +123,9 @@ def _decode_put(payload: bytes) -> Stored:
     if record[0] != _PUT:
         raise ValueError(f"not a put record: kind {record[0]!r}")
     return Stored(int(record[1]), str(record[2]), float(record[3]), record[4], int(record[5]))
+DONE_PER_RECORD = 1 << 20
+"""Ids a done record holds at most (9 bytes each at most: a record stays far below the
+log's largest, 64 MiB, however many wait)."""
 MAX_SEGMENTS = 4
 """Segments kept before the oldest one's live messages are copied forward."""
 
@@ -347,12 +350,15 @@ class DurableOutbox:
         return firsts[bisect_right(firsts, (message_id, _AFTER)) - 1][1]
 
     def flush(self) -> None:
-        """Write the done records that wait (one write); when the log's files were found
+        """Write the done records that wait (one write, a record per
+        :data:`DONE_PER_RECORD` ids); when the log's files were found
         removed (:meth:`check`), write every message held in a fresh segment instead."""
         if self._lost:
             self._rebuild()
         elif self._done:
-            self.log.append(msgpack.packb([_DONE, *self._done]))
+            done = self._done
+            self.log.write(b"".join(frame(msgpack.packb([_DONE, *done[i:i + DONE_PER_RECORD]]))
+                                    for i in range(0, len(done), DONE_PER_RECORD)))
             self._done = []
 
     def check(self) -> None:

@@ -9,7 +9,8 @@ restarted.  A sender that shows a new store id started afresh: its window starts
 Where the marks live:
 
 - **on their own**: marks wait in memory and :meth:`DurableSeen.commit` writes them in
-  one record, ``[0, sender, store, id, sender, store, id, ...]``.  The caller commits
+  one write, ``[0, sender, store, id, sender, store, id, ...]``, a record per
+  :data:`MARKS_PER_RECORD` marks.  The caller commits
   before the acknowledgements of those messages leave the process.
 - **in the journal**: when the application's effect is a journal line, the line itself
   carries the durable id (``durable_store``, ``durable_seq``) and no mark is written here:
@@ -37,7 +38,7 @@ from typing import Any
 import msgpack
 
 from raetlike.dedup import RangeWindow
-from raetlike.durable._log import RecordLog
+from raetlike.durable._log import RecordLog, frame
 from raetlike.errors import LocalProtocolError, StoreError
 from raetlike.journal import FsyncPolicy
 
@@ -46,6 +47,10 @@ __all__ = ["DurableSeen", "JournalMarks", "Position"]
 log = logging.getLogger(__name__)
 
 _MARKS, _SNAPSHOT, _WINDOW = 0, 1, 2
+MARKS_PER_RECORD = 65536
+"""Marks a record holds at most (a mark is at most about 220 bytes: a valid name and two
+64-bit numbers), so a record stays far below the log's largest (64 MiB) however many
+marks wait (they pile up while rounds are held)."""
 Position = list[Any]
 """Where in a journal the marks of a snapshot end (see :mod:`raetlike.durable._journal`)."""
 JournalMarks = Callable[[Position], Iterable[tuple[str, int, int]]]
@@ -182,8 +187,12 @@ class DurableSeen:
             self._rebuild()
 
     def _write_marks(self) -> None:
-        if self._marks:
-            self.log.append(msgpack.packb([_MARKS, *self._marks]))
+        """The marks that wait, :data:`MARKS_PER_RECORD` to a record, in one write."""
+        marks = self._marks
+        if marks:
+            step = 3 * MARKS_PER_RECORD
+            self.log.write(b"".join(frame(msgpack.packb([_MARKS, *marks[i:i + step]]))
+                                    for i in range(0, len(marks), step)))
             self._marks = []  # (only once written: a full disk keeps them for the next try)
 
     def check(self) -> None:
