@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
+from raetlike.bus import BusNode
 from raetlike.durable import DurableMessageReceived
 from raetlike.errors import LocalProtocolError
-from raetlike.bus import BusNode
 from raetlike.hosting import ECHO_PREFIX, EstateBus, echo
 from raetlike.manor import Manor, Problem
 from road import events
@@ -53,7 +53,7 @@ UNPACKABLE = {
 def test_a_body_the_store_cannot_pack_is_refused_and_nothing_is_stored(
         tmp_path: Path, kind: str, fast: bool) -> None:
     net = SimNet(seed=1)
-    main, minion = _pair(tmp_path, net, fast=fast)
+    _, minion = _pair(tmp_path, net, fast=fast)
     road = minion.road
     assert road is not None
     held, next_id, seq = len(road.outbox), road.next_id, road.outbox.last_seq("main")
@@ -74,13 +74,13 @@ class _NoLane:
     """The little of a lane the manor asks for here."""
 
     name = "manor"
-    yards: dict[str, Any] = {}
+    yards: ClassVar[dict[str, Any]] = {}
     local = SimpleNamespace(lane="maple")
 
     def next_event(self) -> None:
         return None
 
-    def transmit(self, *args: Any, **kwargs: Any) -> None:
+    def transmit(self, *_: Any, **__: Any) -> None:
         raise AssertionError("not reached")
 
 
