@@ -446,3 +446,28 @@ def test_a_removed_outbox_refuses_puts_and_writes_every_held_message_again(
     assert net.run_until(lambda: len(again.outbox) == 0, timeout=60)
     main.take()
     assert Counter(body["n"] for body in main.delivered) == Counter(range(15))
+
+
+def test_a_segment_that_must_grow_after_its_directory_was_removed_is_not_made_anew(
+        tmp_path: Path) -> None:
+    """Growing the open segment closes and opens it again: with its directory removed
+    that fails (StoreWriteError), and the log tells it is gone.  Before, once the
+    directory was back, the next append made the segment anew, zeros where its records
+    had been: the append succeeded and the log no longer opened (StoreError)."""
+    directory = tmp_path / "log"
+    log = RecordLog(directory, fsync=FsyncPolicy.NEVER, segment_bytes=4096)
+    log.append(b"a" * 1000)
+    shutil.rmtree(directory)
+    with pytest.raises(StoreWriteError):
+        log.append(b"b" * 8000)  # past the segment's room: it must grow
+    assert log.gone()
+    directory.mkdir()
+    with pytest.raises(StoreWriteError):
+        log.append(b"c" * 10)  # not into a segment made anew
+    log.rotate()  # what an owner does: a fresh segment
+    assert not log.gone()
+    log.append(b"d" * 10)
+    log.close()
+    again = RecordLog(directory, fsync=FsyncPolicy.NEVER, segment_bytes=4096)
+    assert [payload for _, payload in again.records()] == [b"d" * 10]
+    again.close()

@@ -182,6 +182,9 @@ class RecordLog:
         self.index = self.segments[-1]
         self._fd = -1
         self._map: mmap.mmap | None = None
+        self.vanished = False
+        """The open segment, closed (to grow it, after an error), was not there to open
+        again: :meth:`gone` is True."""
         self._room = 0  # where write_within stops: 0 while there is no such fast path
         self._open(self.index, self.size)
         if new:  # a new file (and maybe directory) is safe from a power cut once synced in
@@ -199,13 +202,20 @@ class RecordLog:
         """Map segment ``index`` (``used`` bytes of records) with room for ``room`` more."""
         path = self._path(index)
         length = max(self.segment_bytes, used + room, 1)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:  # a segment with records is never made anew: its file must be there
+            fd = os.open(path, os.O_RDWR | (0 if used else os.O_CREAT), 0o600)
         except OSError as exc:
+            if used and exc.errno == errno.ENOENT:
+                self.vanished = True
             raise write_error(f"{path}: a segment of {length} bytes cannot be made",
                               exc) from None
         try:
-            length = max(length, os.fstat(fd).st_size)
+            size = os.fstat(fd).st_size
+            if size < used:
+                self.vanished = True
+                raise StoreWriteError(f"{path}: the segment was cut to {size} bytes of "
+                                      f"its {used} (removed and made again?)")
+            length = max(length, size)
             os.ftruncate(fd, length)
             # blocks reserved now: a full disk is an error here, never SIGBUS at a copy
             os.posix_fallocate(fd, 0, length)
@@ -223,6 +233,7 @@ class RecordLog:
             os.close(fd)
             raise
         self._fd, self.size = fd, used
+        self.vanished = False
         self._room = 0 if self.fsync is FsyncPolicy.ALWAYS else min(length, self.segment_bytes)
 
     def _load(self, index: int) -> tuple[int, list[bytes]]:
@@ -315,12 +326,13 @@ class RecordLog:
     def gone(self) -> bool:
         """Whether the open segment's file was removed (its directory removed under the
         log): what was appended to it is then in no file, though every write succeeded.
-        One fstat; False while no segment is open.  The owner starts a fresh segment
+        One fstat; while no segment is open, whether the last one was not there to
+        open again (:attr:`vanished`).  The owner starts a fresh segment
         (:meth:`rotate`, a StoreWriteError until the directory is back) and writes there
         what the lost files held."""
         fd = self._fd
         if fd < 0:
-            return False
+            return self.vanished
         try:
             return os.fstat(fd).st_nlink == 0
         except OSError:

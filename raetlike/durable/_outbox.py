@@ -313,7 +313,7 @@ class DurableOutbox:
         if self._bytes + size > self.max_bytes:
             raise BackpressureError(f"durable outbox is full ({self.max_bytes} bytes)")
         log = self.log
-        if self._lost:
+        if self._lost or log.vanished:
             self._rebuild()
         if log.size + size > self.segment_bytes and log.size:
             self._rotate()

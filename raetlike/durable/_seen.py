@@ -170,19 +170,20 @@ class DurableSeen:
         self._marks += (sender, store, message_id)
 
     def commit(self) -> None:
-        """Write the marks that wait, in one record (before their acks may leave).
+        """Write the marks that wait, in one write (before their acks may leave).
 
         When the open segment's file was removed (its directory removed: one fstat per
         commit that has marks, see :meth:`check`), the marks are not written: a snapshot
         of every window is, in a fresh segment (StoreWriteError until the directory is
         back)."""
         if self._marks:
-            if self._lost or self.log.gone():
-                self._rebuild()
-                return
-            self._write_marks()
-            if self.log.size >= self.segment_bytes:
-                self.checkpoint(self.position)
+            if not (self._lost or self.log.vanished):
+                self._write_marks()
+                if not self.log.gone():  # (after the write: no removal slips between)
+                    if self.log.size >= self.segment_bytes:
+                        self.checkpoint(self.position)
+                    return
+            self._rebuild()
         elif self._lost:
             self._rebuild()
 
