@@ -332,3 +332,142 @@ def test_a_held_round_puts_the_timer_off_so_the_driver_does_not_spin(
     assert timer > net.now  # the next try is later, not at once
     monkeypatch.undo()
     assert net.run_until(lambda: len(minion.road.outbox) == 0, timeout=60)  # type: ignore[union-attr]
+
+
+# == a store's directory removed while its segment is open ==================
+# The open segment is mapped: appends into it go on succeeding after its directory is
+# removed, into a file with no name.  Before, nothing noticed: rounds committed, the
+# acknowledgements left, and the marks (or the held messages) were in no file.
+
+
+def test_record_log_tells_its_open_segment_was_removed(tmp_path: Path) -> None:
+    log = RecordLog(tmp_path / "log", fsync=FsyncPolicy.NEVER)
+    assert not log.gone()
+    log.append(b"a record")
+    shutil.rmtree(tmp_path / "log")
+    log.append(b"appended all the same")  # (no error: the mapping is there)
+    assert log.gone()
+    with pytest.raises(StoreWriteError):
+        log.rotate()  # no directory to make a segment in
+    (tmp_path / "log").mkdir()
+    log.rotate()
+    assert not log.gone()
+    log.close()
+
+
+@pytest.mark.parametrize("journal", [False, True], ids=["store-marks", "journal-marks"])
+def test_a_removed_dedup_store_holds_the_round_and_every_mark_is_written_again(
+        tmp_path: Path, journal: bool) -> None:
+    """The dedup store's directory removed while its segment is open: the next commit
+    with marks (or the check at most a second on, with a journal) finds it, the rounds
+    are held (no acknowledgement) till the directory is back, and then a snapshot in a
+    fresh segment holds every mark, those from before the removal too."""
+    net = SimNet(seed=2)
+    main, minion = _pair(tmp_path, net, fast=True, journal=journal)
+    assert minion.road is not None
+    _send(minion, 10)
+    assert net.run_until(lambda: len(minion.road.outbox) == 0, timeout=30)
+    road = main.road
+    assert road is not None
+    gone = tmp_path / "main" / "durable" / "seen"
+    shutil.rmtree(gone)  # the fault
+    _send(minion, 20)
+    net.run_for(3.0)
+    assert road.held_for_errors > 0
+    assert isinstance(road.last_error, StoreWriteError)
+    assert road.seen.lost == 1
+    if not journal:  # (with one, the journal's line is the mark: acknowledged at once)
+        assert len(minion.road.outbox) > 0  # no mark down, no acknowledgement
+    gone.mkdir()  # the operator puts it back
+    assert net.run_until(lambda: len(minion.road.outbox) == 0, timeout=60)
+    main.take()
+    assert Counter(body["seq"] for body in main.delivered) == Counter(range(1, 21))
+    main.crash()
+    again = main.start()
+    store = minion.road.outbox.store
+    assert not any(again.seen.admit("minion", store, seq, journaled=journal)
+                   for seq in range(1, 21))
+
+
+@pytest.mark.parametrize("journal", [False, True], ids=["store-marks", "journal-marks"])
+def test_a_dedup_store_removed_and_made_again_at_once_loses_no_mark(
+        tmp_path: Path, journal: bool) -> None:
+    """Removed and made again (empty) between two rounds: nothing fails, but the marks
+    written before are gone with the old files and new ones would go to the old segment.
+    The check finds it and writes every window in a fresh segment."""
+    net = SimNet(seed=2)
+    main, minion = _pair(tmp_path, net, fast=True, journal=journal)
+    assert minion.road is not None
+    _send(minion, 10)
+    assert net.run_until(lambda: len(minion.road.outbox) == 0, timeout=30)
+    gone = tmp_path / "main" / "durable" / "seen"
+    shutil.rmtree(gone)
+    gone.mkdir()
+    _send(minion, 20)
+    assert net.run_until(lambda: len(minion.road.outbox) == 0, timeout=30)
+    net.run_for(2.0)  # (with a journal: the check comes at most a second on)
+    assert main.road is not None
+    assert main.road.seen.lost == 1
+    main.crash()
+    again = main.start()
+    store = minion.road.outbox.store
+    assert not any(again.seen.admit("minion", store, seq, journaled=journal)
+                   for seq in range(1, 21))
+
+
+def test_a_removed_outbox_refuses_puts_and_writes_every_held_message_again(
+        tmp_path: Path) -> None:
+    """The outbox's directory removed while it holds messages (its receiver is down):
+    the check (at most a second on) finds it, puts are refused (StoreWriteError) till the
+    directory is back, and then every message held is in a fresh segment: a crash after
+    that loses none."""
+    net = SimNet(seed=4)
+    main, minion = _pair(tmp_path, net, fast=True)
+    main.crash()  # the receiver is down: what the minion sends stays held
+    road = minion.road
+    assert road is not None
+    for n in range(10):
+        road.transmit({"n": n}, to="main")
+    gone = tmp_path / "minion" / "durable" / "outbox"
+    shutil.rmtree(gone)  # the fault
+    net.run_for(2.0)
+    assert road.outbox.lost == 1
+    assert road.held_for_errors > 0
+    with pytest.raises(StoreWriteError):
+        road.transmit({"n": 99}, to="main")
+    gone.mkdir()  # put back
+    net.run_for(0.5)
+    for n in range(10, 15):
+        road.transmit({"n": n}, to="main")
+    minion.crash()
+    again = minion.start()
+    assert sorted(stored.body["n"] for stored in again.outbox.pending()) == list(range(15))
+    main.start()
+    assert net.run_until(lambda: len(again.outbox) == 0, timeout=60)
+    main.take()
+    assert Counter(body["n"] for body in main.delivered) == Counter(range(15))
+
+
+def test_a_segment_that_must_grow_after_its_directory_was_removed_is_not_made_anew(
+        tmp_path: Path) -> None:
+    """Growing the open segment closes and opens it again: with its directory removed
+    that fails (StoreWriteError), and the log tells it is gone.  Before, once the
+    directory was back, the next append made the segment anew, zeros where its records
+    had been: the append succeeded and the log no longer opened (StoreError)."""
+    directory = tmp_path / "log"
+    log = RecordLog(directory, fsync=FsyncPolicy.NEVER, segment_bytes=4096)
+    log.append(b"a" * 1000)
+    shutil.rmtree(directory)
+    with pytest.raises(StoreWriteError):
+        log.append(b"b" * 8000)  # past the segment's room: it must grow
+    assert log.gone()
+    directory.mkdir()
+    with pytest.raises(StoreWriteError):
+        log.append(b"c" * 10)  # not into a segment made anew
+    log.rotate()  # what an owner does: a fresh segment
+    assert not log.gone()
+    log.append(b"d" * 10)
+    log.close()
+    again = RecordLog(directory, fsync=FsyncPolicy.NEVER, segment_bytes=4096)
+    assert [payload for _, payload in again.records()] == [b"d" * 10]
+    again.close()

@@ -19,6 +19,10 @@ cut is the fsync policy (:class:`raetlike.journal.FsyncPolicy`): every record (m
 at most every ``interval`` seconds (:meth:`RecordLog.sync_due` / :meth:`RecordLog.sync`),
 or never.
 
+A removed directory is not an error a write meets: appends to the open segment (mapped)
+go on into a file that no longer has a name.  :meth:`RecordLog.gone` tells (one fstat), and
+the owner writes what it holds into a fresh segment.
+
 An I/O error while writing (a full disk, EIO, EROFS, the directory removed, ...) is raised
 as :class:`~raetlike.errors.StoreWriteError` (:class:`~raetlike.errors.StoreFullError`
 when the disk has no room), the log left as it was before the call, or where the next
@@ -41,7 +45,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from raetlike.errors import StoreError, StoreFullError, StoreWriteError
+from raetlike.errors import LocalProtocolError, StoreError, StoreFullError, StoreWriteError
 from raetlike.journal import FsyncPolicy
 
 __all__ = ["HEAD", "MAX_RECORD", "NO_ROOM", "RecordLog", "frame", "write_error"]
@@ -53,6 +57,7 @@ HEAD = struct.Struct("<II")
 _LENGTH = struct.Struct("<I")
 MAX_RECORD = 64 * 1024 * 1024
 """The largest payload a record may have (a longer length is corruption, not data)."""
+_MAX_FRAMED = HEAD.size + MAX_RECORD
 NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 """The errors that mean the disk (or quota, or file size limit) has no room."""
 _NAME = re.compile(r"^(?P<index>\d{12})\.log$")
@@ -66,10 +71,33 @@ def write_error(what: str, exc: OSError) -> StoreWriteError:
 
 
 def frame(payload: bytes, _crc32: Any = zlib.crc32, _pack: Any = HEAD.pack) -> bytes:
-    """``payload`` as a record: head and payload."""
+    """``payload`` as a record: head and payload (LocalProtocolError past
+    :data:`MAX_RECORD`: opening the log would take it for damage)."""
     length = len(payload)
+    if length > MAX_RECORD:
+        raise _too_large(length)
     framed: bytes = _pack(length, _crc32(payload, _length_check(length))) + payload
     return framed
+
+
+def _too_large(length: int) -> LocalProtocolError:
+    return LocalProtocolError(f"a record of {length} bytes is past the durable store's "
+                              f"largest ({MAX_RECORD} bytes)")
+
+
+def _check_framed(framed: bytes | bytearray) -> None:
+    """LocalProtocolError when ``framed`` (records made by :func:`frame`) holds a record
+    past :data:`MAX_RECORD`, or does not end where its last record does."""
+    offset, end = 0, len(framed)
+    while offset < end:
+        if end - offset < HEAD.size:
+            raise LocalProtocolError(f"{end - offset} bytes after the last record")
+        (length,) = _LENGTH.unpack_from(framed, offset)
+        if length > MAX_RECORD:
+            raise _too_large(length)
+        offset += HEAD.size + length
+    if offset != end:
+        raise LocalProtocolError(f"the last record ends {offset - end} bytes past the data")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -154,6 +182,9 @@ class RecordLog:
         self.index = self.segments[-1]
         self._fd = -1
         self._map: mmap.mmap | None = None
+        self.vanished = False
+        """The open segment, closed (to grow it, after an error), was not there to open
+        again: :meth:`gone` is True."""
         self._room = 0  # where write_within stops: 0 while there is no such fast path
         self._open(self.index, self.size)
         if new:  # a new file (and maybe directory) is safe from a power cut once synced in
@@ -171,13 +202,20 @@ class RecordLog:
         """Map segment ``index`` (``used`` bytes of records) with room for ``room`` more."""
         path = self._path(index)
         length = max(self.segment_bytes, used + room, 1)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:  # a segment with records is never made anew: its file must be there
+            fd = os.open(path, os.O_RDWR | (0 if used else os.O_CREAT), 0o600)
         except OSError as exc:
+            if used and exc.errno == errno.ENOENT:
+                self.vanished = True
             raise write_error(f"{path}: a segment of {length} bytes cannot be made",
                               exc) from None
         try:
-            length = max(length, os.fstat(fd).st_size)
+            size = os.fstat(fd).st_size
+            if size < used:
+                self.vanished = True
+                raise StoreWriteError(f"{path}: the segment was cut to {size} bytes of "
+                                      f"its {used} (removed and made again?)")
+            length = max(length, size)
             os.ftruncate(fd, length)
             # blocks reserved now: a full disk is an error here, never SIGBUS at a copy
             os.posix_fallocate(fd, 0, length)
@@ -195,6 +233,7 @@ class RecordLog:
             os.close(fd)
             raise
         self._fd, self.size = fd, used
+        self.vanished = False
         self._room = 0 if self.fsync is FsyncPolicy.ALWAYS else min(length, self.segment_bytes)
 
     def _load(self, index: int) -> tuple[int, list[bytes]]:
@@ -229,12 +268,16 @@ class RecordLog:
                 yield index, payload
 
     def append(self, payload: bytes) -> int:
-        """Write one record to the OS now; returns its segment (fsync per the policy)."""
+        """Write one record to the OS now; returns its segment (fsync per the policy).
+        LocalProtocolError, nothing written, for a payload past :data:`MAX_RECORD`."""
         self.write(frame(payload))
         return self.index
 
     def write(self, framed: bytes | bytearray) -> None:
-        """Append records already framed with :func:`frame` (to the page cache, at once)."""
+        """Append records already framed with :func:`frame` (to the page cache, at once).
+        LocalProtocolError, nothing written, for a record past :data:`MAX_RECORD`."""
+        if len(framed) > _MAX_FRAMED:  # (only then can a record be past it)
+            _check_framed(framed)
         size = self.size
         end = size + len(framed)
         mapped = self._map
@@ -267,7 +310,7 @@ class RecordLog:
         written) otherwise, and then the caller rotates or calls :meth:`write`."""
         size = self.size
         end = size + len(framed)
-        if end > self._room:
+        if end > self._room or len(framed) > _MAX_FRAMED:  # (then write() tells)
             return False
         self._map[size:end] = framed  # type: ignore[index]  # _room is 0 while unmapped
         self.size = end
@@ -279,6 +322,21 @@ class RecordLog:
         to rotate; a segment grows past ``segment_bytes`` only for what it is given)."""
         self._close_map(sync=False)
         self._open(self.index, self.size, room)
+
+    def gone(self) -> bool:
+        """Whether the open segment's file was removed (its directory removed under the
+        log): what was appended to it is then in no file, though every write succeeded.
+        One fstat; while no segment is open, whether the last one was not there to
+        open again (:attr:`vanished`).  The owner starts a fresh segment
+        (:meth:`rotate`, a StoreWriteError until the directory is back) and writes there
+        what the lost files held."""
+        fd = self._fd
+        if fd < 0:
+            return self.vanished
+        try:
+            return os.fstat(fd).st_nlink == 0
+        except OSError:
+            return True
 
     def sync_due(self) -> float | None:
         """When the interval policy wants the next sync (None: nothing waits)."""

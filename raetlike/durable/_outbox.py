@@ -37,6 +37,7 @@ segments plus the live messages.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import struct
 from bisect import bisect_right
@@ -56,6 +57,8 @@ from raetlike.journal import FsyncPolicy
 __all__ = ["COMPILED", "MAX_SEGMENTS", "RAW_HEAD", "RAW_MAGIC", "DurableOutbox", "Stored",
            "raw_put"]
 
+_log = logging.getLogger(__name__)
+
 _PUT, _DONE, _HEAD, _BOOT, _LEASE = 0, 1, 2, 3, 4
 _AFTER = 1 << 64  # sorts after any segment number: (id, _AFTER) after every (id, segment)
 LEASE = 65536
@@ -63,6 +66,10 @@ LEASE = 65536
 _RAW = 0  # the first byte of a binary raw-bytes put
 _RAW_PUT = struct.Struct("<BQQdH")
 _packb = msgpack.Packer().pack
+_UNPACKABLE = (TypeError, ValueError, OverflowError, RecursionError)
+"""What packing a message may raise: a type msgpack has no form for, a string that is
+not UTF-8 (a lone surrogate, which a peer's JSON body may carry: a UnicodeEncodeError),
+an integer past 64 bits, a body nested too deep or holding itself."""
 RAW_MAGIC = b"\x00rlkdur1"
 """The first eight bytes of a durable raw-bytes message as it travels (then store and seq,
 u64 each, then the body).
@@ -116,6 +123,9 @@ def _decode_put(payload: bytes) -> Stored:
     if record[0] != _PUT:
         raise ValueError(f"not a put record: kind {record[0]!r}")
     return Stored(int(record[1]), str(record[2]), float(record[3]), record[4], int(record[5]))
+DONE_PER_RECORD = 1 << 20
+"""Ids a done record holds at most (9 bytes each at most: a record stays far below the
+log's largest, 64 MiB, however many wait)."""
 MAX_SEGMENTS = 4
 """Segments kept before the oldest one's live messages are copied forward."""
 
@@ -162,6 +172,10 @@ class DurableOutbox:
         self._seqs: dict[str, int] = {}  # remote name -> the last seq given a message to it
         self._leases: dict[str, int] = {}  # remote name -> the first seq not yet leased
         self._headless = False  # the open segment still wants its head record
+        self._lost = False  # the log's files were removed: rebuild before anything else
+        self.lost = 0
+        """Times the store's files were found removed under it (each time every message
+        held is written again, in a fresh segment)."""
         self.store = 0
         self.next_id = 1
         self.rebooted = False
@@ -246,11 +260,16 @@ class DurableOutbox:
 
     def put(self, remote: str, body: Mapping[str, Any] | bytes, expires: float) -> int:
         """Store a message for ``remote``; its id, once the page cache has it (its seq is
-        then :meth:`last_seq`)."""
+        then :meth:`last_seq`).  LocalProtocolError (nothing stored) for a body the store
+        cannot pack: see :data:`_UNPACKABLE`."""
         self._check_room()
         message_id, seq = self.next_id, self._seqs.get(remote, 0) + 1
-        self._keep(message_id, remote, seq,
-                   frame(_packb([_PUT, message_id, remote, expires, body, seq])))
+        try:
+            payload = _packb([_PUT, message_id, remote, expires, body, seq])
+        except _UNPACKABLE as exc:  # (the packer starts afresh: nothing of it kept)
+            raise LocalProtocolError("the durable store cannot keep this message "
+                                     f"({type(exc).__name__}: {exc})") from None
+        self._keep(message_id, remote, seq, frame(payload))
         return message_id
 
     def last_seq(self, remote: str) -> int:
@@ -294,6 +313,8 @@ class DurableOutbox:
         if self._bytes + size > self.max_bytes:
             raise BackpressureError(f"durable outbox is full ({self.max_bytes} bytes)")
         log = self.log
+        if self._lost or log.vanished:
+            self._rebuild()
         if log.size + size > self.segment_bytes and log.size:
             self._rotate()
         if self._headless:  # a rotation the disk refused: the segment's head goes first
@@ -329,10 +350,47 @@ class DurableOutbox:
         return firsts[bisect_right(firsts, (message_id, _AFTER)) - 1][1]
 
     def flush(self) -> None:
-        """Write the done records that wait (one write)."""
-        if self._done:
-            self.log.append(msgpack.packb([_DONE, *self._done]))
+        """Write the done records that wait (one write, a record per
+        :data:`DONE_PER_RECORD` ids); when the log's files were found
+        removed (:meth:`check`), write every message held in a fresh segment instead."""
+        if self._lost:
+            self._rebuild()
+        elif self._done:
+            done = self._done
+            self.log.write(b"".join(frame(msgpack.packb([_DONE, *done[i:i + DONE_PER_RECORD]]))
+                                    for i in range(0, len(done), DONE_PER_RECORD)))
             self._done = []
+
+    def check(self) -> None:
+        """Whether the open segment's file is still there (one fstat).  When it was
+        removed (its directory removed: appends went on into a file with no name), every
+        message held is written again in a fresh segment, and until that is done every
+        put and flush tries it first (StoreWriteError till the directory is back)."""
+        if self._lost or self.log.gone():
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """A fresh segment with the head (store id, next id, seqs, leases, boot id) and the
+        put of every message held, forced to stable storage; the old segments dropped."""
+        if not self._lost:
+            self._lost = True
+            self._headless = True  # (keeps put_raw off its fast path till it is done)
+            self.lost += 1
+            _log.error("%s: the durable outbox's open segment was removed (its directory "
+                       "removed?): every message held is written again in a fresh "
+                       "segment, puts refused till then", self.log.directory)
+        log = self.log
+        log.rotate()
+        self._write_head()
+        new = log.index
+        if self._live:
+            log.write(b"".join(self._live.values()))
+        log.force()
+        log.drop_before(new)
+        self._done = []  # (what is not held is in no record now)
+        self._placed = {}
+        self._firsts = [(0, new)]  # every message held is in it, and every put to come
+        self._lost = self._headless = False
 
     def _rotate(self) -> None:
         self.flush()
@@ -371,7 +429,9 @@ class DurableOutbox:
         return self.log.sync_due()
 
     def sync(self, now: float) -> None:
-        """Write waiting done records and force the log to stable storage."""
+        """Write waiting done records and force the log to stable storage (its files
+        checked first: see :meth:`check`)."""
+        self.check()
         self.flush()
         self.log.sync(now)
 

@@ -72,6 +72,10 @@ HOLD_RETRY = 0.05
 """Seconds between tries while the marks cannot be written (the round is held): the
 stack's timer, due at once for what waits to be sent, is put off till then, so a driver
 does not spin."""
+CHECK_EVERY = 1.0
+"""Seconds between two checks, at a round's commit, that the stores' open segments are
+still linked (one fstat each; a commit that writes marks checks its segment every time):
+a removed directory takes them, and appends into them still succeed and are lost."""
 
 
 def is_durable_envelope(body: object) -> bool:
@@ -160,6 +164,7 @@ class DurableRoad:
         self._held = True
         self._backlog: dict[str, deque[Stored]] = {}  # remote -> held, waiting for room
         self._retry_at: float | None = None  # while a round is held: when to try again
+        self._check_at = 0.0  # when the stores' files are next checked (CHECK_EVERY)
 
     # == what the store held ===============================================
 
@@ -238,7 +243,12 @@ class DurableRoad:
         this returns.  Raises BackpressureError when the durable outbox or the stack's
         outbox is full, or the store cannot be written (StoreWriteError: a full disk,
         EIO, EROFS, ...; StoreFullError when there is no room), LocalProtocolError for an
-        unknown remote or a closed stack; either way nothing is stored.
+        unknown remote, a closed stack, or a message the store cannot pack (a string with a
+        lone surrogate, which a peer's JSON body may carry, an integer past 64 bits, a type
+        msgpack has no form for, a body nested too deep); either way nothing is stored.
+        (A plain RoadStack takes such a message and gives it back as MessageExpired,
+        "cannot be packed"; a message the store cannot keep is refused at once, as a
+        body that is not a mapping or bytes is by both.)
         """
         stack = self.stack
         if self.closed or self._held:
@@ -329,7 +339,7 @@ class DurableRoad:
         elif self._backlog:
             self._drain(now)
         self._take_all()
-        if not self._committed():
+        if not self._committed(now):
             self._retry_at = now + HOLD_RETRY
             return []
         self._retry_at = None
@@ -360,7 +370,7 @@ class DurableRoad:
             if due is not None and due <= now:
                 if store is self.seen:
                     self._take_all()
-                if not self._committed():
+                if not self._committed(now):
                     store.log.synced_at = now  # tried again an interval on, not at once
                     continue
                 try:
@@ -447,11 +457,15 @@ class DurableRoad:
             self._resends = requested
         self._events.append(delivered)
 
-    def _committed(self) -> bool:
+    def _committed(self, now: float) -> bool:
         """:meth:`_commit`; False (logged now and then, counted) when it cannot be written
         (no room on the disk, or another I/O error), and then nothing that needs it may
         happen this round.  The next round tries again."""
         try:
+            if now >= self._check_at:
+                self._check_at = now + CHECK_EVERY
+                self.outbox.check()
+                self.seen.check()
             self._commit()
         except (StoreWriteError, OSError) as exc:
             error = self._met(exc)

@@ -9,7 +9,8 @@ restarted.  A sender that shows a new store id started afresh: its window starts
 Where the marks live:
 
 - **on their own**: marks wait in memory and :meth:`DurableSeen.commit` writes them in
-  one record, ``[0, sender, store, id, sender, store, id, ...]``.  The caller commits
+  one write, ``[0, sender, store, id, sender, store, id, ...]``, a record per
+  :data:`MARKS_PER_RECORD` marks.  The caller commits
   before the acknowledgements of those messages leave the process.
 - **in the journal**: when the application's effect is a journal line, the line itself
   carries the durable id (``durable_store``, ``durable_seq``) and no mark is written here:
@@ -37,7 +38,7 @@ from typing import Any
 import msgpack
 
 from raetlike.dedup import RangeWindow
-from raetlike.durable._log import RecordLog
+from raetlike.durable._log import RecordLog, frame
 from raetlike.errors import LocalProtocolError, StoreError
 from raetlike.journal import FsyncPolicy
 
@@ -46,6 +47,10 @@ __all__ = ["DurableSeen", "JournalMarks", "Position"]
 log = logging.getLogger(__name__)
 
 _MARKS, _SNAPSHOT, _WINDOW = 0, 1, 2
+MARKS_PER_RECORD = 65536
+"""Marks a record holds at most (a mark is at most about 220 bytes: a valid name and two
+64-bit numbers), so a record stays far below the log's largest (64 MiB) however many
+marks wait (they pile up while rounds are held)."""
 Position = list[Any]
 """Where in a journal the marks of a snapshot end (see :mod:`raetlike.durable._journal`)."""
 JournalMarks = Callable[[Position], Iterable[tuple[str, int, int]]]
@@ -74,6 +79,10 @@ class DurableSeen:
         """Marks found in the journal when the store was opened."""
         self.position: Position | None = None
         """Where the journal stood at the newest snapshot (None: no journal)."""
+        self.lost = 0
+        """Times the store's files were found removed under it (each time a new snapshot,
+        in a fresh segment, holds every window again)."""
+        self._lost = False  # the files are gone: no mark counts as written till a snapshot
         self._recover(journal_marks)
 
     # == opening ===========================================================
@@ -161,31 +170,73 @@ class DurableSeen:
         self._marks += (sender, store, message_id)
 
     def commit(self) -> None:
-        """Write the marks that wait, in one record (before their acks may leave)."""
+        """Write the marks that wait, in one write (before their acks may leave).
+
+        When the open segment's file was removed (its directory removed: one fstat per
+        commit that has marks, see :meth:`check`), the marks are not written: a snapshot
+        of every window is, in a fresh segment (StoreWriteError until the directory is
+        back)."""
         if self._marks:
-            self.log.append(msgpack.packb([_MARKS, *self._marks]))
+            if not (self._lost or self.log.vanished):
+                self._write_marks()
+                if not self.log.gone():  # (after the write: no removal slips between)
+                    if self.log.size >= self.segment_bytes:
+                        self.checkpoint(self.position)
+                    return
+            self._rebuild()
+        elif self._lost:
+            self._rebuild()
+
+    def _write_marks(self) -> None:
+        """The marks that wait, :data:`MARKS_PER_RECORD` to a record, in one write."""
+        marks = self._marks
+        if marks:
+            step = 3 * MARKS_PER_RECORD
+            self.log.write(b"".join(frame(msgpack.packb([_MARKS, *marks[i:i + step]]))
+                                    for i in range(0, len(marks), step)))
             self._marks = []  # (only once written: a full disk keeps them for the next try)
-            if self.log.size >= self.segment_bytes:
-                self.checkpoint(self.position)
+
+    def check(self) -> None:
+        """Whether the open segment's file is still there (one fstat); when it was
+        removed, write every window in a fresh segment (as :meth:`commit` does)."""
+        if self._lost or self.log.gone():
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """The store's files are gone: a snapshot in a fresh segment holds every window,
+        so every mark (each is in its window since it was admitted)."""
+        if not self._lost:
+            self._lost = True
+            self.lost += 1
+            log.error("%s: the dedup store's open segment was removed (its directory "
+                      "removed?): every window is written again in a fresh segment, "
+                      "datagrams held till then", self.log.directory)
+        self.checkpoint(self.position)
 
     def checkpoint(self, position: Position | None) -> None:
         """Start a new segment with a snapshot (``position``: where the journal stands,
         written up to there) and drop the old segments."""
-        self.commit()
+        if self._lost:
+            self._marks = []  # (in the windows the snapshot holds; no file to write them to)
+        else:
+            self._write_marks()
         self.position = position
         self.log.rotate()
         for sender, (store, window) in self._windows.items():  # a record each: bounded
             self.log.append(msgpack.packb([_WINDOW, sender, store, *window.state()]))
         self.log.append(msgpack.packb([_SNAPSHOT, position, len(self._windows)]))
         self.log.drop_before(self.log.index)
+        self._lost = False
 
     def sync_due(self) -> float | None:
         """When the fsync interval next wants a sync, or None."""
         return self.log.sync_due()
 
     def sync(self, now: float) -> None:
-        """Commit, and force the log to stable storage."""
+        """Commit, and force the log to stable storage (its files checked first: see
+        :meth:`check`)."""
         self.commit()
+        self.check()
         self.log.sync(now)
 
     def close(self) -> None:
