@@ -266,20 +266,13 @@ class Watch:
         yield upstream
 
     def _journal(self, journal: JournalWriter) -> Iterator[Metric]:
-        node = journal.node
-        for name, value, what in _journal_counters(journal):
-            family = CounterMetricFamily(f"raetlike_journal_{name}", f"journal: {what}",
-                                         labels=["estate"])
-            family.add_metric([node], value)
-            yield family
+        yield from _estate_counters("journal", "journal", journal.node,
+                                    _journal_counters(journal))
 
     def _durable(self, durable: DurableRoad) -> Iterator[Metric]:
         estate = durable.name
-        for name, value, what in _durable_counters(durable):
-            family = CounterMetricFamily(f"raetlike_durable_{name}", f"durable store: {what}",
-                                         labels=["estate"])
-            family.add_metric([estate], value)
-            yield family
+        yield from _estate_counters("durable", "durable store", estate,
+                                    _durable_counters(durable))
         held = GaugeMetricFamily("raetlike_durable_held",
                                  "durable store: messages held (accepted, fate not known)",
                                  labels=["estate"])
@@ -320,6 +313,17 @@ class Watch:
                                "held": len(self.durable.outbox),
                                "last_error": None if failed is None else str(failed)}
         return line
+
+
+def _estate_counters(part: str, title: str, estate: str,
+                     counters: list[tuple[str, int, str]]) -> Iterator[Metric]:
+    """``raetlike_PART_NAME_total`` for each ``(name, value, what)`` of ``counters``, labelled
+    with the estate."""
+    for name, value, what in counters:
+        family = CounterMetricFamily(f"raetlike_{part}_{name}", f"{title}: {what}",
+                                     labels=["estate"])
+        family.add_metric([estate], value)
+        yield family
 
 
 def _journal_counters(journal: JournalWriter) -> list[tuple[str, int, str]]:

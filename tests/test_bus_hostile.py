@@ -92,15 +92,20 @@ def test_bytes_from_a_joined_peer_to_a_yard_are_malformed_and_the_manor_goes_on(
     assert bus.rpc("client", "kv", "echo.x", "still up").payload == "still up"
 
 
+def _echoed(payload: Any) -> BusNode:
+    """A node serving ``echo`` after an untrusted link asked it with ``payload``."""
+    node = BusNode("main")
+    node.register_service("echo", lambda r: r.payload)
+    node.add_link(StandIn("mallory"), now=0.0)
+    node.receive("mallory", request(payload=payload, target="main"), 1.0)
+    return node
+
+
 @pytest.mark.parametrize("payload", [
     b"bytes", {"k": [1, bytearray(b"x")]}, {1: "int key"}, 1 << 64, -(1 << 63) - 1,
     ("a", "tuple"), nested(257), {"deep": nested(256)}, object()])
 def test_a_payload_not_every_link_carries_is_malformed(payload: Any) -> None:
-    node = BusNode("main")
-    node.register_service("echo", lambda r: r.payload)
-    mallory = StandIn("mallory")
-    node.add_link(mallory, now=0.0)
-    node.receive("mallory", request(payload=payload, target="main"), 1.0)
+    node = _echoed(payload)
     assert node.stats.malformed == 1
     assert node.stats.handled == 0
 
@@ -109,11 +114,7 @@ def test_a_payload_not_every_link_carries_is_malformed(payload: Any) -> None:
     None, True, 1.5, float("nan"), "text", (1 << 64) - 1, -(1 << 63), nested(256),
     {"a": [{"b": None}], "c": {}}])
 def test_json_values_are_carried(payload: Any) -> None:
-    node = BusNode("main")
-    node.register_service("echo", lambda r: r.payload)
-    mallory = StandIn("mallory")
-    node.add_link(mallory, now=0.0)
-    node.receive("mallory", request(payload=payload, target="main"), 1.0)
+    node = _echoed(payload)
     assert node.stats.handled == 1
     assert node.stats.malformed == 0
 
