@@ -11,7 +11,7 @@ from __future__ import annotations
 from raetlike.wire.kinds import Flag, PacketKind, TransactionKind
 from road import events
 from road.config import RoadConfig
-from tests.roadkit import MAIN, MINION, Pair, allowed_pair, make_pair
+from tests.roadkit import MAIN, MINION, Pair, Sent, allowed_pair, make_pair
 from tests.simlink import Address, Impairment
 
 ATTACKER: Address = ("127.0.0.9", 4444)
@@ -142,17 +142,8 @@ def test_a_replayed_hello_of_a_failed_allow_leaves_the_session_alone() -> None:
     in no completed allow) from its own address: main must keep the session (it dropped
     its keys at the hello, allowed None, and delivery stopped both ways for good with
     keepalive off).  The new keys take over only once an initiate verified."""
-    config = {"fast": False, "keepalive": False}
-    pair = make_pair(main_config=RoadConfig(**config), minion_config=RoadConfig(**config))
-    pair.allow()
+    pair, captured = _a_failed_allows_hello()
     net = pair.net
-    net.drop = lambda s: (s.head.transaction_kind == TransactionKind.ALLOW
-                          and s.head.packet_kind == PacketKind.COOKIE)
-    before = len(pair.sent(TransactionKind.ALLOW, PacketKind.HELLO, MINION))
-    pair.minion.allow("main", now=net.now)
-    net.run_for(6.0)
-    captured = pair.sent(TransactionKind.ALLOW, PacketKind.HELLO, MINION)[before]
-    net.drop = None
     allows = len(pair.events(MAIN, events.Allowed))
     pair.minion.allow("main", now=net.now)
     pair.run_until(lambda: len(pair.events(MAIN, events.Allowed)) > allows
@@ -262,17 +253,8 @@ def test_a_replayed_hello_of_a_failed_allow_does_not_refuse_the_remotes_next_all
     """The same replay, kept up every 3 s (each one's allow waits 4 s for an initiate
     nobody can send): the minion's own next allow must still go through at once, not be
     refused because another allow of it is open."""
-    config = {"fast": False, "keepalive": False}
-    pair = make_pair(main_config=RoadConfig(**config), minion_config=RoadConfig(**config))
-    pair.allow()
+    pair, captured = _a_failed_allows_hello()
     net = pair.net
-    net.drop = lambda s: (s.head.transaction_kind == TransactionKind.ALLOW
-                          and s.head.packet_kind == PacketKind.COOKIE)
-    before = len(pair.sent(TransactionKind.ALLOW, PacketKind.HELLO, MINION))
-    pair.minion.allow("main", now=net.now)
-    net.run_for(6.0)
-    captured = pair.sent(TransactionKind.ALLOW, PacketKind.HELLO, MINION)[before]
-    net.drop = None
     for _ in range(3):
         net.inject(captured.data, ATTACKER, MAIN)
         net.run_for(0.5)
@@ -288,3 +270,21 @@ def test_a_replayed_hello_of_a_failed_allow_does_not_refuse_the_remotes_next_all
     pair.main.transmit({"x": 1}, "minion", now=net.now)
     net.run_for(1.0)
     assert any(e.body == {"x": 1} for e in pair.events(MINION, events.MessageReceived))
+
+
+def _a_failed_allows_hello() -> tuple[Pair, Sent]:
+    """An allowed RAET-mode pair (no keepalive) after an allow of the minion failed, its
+    cookies lost; the hello of that allow (signed by the minion, its short-term key in no
+    completed allow), as sent."""
+    pair = make_pair(main_config=RoadConfig(fast=False, keepalive=False),
+                     minion_config=RoadConfig(fast=False, keepalive=False))
+    pair.allow()
+    net = pair.net
+    net.drop = lambda s: (s.head.transaction_kind == TransactionKind.ALLOW
+                          and s.head.packet_kind == PacketKind.COOKIE)
+    before = len(pair.sent(TransactionKind.ALLOW, PacketKind.HELLO, MINION))
+    pair.minion.allow("main", now=net.now)
+    net.run_for(6.0)
+    captured = pair.sent(TransactionKind.ALLOW, PacketKind.HELLO, MINION)[before]
+    net.drop = None
+    return pair, captured
