@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,11 +44,15 @@ def test_pyzmq_with_curve_measures_one_way_round_trips_and_a_big_message() -> No
     assert figures["ten_mb_s"] > 0
 
 
-def test_raet_0_6_8_main_and_joiner_run_one_way_echo_and_a_big_message() -> None:
+def test_raet_0_6_8_main_and_joiner_run_one_way_echo_and_a_big_message(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the peers' temporary files
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # and this process's
     results = run_plan([["one", 5, 128], ["echo", 3, 32], ["big", 20_000]], cap=20.0)
     assert results is not None
     assert [r["step"] for r in results] == ["one", "echo", "big"]
     assert all(r["seconds"] is not None and r["seconds"] > 0 for r in results)
+    assert list(tmp_path.iterdir()) == []  # the peers' RAET keeps went with the run
 
 
 def test_a_message_past_the_cap_is_none_and_its_cell_says_so() -> None:

@@ -9,6 +9,7 @@ transmit to the main's receipt of the last), windowed echo, and a 1 MB message.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -31,9 +32,12 @@ def run_plan(plan: list[list[Any]], cap: float,
     """Start a RAET 0.6.8 main, run ``plan`` from a RAET 0.6.8 joiner; its results or None."""
     with tempfile.TemporaryDirectory() as directory:
         port_file = Path(directory) / "port"
+        # the peers' RAET keeps (tempfile.mkdtemp) go in here, removed with it: the main is
+        # killed, so it cannot remove its own
+        env = {**os.environ, "TMPDIR": directory}
         main = subprocess.Popen(  # noqa: S603 - our own script
             [sys.executable, str(PEER), "main", str(port_file)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         pin(main.pid, cpus.peer)
         try:
             deadline = time.monotonic() + _START
@@ -45,7 +49,7 @@ def run_plan(plan: list[list[Any]], cap: float,
             client = subprocess.Popen(  # noqa: S603 - our own script
                 [sys.executable, str(PEER), "client", f"127.0.0.1:{port_file.read_text()}",
                  json.dumps(plan), str(cap), str(main.pid)],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
             pin(client.pid, cpus.measuring)
             try:
                 out, _errors = client.communicate(timeout=_START + cap * steps)
