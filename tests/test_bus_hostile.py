@@ -388,19 +388,25 @@ def test_gapped_events_from_a_peer_leave_at_most_max_events_unread() -> None:
 
 # == names a node keeps are no longer than names ===========================================
 
+def _decodes_with_name(field: str, name: str, *, good: bool) -> None:
+    """A request whose ``field`` (a list of one for a route or below) is ``name`` decodes
+    when ``good``, else is malformed."""
+    value: Any = [name] if field in ("rt", "nb") else name
+    body = {"bus": {**request()["bus"], field: value}}
+    if good:
+        decode(body)
+    else:
+        with pytest.raises(PacketError):
+            decode(body)
+
+
 @pytest.mark.parametrize("field", ["ta", "ui", "ro", "rt", "nb"])
 def test_a_name_longer_than_a_name_may_be_is_malformed(field: str) -> None:
     # a route name, a userid (a dedup key) or a relay's name below is kept by the node:
     # 16 MB names would have been held in its tables
     long, fine = "n" * 201, "n" * 200
     for name, good in ((long, False), (fine, True)):
-        value: Any = [name] if field in ("rt", "nb") else name
-        body = {"bus": {**request()["bus"], field: value}}
-        if good:
-            decode(body)
-        else:
-            with pytest.raises(PacketError):
-                decode(body)
+        _decodes_with_name(field, name, good=good)
 
 
 # == answers kept for resent requests are bounded in bytes, not only in number =============
@@ -696,10 +702,4 @@ def test_a_names_length_is_counted_in_utf8_bytes(field: str) -> None:
     # table held 237 MB where docs/bus.md states 72 MB)
     for name, good in (("\U0001f600" * 50, True), ("\U0001f600" * 50 + "x", False),
                        ("é" * 100, True), ("é" * 101, False)):
-        value: Any = [name] if field in ("rt", "nb") else name
-        body = {"bus": {**request()["bus"], field: value}}
-        if good:
-            decode(body)
-        else:
-            with pytest.raises(PacketError):
-                decode(body)
+        _decodes_with_name(field, name, good=good)
