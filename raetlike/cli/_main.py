@@ -669,6 +669,10 @@ def _add_pipeline(commands: Any, common: argparse.ArgumentParser) -> None:
     pipeline.add_argument("--driver-rows", type=_positive(int, 0), default=None, metavar="N",
                           help="compute the tables on the driver when each merged partial "
                                "has at most N rows (default: 20000; 0: always in Spark)")
+    pipeline.add_argument("--converter", choices=("arrow", "spark"), default="arrow",
+                          help="what turns new segments' JSON into the store: pyarrow in "
+                               "Spark tasks (default; units it declines go to Spark) or "
+                               "Spark's JSON reader")
     pipeline.add_argument("--follow", action="store_true",
                           help="keep going: pick up new sealed segments (Structured Streaming)")
     pipeline.add_argument("--interval", type=_positive(float, 0.0), default=10.0, metavar="S",

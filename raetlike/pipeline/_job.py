@@ -40,6 +40,7 @@ from raetlike.pipeline._progress import Progress
 from raetlike.pipeline._report import REPORT_ROWS, ReportData, write_report
 from raetlike.pipeline._session import inheriting, spark_session
 from raetlike.pipeline._store import (
+    CONVERTERS_NAMES,
     StoredUnit,
     out_locked,
     refresh_store,
@@ -87,11 +88,18 @@ class PipelineOptions:
     million records over two hours make about 1,200 ``fine`` rows; a row costs the driver
     about 2 KiB while the run lasts, and a ``fine`` row with a ``latency`` row about 80 µs of
     its CPU (the bound, 20,000 of each: 1.6 s, less than Spark takes for the tables)."""
+    converter: str = "arrow"
+    """What converts new segments' JSON into the store (``_store.CONVERTERS_NAMES``):
+    ``arrow``, pyarrow in Spark tasks, with the units it declines left to Spark's JSON
+    reader; or ``spark``, Spark's reader for all."""
 
     def __post_init__(self) -> None:
         if isinstance(self.driver_rows, bool) or not isinstance(self.driver_rows, int) \
                 or self.driver_rows < 0:
             raise ValueError(f"driver_rows must be a whole number >= 0, not {self.driver_rows!r}")
+        if self.converter not in CONVERTERS_NAMES:
+            raise ValueError(f"converter must be one of {', '.join(CONVERTERS_NAMES)}, "
+                             f"not {self.converter!r}")
         refuse_pattern(self.out, "out")
         for journal in self.journals:
             refuse_pattern(journal, "journal")
@@ -487,7 +495,8 @@ def run_pipeline(options: PipelineOptions, spark: SparkSession | None = None, *,
         shown = Progress(session.sparkContext, stream, input_bytes=size)
     try:
         with out_locked(options.out):
-            stored = refresh_store(session, directories, options.out)
+            stored = refresh_store(session, directories, options.out,
+                                   converter=options.converter)
             return _analyse(session, _store_input(session, stored.units, options),
                             sum(unit.skipped for unit in stored.units), options, started, shown)
     finally:

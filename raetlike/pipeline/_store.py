@@ -74,8 +74,9 @@ from raetlike.pipeline._partials import (
 from raetlike.pipeline._session import inheriting
 from raetlike.pipeline._tables import WINDOW_STEPS, fine_step
 
-__all__ = ["LOCK", "MANIFEST", "MANIFEST_VERSION", "RECORDS", "STORE", "OutBusyError", "StoreRun",
-           "StoredUnit", "out_locked", "refresh_store", "stored_partials", "stored_records"]
+__all__ = ["CONVERTERS_NAMES", "LOCK", "MANIFEST", "MANIFEST_VERSION", "RECORDS", "STORE",
+           "OutBusyError", "StoreRun", "StoredUnit", "out_locked", "refresh_store",
+           "stored_partials", "stored_records"]
 
 log = logging.getLogger(__name__)
 
@@ -290,15 +291,26 @@ def _whole_unit(directory: Path, key: str) -> bool:
     return all((directory / part / "_SUCCESS").is_file() for part in (RECORDS, *PARTS))
 
 
-def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> StoreRun:
+CONVERTERS_NAMES = ("arrow", "spark")
+"""How a unit's JSON is converted: ``arrow`` (the default) by pyarrow in a Spark task
+(``_arrow``), each unit it declines and every unit when it cannot run by Spark's JSON
+reader; ``spark`` always by Spark's reader."""
+
+
+def refresh_store(spark: SparkSession, hours: list[str], out: Path, *,
+                  converter: str = "arrow") -> StoreRun:
     """Bring ``OUT/store`` up to date for the segment files of ``hours``; what it did and
     the hours' units as stored (their records: :func:`stored_records`).
 
     ``hours`` are ``date=/hour=`` directories (:func:`hour_directories`); each stands for
     its resolved path, so two spellings of one journal share its units.  A unit one of
     whose files was renamed or removed while Spark read it (the writer sealed its open
-    segment) is not kept: its hour is planned and read once more.
+    segment) is not kept: its hour is planned and read once more.  ``converter``: one of
+    :data:`CONVERTERS_NAMES`.
     """
+    if converter not in CONVERTERS_NAMES:
+        raise ValueError(f"converter must be one of {', '.join(CONVERTERS_NAMES)}, "
+                         f"not {converter!r}")
     store = out / STORE
     manifest_path = out / MANIFEST
     units = _load(manifest_path)
@@ -312,7 +324,7 @@ def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> StoreRun:
     again = real
     for last in (False, True):
         again = _refresh(spark, again, store, manifest_path, units, read, reused, removed,
-                         sealed_only=last)
+                         sealed_only=last, arrow=converter == "arrow")
         if not again:
             break
     now: dict[str, list[str]] = {}
@@ -328,11 +340,12 @@ def refresh_store(spark: SparkSession, hours: list[str], out: Path) -> StoreRun:
 
 def _refresh(spark: SparkSession, hours: list[str], store: Path,  # noqa: PLR0917
              manifest_path: Path, units: dict[str, Any], read: list[str], reused: list[str],
-             removed: list[str], *, sealed_only: bool = False) -> list[str]:
+             removed: list[str], *, sealed_only: bool = False, arrow: bool = False) -> list[str]:
     """One pass of :func:`refresh_store` over ``hours`` (resolved): ``units`` brought up to
     date and saved, what was read and reused added to ``read`` and ``reused``; the hours a
     file of which vanished while it was read.  ``sealed_only`` (the last pass) leaves open
-    segments out, with a warning: sealed files do not vanish, so nothing read is lost."""
+    segments out, with a warning: sealed files do not vanish, so nothing read is lost.
+    ``arrow``: units are converted by :func:`_arrow_units` first, the rest by Spark."""
     by_hour: dict[str, list[str]] = {}
     for key, entry in units.items():
         by_hour.setdefault(entry["hour"], []).append(key)
@@ -368,15 +381,18 @@ def _refresh(spark: SparkSession, hours: list[str], store: Path,  # noqa: PLR091
     if dropped or not manifest_path.exists():
         _save(manifest_path, units)
     vanished: list[str] = []
+    converted = _arrow_units(spark, [(hour, sorted(files), str(store / _key(hour, files)))
+                                     for hour, files in todo]) if arrow and todo else {}
     # a few units at once: each job's start overlaps another's work
     with ThreadPoolExecutor(max_workers=CONVERTERS) as pool:
         convert = inheriting(spark)(_convert)
         futures = {pool.submit(convert, spark, hour, sorted(files),
                                store / _key(hour, files)): (hour, files)
-                   for hour, files in todo}
-        for future in as_completed(futures):
-            hour, files = futures[future]
-            made = future.result()
+                   for hour, files in todo if _key(hour, files) not in converted}
+        done = [(converted[_key(hour, files)], (hour, files)) for hour, files in todo
+                if _key(hour, files) in converted]
+        for made, (hour, files) in [*done, *((future.result(), futures[future])
+                                             for future in as_completed(futures))]:
             key = _key(hour, files)
             if any(not os.path.isfile(os.path.join(hour, name)) for name in files):
                 log.info("pipeline: a segment of %s was sealed or removed while it was read; "
@@ -388,6 +404,36 @@ def _refresh(spark: SparkSession, hours: list[str], store: Path,  # noqa: PLR091
             _save(manifest_path, units)  # each unit as soon as its Parquet is whole
             read += [os.path.join(hour, name) for name in sorted(files)]
     return sorted(set(vanished))
+
+
+def _arrow_units(spark: SparkSession, units: list[tuple[str, list[str], str]]
+                 ) -> dict[str, dict[str, Any]]:
+    """``units`` (hour, segment names, store directory) converted by pyarrow
+    (:func:`raetlike.pipeline._arrow.convert_unit`), one Spark task each, all in one job:
+    what the manifest notes of each converted unit, by key.  A unit it declines is left
+    out, and so is every unit when pyarrow is missing or the tasks fail (an executor
+    without pyarrow or raetlike), with a warning: Spark's reader converts those."""
+    try:
+        from raetlike.pipeline._arrow import convert_unit  # noqa: PLC0415 - pyarrow is optional
+    except ImportError as error:
+        log.warning("pipeline: pyarrow is missing (%s); Spark's JSON reader converts the "
+                    "segments (slower; pip install pyarrow)", error)
+        return {}
+    tasks = spark.sparkContext.parallelize(units, len(units))
+    try:
+        made = tasks.map(lambda unit: convert_unit(*unit)).collect()
+    except Exception as error:  # noqa: BLE001 - any failure of the tasks: Spark converts
+        log.warning("pipeline: converting with pyarrow failed on the executors (%s); "
+                    "Spark's JSON reader converts the segments",
+                    str(error).strip().splitlines()[0] if str(error).strip() else error)
+        return {}
+    declined = [hour for (hour, _, _), result in zip(units, made, strict=True) if result is None]
+    if declined:
+        log.info("pipeline: %d unit(s) left to Spark's JSON reader (a torn line, or text "
+                 "pyarrow might read otherwise): %s", len(declined),
+                 ", ".join(safe_name(hour) for hour in declined[:5]))
+    return {Path(part).name: result for (_, _, part), result in zip(units, made, strict=True)
+            if result is not None}
 
 
 _SCHEME = r"^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?"

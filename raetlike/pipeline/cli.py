@@ -70,7 +70,8 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                               master=args.master, since=since, until=until,
                               window_seconds=args.window, quiet=args.quiet > 0,
                               driver_rows=(DRIVER_ROWS if args.driver_rows is None
-                                           else args.driver_rows))
+                                           else args.driver_rows),
+                              converter=getattr(args, "converter", "arrow"))
     if not args.follow:
         try:
             result = run_pipeline(options)

@@ -1,0 +1,321 @@
+"""A unit of journal segments converted without the JVM: pyarrow reads the JSON, numpy and
+Arrow's kernels make the partials.
+
+:func:`convert_unit` writes what ``_store._convert`` writes, row for row: the lines'
+fields as Parquet under ``records/``, the four partials beside them (``_partials``), and
+``_DONE``; and returns the same counts.  It does in about a second of one core what takes
+Spark's JVM ten to twenty of CPU in a cold run: most of that is the JVM compiling itself
+(docs/pipeline.md, "The first run's floor").  It runs inside a Spark task (``_store``
+sends each unit to an executor), so it reads the files by the same paths Spark's own
+reader would, and a cluster runs it as it runs the JSON reader.
+
+Spark's JSON reader and pyarrow's are different parsers.  Every line the writer makes
+reads the same in both, but hostile or damaged files may not: so a unit is *declined*
+(:func:`convert_unit` returns None, and the caller has Spark convert it) unless every
+file is lines that pyarrow parses one row each, strictly:
+
+- pyarrow raises on anything it does not take as JSON of the schema's types: a torn or cut
+  line, a duplicate key, a string where a number belongs or the reverse, a number past a
+  long or a double, invalid UTF-8, an unpaired surrogate escape, an unescaped control
+  character, an object spread over lines (Spark's reader takes some of these its own way:
+  a number as a string, text with replacement characters, the last duplicate);
+- every line starts with ``{`` and no byte is ``\\r`` (a blank line, a byte order mark, or
+  Spark's other line ends would count lines differently), and the rows number the lines
+  (two objects on one line are one corrupt line to Spark);
+- no ``sent`` or ``received`` is NaN or infinite (the two readers' non-numeric tokens
+  differ).
+
+A declined unit costs a read of its bytes.  ``tests/test_pipeline_arrow.py`` compares both
+converters' output on journals the writer made and on hostile lines.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+import pyarrow.parquet as pq
+
+from raetlike.pipeline._frames import KINDS, MOST_COUNT, MOST_SEQUENCE, MOST_TEXT, RECEIVED_RANGE
+from raetlike.pipeline._tables import fine_step
+
+__all__ = ["MOST_BITMAPS", "MOST_BYTES", "RECORDS_SCHEMA", "convert_unit"]
+
+MOST_BYTES = 512 << 20
+"""The most bytes of JSON a unit converted here has: it is read whole into memory (about
+twice its size at most); a larger unit is left to Spark's reader, which streams it."""
+MOST_BITMAPS = 16_384
+"""The most ``sequences`` rows (4 KiB bitmaps: 64 MiB) a unit converted here has."""
+MOST_MS = 1e12  # _tables._MOST_MS: latencies are clamped there in ``latency``
+BITMAP_BITS = 32_768  # numbers a bitmap of Spark's bitmap_construct_agg holds
+RECORDS = "records"  # _store.RECORDS
+DONE = "_DONE"  # _store.DONE
+CORRUPT = "_corrupt_record"  # _frames.CORRUPT_COLUMN, always null here
+
+_STRINGS = ("node", "source_estate", "source_yard", "source_share", "destination_estate",
+            "destination_yard", "destination_share", "kind", "topic")
+_LONGS = ("version", "transaction_id", "request_id", "sequence", "body_bytes", "segments",
+          "resends", "session_id")
+_DOUBLES = ("sent", "received")
+_LINE = pa.schema([*[(name, pa.string()) for name in _STRINGS],
+                   *[(name, pa.int64()) for name in _LONGS],
+                   *[(name, pa.float64()) for name in _DOUBLES]])
+RECORDS_SCHEMA = _LINE.append(pa.field(CORRUPT, pa.string()))
+"""``_frames.JOURNAL_SCHEMA`` in Arrow's types (a test checks they agree)."""
+
+_TIME = pa.timestamp("us", tz="UTC")
+_ENDS = ("source_estate", "source_yard", "source_share", "destination_yard",
+         "destination_share")
+_FINE_KEYS = ("window_start", "node", "kind", "topic", *_ENDS, "destination_estate")
+_LATENCY_KEYS = ("kind", "topic", *_ENDS, "destination_estate")
+_SOURCE = ("source_estate", "source_yard", "source_share")
+_ONE = pa.scalar(1, pa.int8())
+_NO_ONE = pa.scalar(None, pa.int8())
+
+
+class Declined(Exception):  # noqa: N818 - not an error: the unit goes to Spark
+    """A file holds something pyarrow might not read as Spark does."""
+
+
+def _read(path: str) -> pa.Table:
+    """One segment file's lines, or :class:`Declined`."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:  # sealed or removed meanwhile: Spark's path notices and retries
+        raise Declined(path) from None
+    if not data:
+        return _LINE.empty_table()
+    lines = data.count(b"\n") + (not data.endswith(b"\n"))
+    if b"\r" in data or data.count(b"\n{") + data.startswith(b"{") != lines:
+        raise Declined(path)
+    try:
+        table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(
+            block_size=max(1 << 20, min(len(data), 16 << 20))),
+            parse_options=pj.ParseOptions(explicit_schema=_LINE,
+                                          unexpected_field_behavior="ignore"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError,
+            UnicodeDecodeError):
+        raise Declined(path) from None
+    if table.num_rows != lines:
+        raise Declined(path)
+    table = table.select(_LINE.names).cast(_LINE)
+    for name in _DOUBLES:
+        if pc.any(pc.invert(pc.is_finite(table[name]))).as_py():  # nulls are skipped
+            raise Declined(path)
+    return table
+
+
+def _between(column: pa.ChunkedArray, low: float, high: float) -> pa.ChunkedArray:
+    inside = pc.and_kleene(pc.greater_equal(column, low), pc.less_equal(column, high))
+    return pc.or_kleene(pc.is_null(column), inside)
+
+
+def _valid(table: pa.Table) -> pa.ChunkedArray:
+    """``_frames.valid_line`` for lines pyarrow read (none corrupt, every double finite)."""
+    received = table["received"]
+    low, high = RECEIVED_RANGE
+    checks = [pc.equal(table["version"], 1), pc.is_valid(table["node"]),
+              pc.is_valid(table["source_estate"]), pc.greater_equal(received, low),
+              pc.less(received, high)]
+    checks += [_between(table[name], 0, MOST_COUNT)
+               for name in ("body_bytes", "segments", "resends")]
+    checks.append(_between(table["sequence"], -MOST_SEQUENCE, MOST_SEQUENCE))
+    checks += [pc.or_kleene(pc.is_null(table[name]),
+                      pc.less_equal(pc.utf8_length(table[name]), MOST_TEXT))
+               for name in _STRINGS]
+    checks.append(pc.or_kleene(pc.is_null(table["kind"]), pc.is_in(table["kind"], pa.array(KINDS))))
+    valid = checks[0]
+    for check in checks[1:]:
+        valid = pc.and_kleene(valid, check)
+    return pc.fill_null(valid, False)
+
+
+def _micros(seconds: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Spark's ``timestamp_seconds`` of finite, non-negative seconds: times 10^6, truncated."""
+    return (np.asarray(seconds.to_numpy(), np.float64) * 1_000_000.0).astype(np.int64)
+
+
+def _timestamps(micros: np.ndarray) -> pa.Array:
+    return pa.array(micros, pa.int64()).cast(_TIME)
+
+
+def _write(table: pa.Table, directory: Path) -> None:
+    directory.mkdir(parents=True)
+    pq.write_table(table, directory / "part-00000.snappy.parquet", compression="snappy")
+    (directory / "_SUCCESS").touch()
+
+
+def _latency(records: pa.Table) -> pa.Array:
+    """``latency_ms`` as ``_frames.normalise`` makes it: null unless finite."""
+    received = np.asarray(records["received"].to_numpy(), np.float64)
+    sent = records["sent"]
+    known = np.asarray(pc.is_valid(sent).to_numpy(zero_copy_only=False), bool)
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = (received - np.asarray(pc.fill_null(sent, 0.0).to_numpy(), np.float64)) * 1000.0
+    return pa.array(values, pa.float64(), mask=~(known & np.isfinite(values)))
+
+
+def _fine(records: pa.Table, micros: np.ndarray, latency: pa.Array, numbered: pa.ChunkedArray,
+          step: float) -> pa.Table:
+    """``_tables.fine_sums`` at ``step`` seconds (windows aligned to the epoch)."""
+    width = round(step * 1000) * 1000
+    frame = pa.table({
+        "window_start": _timestamps(micros - micros % width),
+        **{name: records[name] for name in ("node", "kind", "topic", *_ENDS)},
+        "destination_estate": pc.coalesce(records["destination_estate"], records["node"]),
+        "one": pa.array(np.ones(records.num_rows, np.int8)),
+        "body_bytes": records["body_bytes"], "segments": records["segments"],
+        "multi": pc.if_else(pc.greater(records["segments"], 1), _ONE, _NO_ONE),
+        "resends": records["resends"],
+        "resent": pc.if_else(pc.greater(records["resends"], 0), _ONE, _NO_ONE),
+        "latency_ms": latency, "numbered": numbered,
+    })
+    sums = frame.group_by(list(_FINE_KEYS), use_threads=False).aggregate([
+        ("one", "count"), ("body_bytes", "sum"), ("segments", "sum"), ("segments", "max"),
+        ("multi", "count"), ("resends", "sum"), ("resends", "max"), ("resent", "count"),
+        ("latency_ms", "count"), ("latency_ms", "max"), ("numbered", "count"),
+        ("numbered", "min"), ("numbered", "max")])
+    return pa.table({
+        **{name: sums[name] for name in _FINE_KEYS},
+        "messages": sums["one_count"], "bytes": sums["body_bytes_sum"],
+        "segments": sums["segments_sum"], "segments_max": sums["segments_max"],
+        "multi_segment_messages": sums["multi_count"], "resends": sums["resends_sum"],
+        "resends_max": sums["resends_max"], "messages_with_resends": sums["resent_count"],
+        "timed": sums["latency_ms_count"], "max_ms": sums["latency_ms_max"],
+        "sequenced": sums["numbered_count"], "sequence_min": sums["numbered_min"],
+        "sequence_max": sums["numbered_max"]})
+
+
+def _latency_sums(records: pa.Table, latency: pa.Array) -> pa.Table:
+    """``_tables.latency_sums``: timed messages per stream and latency microsecond."""
+    timed = records.filter(pc.is_valid(latency))
+    values = np.clip(np.asarray(pc.drop_null(latency).to_numpy(), np.float64), -MOST_MS, MOST_MS)
+    frame = pa.table({
+        **{name: timed[name] for name in ("kind", "topic", *_ENDS)},
+        "destination_estate": pc.coalesce(timed["destination_estate"], timed["node"]),
+        "us": pa.array(np.floor(values * 1000).astype(np.int64)),
+        "one": pa.array(np.ones(timed.num_rows, np.int8)),
+    })
+    keys = [*_LATENCY_KEYS, "us"]
+    sums = frame.group_by(keys, use_threads=False).aggregate([("one", "count")])
+    return pa.table({**{name: sums[name] for name in keys}, "n": sums["one_count"]})
+
+
+def _source(table: pa.Table) -> pa.ChunkedArray:
+    """Spark's ``concat_ws("/", estate, yard, share)``: the parts that are not null."""
+    return pc.binary_join_element_wise(*[table[name] for name in _SOURCE], "/",
+                                       null_handling="skip")
+
+
+def _sequences(numbered: pa.Table) -> pa.Table:
+    """``_partials.sequence_sums`` over the numbered deliveries at their destination, or
+    :class:`Declined` past :data:`MOST_BITMAPS` rows."""
+    sequence = np.asarray(numbered["sequence"].to_numpy(), np.int64)
+    # Spark: bucket 1 + (n - 1) / 32768 and bit (n - 1) % 32768 for n > 0, else n / 32768
+    # and -n % 32768, in Java's division (toward zero); every operand here is >= 0
+    positive = sequence > 0
+    above = np.where(positive, sequence - 1, -sequence)
+    bucket = np.where(positive, 1 + above // BITMAP_BITS, -(above // BITMAP_BITS))
+    frame = pa.table({**{name: numbered[name] for name in (*_SOURCE, "node")},
+                      "bucket": pa.array(bucket, pa.int64()),
+                      "row": pa.array(np.arange(len(sequence), dtype=np.int64)),
+                      "sequence": numbered["sequence"], "received": numbered["received"]})
+    keys = [*_SOURCE, "node", "bucket"]
+    if frame.group_by(keys, use_threads=False).aggregate([]).num_rows > MOST_BITMAPS:
+        raise Declined("sequences")
+    sums = frame.group_by(keys, use_threads=False).aggregate([
+        ("row", "list"), ("row", "count"), ("sequence", "min"), ("sequence", "max"),
+        ("received", "min"), ("received", "max")])
+    groups = sums.num_rows
+    counts = np.asarray(sums["row_count"].to_numpy(), np.int64)
+    rows = np.asarray(pc.list_flatten(sums["row_list"]).to_numpy(), np.int64)
+    position = (above % BITMAP_BITS)[rows]
+    bitmaps = np.zeros((groups, BITMAP_BITS // 8), np.uint8)
+    np.bitwise_or.at(bitmaps, (np.repeat(np.arange(groups), counts), position // 8),
+                     np.left_shift(1, position % 8).astype(np.uint8))
+    offsets = np.arange(groups + 1, dtype=np.int32) * (BITMAP_BITS // 8)
+    bits = pa.Array.from_buffers(pa.binary(), groups, [None, pa.py_buffer(offsets),
+                                                       pa.py_buffer(bitmaps)])
+    return pa.table({"source": _source(sums), "node": sums["node"], "bucket": sums["bucket"],
+                     "bits": bits, "n": sums["row_count"],
+                     "sequence_min": sums["sequence_min"], "sequence_max": sums["sequence_max"],
+                     "received_min": sums["received_min"], "received_max": sums["received_max"]})
+
+
+def _late(numbered: pa.Table) -> pa.Table:
+    """``_partials.late_arrivals``: per (joined source, node), by receive time then number,
+    the deliveries numbered lower than one before them, with the highest before."""
+    frame = pa.table({"source": _source(numbered), "node": numbered["node"],
+                      "received": numbered["received"], "sequence": numbered["sequence"]})
+    frame = frame.take(pc.sort_indices(frame, sort_keys=[
+        ("source", "ascending"), ("node", "ascending"), ("received", "ascending"),
+        ("sequence", "ascending")]))
+    count = frame.num_rows
+    starts = np.ones(count, bool)
+    if count > 1:  # a new (source, node): both are never null here
+        changed = pc.or_kleene(pc.not_equal(frame["source"][1:], frame["source"][:-1]),
+                         pc.not_equal(frame["node"][1:], frame["node"][:-1]))
+        starts[1:] = np.asarray(changed.to_numpy(zero_copy_only=False), bool)
+    group = np.cumsum(starts) - 1
+    values, rank = np.unique(np.asarray(frame["sequence"].to_numpy(), np.int64),
+                             return_inverse=True)
+    ranked = group * len(values) + rank  # every rank of a later group above an earlier's
+    before = np.full(count, -1, np.int64)
+    if count > 1:
+        before[1:] = np.maximum.accumulate(ranked)[:-1]
+    late = ~starts & (ranked < before)  # so ``before`` is of the same group
+    rows = frame.filter(pa.array(late))
+    highest_before = values[before[late] - group[late] * len(values)]
+    return pa.table({"source": rows["source"], "node": rows["node"],
+                     "sequence": rows["sequence"],
+                     "highest_before": pa.array(highest_before, pa.int64()),
+                     "received_at": _timestamps(_micros(rows["received"]))})
+
+
+def convert_unit(hour: str, names: list[str], part: str) -> dict[str, Any] | None:
+    """The segment files ``names`` of ``hour`` -> ``part/records`` and the partials, as
+    ``_store._convert`` makes them; what the manifest notes of the unit, or None (nothing
+    written) when the unit is larger than :data:`MOST_BYTES` or a file holds what this
+    reader declines (module docstring)."""
+    paths = [os.path.join(hour, name) for name in names]
+    try:
+        if sum(os.path.getsize(path) for path in paths) > MOST_BYTES:
+            return None
+        tables = [_read(path) for path in paths]
+    except (Declined, FileNotFoundError):
+        return None
+    lines = pa.concat_tables(tables) if tables else _LINE.empty_table()
+    records = lines.filter(_valid(lines))
+    count = records.num_rows
+    first = pc.min(records["received"]).as_py() if count else None
+    last = pc.max(records["received"]).as_py() if count else None
+    step = fine_step(0.0 if first is None or last is None else last - first)
+    node, destination = records["node"], records["destination_estate"]
+    at_destination = pc.fill_null(pc.or_kleene(pc.is_null(destination),
+                                               pc.equal(node, destination)), False)
+    numbered = pc.if_else(at_destination, records["sequence"], pa.scalar(None, pa.int64()))
+    deliveries = records.filter(pc.is_valid(numbered))
+    latency = _latency(records)
+    try:
+        sequences = _sequences(deliveries)
+    except Declined:
+        return None
+    directory = Path(part)
+    shutil.rmtree(directory, ignore_errors=True)
+    _write(lines.append_column(CORRUPT, pa.nulls(lines.num_rows, pa.string())),
+           directory / RECORDS)
+    _write(_fine(records, _micros(records["received"]), latency, numbered, step),
+           directory / "fine")
+    _write(_latency_sums(records, latency), directory / "latency")
+    _write(sequences, directory / "sequences")
+    _write(_late(deliveries), directory / "late")
+    (directory / DONE).write_text(directory.name)
+    return {"records": count, "skipped": lines.num_rows - count,
+            "first": None if first is None else float(first),
+            "last": None if last is None else float(last), "step": step}
