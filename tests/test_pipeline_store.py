@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,34 @@ def _write(journal: Path, first: int, count: int, hour: int = 0) -> None:
             writer.append(record(n, received=HOUR_START + hour * 3600 + n))
 
 
-def _refresh(spark: Any, journal: Path, out: Path) -> tuple[int, Any]:  # noqa: F811
-    run = refresh_store(spark, hour_directories([journal]), out)
+def _refresh(spark: Any, journal: Path, out: Path,  # noqa: F811
+             converter: str = "arrow") -> tuple[int, Any]:
+    run = refresh_store(spark, hour_directories([journal]), out, converter=converter)
     return stored_records(spark, run.units).where("valid").count(), run
+
+
+def _after_each_unit(monkeypatch: pytest.MonkeyPatch, converter: str,
+                     then: Callable[[list[str]], None]) -> None:
+    """Call ``then(names)`` after each unit's segments are converted, by either converter."""
+    if converter == "spark":
+        convert = store_module._convert
+
+        def converted(spark: Any, hour: str, names: list[str], part: Path) -> Any:
+            made = convert(spark, hour, names, part)
+            then(names)
+            return made
+
+        monkeypatch.setattr(store_module, "_convert", converted)
+    else:
+        convert_all = store_module._arrow_units
+
+        def all_converted(spark: Any, units: list[tuple[str, list[str], str]]) -> Any:
+            made = convert_all(spark, units)
+            for _, names, _ in units:
+                then(names)
+            return made
+
+        monkeypatch.setattr(store_module, "_arrow_units", all_converted)
 
 
 def _segments(hour: str, pattern: str = "*.jsonl") -> list[str]:
@@ -284,23 +310,22 @@ def test_a_damaged_unit_or_another_spelling_is_read_again_not_believed(
     assert len(list((out / STORE).iterdir())) == 1
 
 
+@pytest.mark.parametrize("converter", ["arrow", "spark"])
 def test_a_segment_sealed_while_it_is_read_is_read_again_under_its_name(
-        tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+        converter: str) -> None:
     journal, out = tmp_path / "journal", tmp_path / "out"
     writer = JournalWriter(journal, "main")
     for n in range(1, 6):
         writer.append(record(n, received=HOUR_START + n))
     writer.flush()
-    convert = store_module._convert
 
-    def sealed_meanwhile(spark: Any, hour: str, names: list[str], part: Path) -> Any:
-        made = convert(spark, hour, names, part)
+    def sealed_meanwhile(_names: list[str]) -> None:
         if writer.open_segment is not None:
             writer.close()  # the estate seals the segment while the run reads it
-        return made
 
-    monkeypatch.setattr(store_module, "_convert", sealed_meanwhile)
-    count, run = _refresh(spark, journal, out)
+    _after_each_unit(monkeypatch, converter, sealed_meanwhile)
+    count, run = _refresh(spark, journal, out, converter)
     assert count == 5
     assert [Path(path).name.endswith(".jsonl") for path in run.read] == [True]
     assert len(run.units) == 1
@@ -339,29 +364,28 @@ def test_a_manifest_time_no_record_can_have_is_not_believed(
         assert (count, len(run.read), [u.records for u in run.units]) == (10, 1, [10]), forged
 
 
+@pytest.mark.parametrize("converter", ["arrow", "spark"])
 def test_a_segment_sealed_on_every_read_leaves_no_unit_behind(
-        tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+        converter: str) -> None:
     journal, out = tmp_path / "journal", tmp_path / "out"
     writers = [JournalWriter(journal, "main")]
     writers[0].append(record(1, received=HOUR_START + 1))
     writers[0].flush()
-    convert = store_module._convert
 
-    def sealed_each_time(spark: Any, hour: str, names: list[str], part: Path) -> Any:
-        made = convert(spark, hour, names, part)
+    def sealed_each_time(names: list[str]) -> None:
         if any(name.endswith(".open") for name in names):  # the estate seals, writes on
             writers[-1].close()
             writers.append(JournalWriter(journal, "main"))
             writers[-1].append(record(len(writers), received=HOUR_START + len(writers)))
             writers[-1].flush()
-        return made
 
-    monkeypatch.setattr(store_module, "_convert", sealed_each_time)
+    _after_each_unit(monkeypatch, converter, sealed_each_time)
     try:
-        count, run = _refresh(spark, journal, out)
+        count, run = _refresh(spark, journal, out, converter)
     finally:
         writers[-1].close()
     assert count == 1  # the sealed segment; the open one waits for the next run
     assert all(path.endswith(".jsonl") for path in run.read)
-    monkeypatch.setattr(store_module, "_convert", convert)
-    assert _refresh(spark, journal, out)[0] == len(writers)
+    monkeypatch.undo()
+    assert _refresh(spark, journal, out, converter)[0] == len(writers)

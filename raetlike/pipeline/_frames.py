@@ -14,9 +14,8 @@ from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from raetlike.errors import RaetError
-from raetlike.journal import RecordKind
-from raetlike.journal._delivery import MAX_TEXT
 from raetlike.names import safe_name
+from raetlike.pipeline._bounds import KINDS, MOST_COUNT, MOST_SEQUENCE, MOST_TEXT, RECEIVED_RANGE
 
 __all__ = ["ALL_GLOB", "CORRUPT_COLUMN", "JOURNAL_SCHEMA", "KINDS", "MOST_COUNT", "MOST_SEQUENCE",
            "MOST_TEXT", "RECEIVED_RANGE", "SEALED_GLOB", "NoJournalError", "find_journals",
@@ -176,23 +175,6 @@ def _finite(value: Column) -> Column:
     """Neither NaN nor infinite (null for null): Spark's JSON reader takes ``NaN`` and
     ``Infinity`` for doubles."""
     return ~F.isnan(value) & (F.abs(value) != F.lit(float("inf")))
-
-
-RECEIVED_RANGE = (0.0, 1e11)
-"""Receive times (epoch seconds) a valid record has: from 1970 to about the year 5138.
-Times outside (a clock's garbage or a forged line) would overflow the report's dates."""
-MOST_COUNT = 1 << 32
-"""The most ``body_bytes``, ``segments`` and ``resends`` a valid record has (none is
-negative): the tables' sums of them stay exact up to 2**31 records a group."""
-MOST_SEQUENCE = 1 << 62
-"""The largest ``sequence`` (in magnitude) a valid record has: the audit's differences of
-two numbers stay within a long."""
-MOST_TEXT = MAX_TEXT
-"""The most characters a valid record's text field has (node, endpoints, kind, topic): the
-journal writer keeps a peer's text to as many (``raetlike.journal._delivery.MAX_TEXT``),
-and the report's tables and plots are laid out from them."""
-KINDS = tuple(kind.value for kind in RecordKind)
-"""The kinds a valid record has (or none)."""
 
 
 def valid_line() -> Column:

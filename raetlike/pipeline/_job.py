@@ -78,7 +78,7 @@ class PipelineOptions:
     """Only records received before this wall time (epoch seconds)."""
     window_seconds: float | None = None
     """Width of the time windows of the traffic and rate tables; None fits it to the run
-    (:func:`~raetlike.pipeline._tables.choose_window`)."""
+    (:func:`~raetlike.pipeline._bounds.choose_window`)."""
     quiet: bool = False
     """Silence Spark's own banner and warnings (errors only), and show no progress."""
     driver_rows: int = DRIVER_ROWS
@@ -175,6 +175,7 @@ def _store_input(spark: SparkSession, units: list[StoredUnit],
 
 
 _Frame = Callable[[], DataFrame]
+_Made = tuple[list[tuple[Any, ...]], StructType]  # rows (timestamps in µs) and their schema
 """A table's frame, made where it is used: in a writer thread, so the driver plans some
 while others run."""
 
@@ -206,15 +207,26 @@ def _from_rows(spark: SparkSession, made: list[tuple[Any, ...]],
         for field in schema.fields])
 
 
-def _write_tables(spark: SparkSession, frames: dict[str, _Frame], paths: dict[str, Path],
-                  reads: dict[str, _Frame], known: set[str]) -> dict[str, list[dict[str, Any]]]:
+def _write_tables(spark: SparkSession, frames: dict[str, _Frame], paths: dict[str, Path],  # noqa: PLR0917
+                  reads: dict[str, _Frame], known: set[str],
+                  made: dict[str, _Made]) -> dict[str, list[dict[str, Any]]]:
     """Write every table and collect ``reads`` (small frames the report shows), all at
     once; the rows of the tables the report lists whole (:data:`_SHOWN`, except those
-    ``known`` already) and of ``reads``, by name."""
+    ``known`` already) and of ``reads``, by name.  The tables ``made`` on the driver are
+    written by pyarrow when it is installed (no Spark job), else by Spark like the rest."""
     shown: dict[str, list[dict[str, Any]]] = {}
+    write_rows = _arrow_writer()
 
     def write(name: str) -> None:
-        frame = frames[name]()
+        if name in made:
+            rows, schema = made[name]
+            if write_rows is not None:
+                write_rows(paths[name], rows, [(field.name, field.dataType.simpleString())
+                                               for field in schema.fields])
+                return
+            frame = _from_rows(spark, rows, schema)
+        else:
+            frame = frames[name]()
         if name in _SHOWN and name not in known:  # computed once: collected, then written
             shown[name] = _collect_micros(frame)
             frame = _from_rows(spark, [tuple(row.values()) for row in shown[name]],
@@ -229,10 +241,19 @@ def _write_tables(spark: SparkSession, frames: dict[str, _Frame], paths: dict[st
     with ThreadPoolExecutor(max_workers=WRITERS) as pool:
         wrap = inheriting(spark)
         done = [pool.submit(wrap(read), name) for name in reads]
-        done += [pool.submit(wrap(write), name) for name in frames]
+        done += [pool.submit(wrap(write), name) for name in frames if name not in made]
+        done += [pool.submit(write, name) for name in made]
         for future in done:
             future.result()
     return shown
+
+
+def _arrow_writer() -> Callable[[Path, list[tuple[Any, ...]], list[tuple[str, str]]], None] | None:
+    try:
+        from raetlike.pipeline._arrow import write_rows  # noqa: PLC0415 - pyarrow is optional
+    except ImportError:
+        return None
+    return write_rows
 
 
 def _span(given: _Input) -> tuple[int, float | None, float | None]:
@@ -309,6 +330,8 @@ class _Tables:
     """Per source (:func:`~raetlike.pipeline._rows.source_sums`'s columns)."""
     checked: Audit
     """The audit."""
+    made: dict[str, _Made] = field(default_factory=dict)
+    """Tables made on the driver: their rows (timestamps in µs) and schema, by name."""
 
 
 def _spark_tables(given: _Input, every: list[Partials], window: float,
@@ -361,13 +384,13 @@ def _driver_tables(spark: SparkSession, given: _Input, every: list[Partials], wi
         "kinds": rows.breakdown(counts, latencies, "kind"),
         "pairs": rows.breakdown(counts, latencies, "source_estate", "destination_estate"),
     }
+    written = {name: ([tuple(row.values()) for row in made[name]], tables.TABLE_SCHEMAS[name])
+               for name in made}
     frames: dict[str, _Frame] = {
-        name: functools.partial(_from_rows, spark, [tuple(row.values()) for row in made[name]],
-                                tables.TABLE_SCHEMAS[name])
-        for name in made}
+        name: functools.partial(_from_rows, spark, *written[name]) for name in written}
     shown = {name: made[name] for name in _SHOWN}
     shown["quantiles"] = list(rows.quantiles(latencies).values())
-    return _Tables(frames, {}, shown, sums, checked)
+    return _Tables(frames, {}, shown, sums, checked, written)
 
 
 def _spans(sums: list[Any]) -> dict[str, SourceSpan]:
@@ -430,7 +453,10 @@ def _analyse(spark: SparkSession, given: _Input, skipped: int,  # noqa: PLR0917
         if checked.twice:
             reads["duplicates"] = lambda: checked.duplicates.orderBy("source", "sequence").limit(
                 REPORT_ROWS)
-        shown = known | _write_tables(spark, frames, paths, reads, set(known))
+        summary = [tuple(row.values()) for row in checked.summary]
+        shown = known | _write_tables(
+            spark, frames, paths, reads, set(known),
+            made.made | {"audit_summary": (summary, tables.declared_schema(SUMMARY_SCHEMA))})
         for row in shown["quantiles"]:
             overall.update(row)
         data = ReportData(

@@ -5,7 +5,7 @@ the hour's partials are computed from them and kept beside its Parquet:
 
 - ``fine``: :func:`~raetlike.pipeline._tables.fine_sums` at a window width
   (``step``) that every window a run holding the hour can choose is a multiple
-  of (:func:`~raetlike.pipeline._tables.fine_step`);
+  of (:func:`~raetlike.pipeline._bounds.fine_step`);
 - ``latency``: :func:`~raetlike.pipeline._tables.latency_sums`, timed messages
   per stream and latency microsecond;
 - ``sequences``: per (source, node, bitmap bucket) the numbered deliveries at

@@ -10,12 +10,11 @@ which needs each sequence number, is in ``_audit``.  Nothing runs a Python UDF.
 
 from __future__ import annotations
 
-import math
-
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from pyspark.sql.types import (
     BinaryType,
+    BooleanType,
     DataType,
     DoubleType,
     IntegerType,
@@ -25,6 +24,8 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+from raetlike.pipeline._bounds import MOST_MS, WINDOW_STEPS, choose_window, fine_step
 
 __all__ = ["LATENCY_EDGES_MS", "TABLES", "TABLE_SCHEMAS", "WINDOW_STEPS", "at_destination",
            "choose_window", "declared_schema", "estates", "fine_counts", "fine_step",
@@ -38,43 +39,6 @@ LATENCY_EDGES_MS = (0.0, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 
 
 _STREAM = ("source", "destination", "kind", "topic")
 
-WINDOW_STEPS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0,
-                300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0, 21600.0, 43200.0, 86400.0)
-"""Round window widths (seconds) the rate plot picks from."""
-
-MOST_WINDOWS = 60
-"""The rate plot's most windows; the fitted width gives at least 24 for a run of 1 s or more
-(each round width is at most 2.5 times the one before it)."""
-
-
-def choose_window(span_seconds: float, most: int = MOST_WINDOWS) -> float:
-    """The smallest round width that cuts ``span_seconds`` into at most ``most`` windows.
-
-    Windows are aligned to the epoch, so a span of ``k`` widths can touch
-    ``k + 1`` of them: the width is chosen so that even then there are no
-    more than ``most``.  A 12 s run gets 0.5 s windows (25 of them), a
-    minute 2 s ones, an hour 2 min ones, a week 3 h ones.
-    """
-    for width in WINDOW_STEPS:
-        if span_seconds / width + 1 <= most:
-            return width
-    days = WINDOW_STEPS[-1]
-    return days * (span_seconds // (days * (most - 1)) + 1)
-
-
-def fine_step(span_seconds: float) -> float:
-    """A window width that divides every width :func:`choose_window` can give for a span
-    of at least ``span_seconds`` (a run holding these records spans at least as long), so
-    :func:`fine_sums` at it roll up to the run's window: the greatest common divisor of the
-    round widths from ``choose_window(span_seconds)`` up (and of whole days past them).
-    An hour of records (span up to 3600 s, window 2 min or wider) gets 60 s."""
-    chosen = round(choose_window(span_seconds) * 1000)
-    step = round(WINDOW_STEPS[-1] * 1000)  # past the round widths: whole days
-    for width in WINDOW_STEPS:
-        if round(width * 1000) >= chosen:
-            step = math.gcd(step, round(width * 1000))
-    return step / 1000
-
 
 def _interval(window_seconds: float) -> str:
     """A Spark interval string for ``window_seconds`` (milliseconds keep fractions exact)."""
@@ -82,8 +46,6 @@ def _interval(window_seconds: float) -> str:
 
 
 # -- the two aggregations every other table is made from -----------------------------------
-
-_MOST_MS = 1e12  # latencies past ±31 years are clamped there (they are a clock's garbage)
 
 
 def _destination_estate() -> Column:
@@ -161,7 +123,7 @@ def fine_counts(records: DataFrame, window_seconds: float) -> DataFrame:
 
 def latency_sums(records: DataFrame) -> DataFrame:
     """:func:`latency_counts` before the ends are joined (what the store keeps per hour)."""
-    latency = F.greatest(F.least(F.col("latency_ms"), F.lit(_MOST_MS)), F.lit(-_MOST_MS))
+    latency = F.greatest(F.least(F.col("latency_ms"), F.lit(MOST_MS)), F.lit(-MOST_MS))
     return (records.where(F.col("latency_ms").isNotNull())
             .groupBy("kind", "topic", *_ENDS, _destination_estate(),
                      F.floor(latency * 1000).alias("us"))
@@ -320,7 +282,8 @@ TABLES = ("traffic", "rate", "latency", "latency_histogram", "remotes", "estates
 
 _TYPES: dict[str, DataType] = {"timestamp": TimestampType(), "string": StringType(),
                                "bigint": LongType(), "double": DoubleType(),
-                               "int": IntegerType(), "binary": BinaryType()}
+                               "int": IntegerType(), "binary": BinaryType(),
+                               "long": LongType(), "boolean": BooleanType()}
 
 
 def declared_schema(columns: str) -> StructType:
