@@ -52,7 +52,8 @@ from raetlike.pipeline._bounds import (
     fine_step,
 )
 
-__all__ = ["MOST_BITMAPS", "MOST_BYTES", "RECORDS_SCHEMA", "convert_unit", "write_rows"]
+__all__ = ["MOST_BITMAPS", "MOST_BYTES", "RECORDS_SCHEMA", "convert_unit", "read_stored",
+           "write_rows"]
 
 MOST_BYTES = 512 << 20
 """The most bytes of JSON a unit converted here has: it is read whole into memory (about
@@ -329,7 +330,7 @@ def convert_unit(hour: str, names: list[str], part: str) -> dict[str, Any] | Non
 
 _TYPES = {"string": pa.string(), "bigint": pa.int64(), "int": pa.int32(),
           "double": pa.float64(), "boolean": pa.bool_(), "binary": pa.binary(),
-          "timestamp": _TIME}
+          "timestamp": _TIME, "array<string>": pa.list_(pa.string())}
 
 
 def write_rows(directory: Path, rows: list[tuple[Any, ...]],
@@ -345,3 +346,57 @@ def write_rows(directory: Path, rows: list[tuple[Any, ...]],
               for index, field in enumerate(schema)]
     shutil.rmtree(directory, ignore_errors=True)
     _write(pa.Table.from_arrays(arrays, schema=schema), directory)
+
+
+def _rows_in(directory: Path) -> int:
+    """The rows of the Parquet files in ``directory`` (from their footers)."""
+    return sum(pq.read_metadata(path).num_rows for path in _parts(directory))
+
+
+def _parts(directory: Path) -> list[Path]:
+    """The Parquet files Spark would read in ``directory`` (not ``_`` or ``.`` files)."""
+    return sorted(path for path in directory.iterdir()
+                  if path.is_file() and not path.name.startswith(("_", ".")))
+
+
+def _read_table(path: Path) -> pa.Table:
+    """A Parquet file, Spark's INT96 timestamps read as microseconds (as nanoseconds they
+    overflow past the year 2262; Spark's reach the year 294247)."""
+    return pq.read_table(path, coerce_int96_timestamp_unit="us")
+
+
+def _read_part(directories: list[Path], name: str) -> pa.Table:
+    tables = [_read_table(path) for directory in directories
+              for path in _parts(directory / name)]
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def _as_micros(table: pa.Table, name: str) -> pa.Table:
+    """``name``, a timestamp, as µs since the epoch: what a ``collect`` of
+    ``unix_micros`` gives."""
+    index = table.schema.get_field_index(name)
+    micros = table[name].cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    return table.set_column(index, name, micros)
+
+
+def read_stored(directories: list[Path], most: int, most_bitmaps: int
+                ) -> dict[str, list[dict[str, Any]]] | None:
+    """The ``fine``, ``latency``, ``sequences`` and ``late`` partials of the stored units in
+    ``directories`` as rows, read here (no Spark job): what the pipeline's ``_collect``
+    collects through Spark, ``fine``'s ``window_start`` and ``late``'s ``received_at`` in
+    µs and each ``sequences`` row with its ``unit`` (the directory's name).  None when a
+    kind has more than ``most`` rows (``sequences``: ``most_bitmaps``); counted from the
+    files' footers first, so nothing past the bounds is read."""
+    bounds = {"fine": most, "latency": most, "sequences": min(most, most_bitmaps),
+              "late": most}
+    if any(sum(_rows_in(directory / name) for directory in directories) > bound
+           for name, bound in bounds.items()):
+        return None
+    fine = _as_micros(_read_part(directories, "fine"), "window_start")
+    late = _as_micros(_read_part(directories, "late"), "received_at")
+    sequences = [_read_table(path).append_column(
+        "unit", pa.array([directory.name] * pq.read_metadata(path).num_rows, pa.string()))
+        for directory in directories for path in _parts(directory / "sequences")]
+    return {"fine": fine.to_pylist(), "latency": _read_part(directories, "latency").to_pylist(),
+            "sequences": pa.concat_tables(sequences, promote_options="permissive").to_pylist(),
+            "late": late.to_pylist()}
