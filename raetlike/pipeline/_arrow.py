@@ -365,18 +365,29 @@ def _read_table(path: Path) -> pa.Table:
     return pq.read_table(path, coerce_int96_timestamp_unit="us")
 
 
-def _read_part(directories: list[Path], name: str) -> pa.Table:
-    tables = [_read_table(path) for directory in directories
-              for path in _parts(directory / name)]
+def _read_part(directories: list[Path], name: str, unit: bool = False) -> pa.Table:
+    """Every file of the partial ``name`` of ``directories``, their timestamps as µs since
+    the epoch (:func:`_as_micros`), and with ``unit`` each row's directory's name."""
+    tables = []
+    for directory in directories:
+        for path in _parts(directory / name):
+            table = _as_micros(_read_table(path))
+            if unit:
+                table = table.append_column("unit", pa.array([directory.name] * table.num_rows,
+                                                             pa.string()))
+            tables.append(table)
     return pa.concat_tables(tables, promote_options="permissive")
 
 
-def _as_micros(table: pa.Table, name: str) -> pa.Table:
-    """``name``, a timestamp, as µs since the epoch: what a ``collect`` of
-    ``unix_micros`` gives."""
-    index = table.schema.get_field_index(name)
-    micros = table[name].cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
-    return table.set_column(index, name, micros)
+def _as_micros(table: pa.Table) -> pa.Table:
+    """Every timestamp column of ``table`` as µs since the epoch: what a ``collect`` of
+    ``unix_micros`` gives, whichever converter wrote it (Spark's INT96 has no zone, ours
+    is UTC: the same instants)."""
+    for index, column in enumerate(table.schema):
+        if pa.types.is_timestamp(column.type):
+            micros = table[column.name].cast(pa.timestamp("us", tz=column.type.tz))
+            table = table.set_column(index, column.name, micros.cast(pa.int64()))
+    return table
 
 
 def read_stored(directories: list[Path], most: int, most_bitmaps: int
@@ -392,11 +403,7 @@ def read_stored(directories: list[Path], most: int, most_bitmaps: int
     if any(sum(_rows_in(directory / name) for directory in directories) > bound
            for name, bound in bounds.items()):
         return None
-    fine = _as_micros(_read_part(directories, "fine"), "window_start")
-    late = _as_micros(_read_part(directories, "late"), "received_at")
-    sequences = [_read_table(path).append_column(
-        "unit", pa.array([directory.name] * pq.read_metadata(path).num_rows, pa.string()))
-        for directory in directories for path in _parts(directory / "sequences")]
-    return {"fine": fine.to_pylist(), "latency": _read_part(directories, "latency").to_pylist(),
-            "sequences": pa.concat_tables(sequences, promote_options="permissive").to_pylist(),
-            "late": late.to_pylist()}
+    return {"fine": _read_part(directories, "fine").to_pylist(),
+            "latency": _read_part(directories, "latency").to_pylist(),
+            "sequences": _read_part(directories, "sequences", unit=True).to_pylist(),
+            "late": _read_part(directories, "late").to_pylist()}
