@@ -32,6 +32,7 @@ converters' output on journals the writer made and on hostile lines.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,7 @@ _ENDS = ("source_estate", "source_yard", "source_share", "destination_yard",
 _FINE_KEYS = ("window_start", "node", "kind", "topic", *_ENDS, "destination_estate")
 _LATENCY_KEYS = ("kind", "topic", *_ENDS, "destination_estate")
 _SOURCE = ("source_estate", "source_yard", "source_share")
+_NEWLINE, _BRACE = ord("\n"), ord("{")
 _ONE = pa.scalar(1, pa.int8())
 _NO_ONE = pa.scalar(None, pa.int8())
 
@@ -98,8 +100,8 @@ def _read(path: str) -> pa.Table:
         raise Declined(path) from None
     if not data:
         return _LINE.empty_table()
-    lines = data.count(b"\n") + (not data.endswith(b"\n"))
-    if b"\r" in data or data.count(b"\n{") + data.startswith(b"{") != lines:
+    lines = _lines(data)
+    if lines is None:
         raise Declined(path)
     try:
         table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(
@@ -113,9 +115,55 @@ def _read(path: str) -> pa.Table:
         raise Declined(path)
     table = table.select(_LINE.names).cast(_LINE)
     for name in _DOUBLES:
-        if pc.any(pc.invert(pc.is_finite(table[name]))).as_py():  # nulls are skipped
-            raise Declined(path)
+        values = np.asarray(pc.fill_null(table[name], 1.0).to_numpy(), np.float64)
+        if not np.isfinite(values).all() or (np.signbit(values) & (values == 0)).any():
+            raise Declined(path)  # NaN, infinite, or -0.0 (which Spark may read as 0.0)
     return table
+
+
+_LONG_LINE = 1_000
+"""Lines longer than this (bytes) are looked at more closely (:func:`_lines`)."""
+_LONGEST_LINE = 50_000
+"""Lines longer than this are declined: Jackson (Spark's parser) refuses a name past
+50,000 characters, which pyarrow takes; the journal writer's lines are far shorter."""
+_LONG_NUMBER = re.compile(rb"[-+0-9.eE]{1000}")
+"""A number Jackson may refuse (past 1,000 characters), which pyarrow takes."""
+_NON_NUMBER = re.compile(rb"[:,\[]\s*[-+]?(?:NaN|Inf)")
+"""A non-numeric number where a value starts: the readers take different spellings."""
+
+
+def _lines(data: bytes) -> int | None:
+    """How many lines ``data`` (not empty) holds, or None when pyarrow might read any
+    differently from Spark: not UTF-8 (Spark reads it with replacement characters,
+    pyarrow does not look), a line that does not start with ``{`` or a ``\r`` (Spark's
+    line ends and blank lines differ from pyarrow's), a non-numeric number anywhere
+    (even in a member neither reads), or a line long enough to hold what Jackson's
+    limits refuse and pyarrow takes (a number past 1,000 characters, nesting past 1,000
+    levels, a name past 50,000 characters).  Each check is a C-speed pass over the
+    bytes; only the rare lines past :data:`_LONG_LINE` bytes are looked at in Python."""
+    if b"\r" in data or not data.startswith(b"{"):
+        return None
+    try:  # Arrow's validator: overlong forms, surrogates, past U+10FFFF, cut short
+        pa.Array.from_buffers(pa.large_string(), 1, [
+            None, pa.py_buffer(np.array([0, len(data)], np.int64)),
+            pa.py_buffer(data)]).validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    if (b"NaN" in data or b"Inf" in data) and _NON_NUMBER.search(data):
+        return None
+    raw = np.frombuffer(data, np.uint8)
+    ends = np.flatnonzero(raw == _NEWLINE)
+    if not data.endswith(b"\n"):
+        ends = np.append(ends, len(data))
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    if not bool((raw[starts[1:]] == _BRACE).all()):
+        return None
+    for at in np.flatnonzero(ends - starts > _LONG_LINE):
+        line = data[starts[at]:ends[at]]
+        if len(line) > _LONGEST_LINE or _LONG_NUMBER.search(line) \
+                or line.count(b"{") + line.count(b"[") > 1_000:
+            return None
+    return len(starts)
 
 
 def _between(column: pa.ChunkedArray, low: float, high: float) -> pa.ChunkedArray:
@@ -298,7 +346,8 @@ def convert_unit(hour: str, names: list[str], part: str) -> dict[str, Any] | Non
     except (Declined, FileNotFoundError):
         return None
     lines = pa.concat_tables(tables) if tables else _LINE.empty_table()
-    records = lines.filter(_valid(lines))
+    valid = _valid(lines)
+    records = lines if pc.all(valid).as_py() is not False else lines.filter(valid)
     count = records.num_rows
     first = pc.min(records["received"]).as_py() if count else None
     last = pc.max(records["received"]).as_py() if count else None
@@ -307,7 +356,8 @@ def convert_unit(hour: str, names: list[str], part: str) -> dict[str, Any] | Non
     at_destination = pc.fill_null(pc.or_kleene(pc.is_null(destination),
                                                pc.equal(node, destination)), False)
     numbered = pc.if_else(at_destination, records["sequence"], pa.scalar(None, pa.int64()))
-    deliveries = records.filter(pc.is_valid(numbered))
+    delivered = pc.is_valid(numbered)
+    deliveries = records if pc.all(delivered).as_py() is not False else records.filter(delivered)
     latency = _latency(records)
     try:
         sequences = _sequences(deliveries)
