@@ -16,14 +16,19 @@ file is lines that pyarrow parses one row each, strictly:
 
 - pyarrow raises on anything it does not take as JSON of the schema's types: a torn or cut
   line, a duplicate key, a string where a number belongs or the reverse, a number past a
-  long or a double, invalid UTF-8, an unpaired surrogate escape, an unescaped control
-  character, an object spread over lines (Spark's reader takes some of these its own way:
-  a number as a string, text with replacement characters, the last duplicate);
+  long or a double, an unpaired surrogate escape, an unescaped control character, an
+  object spread over lines (Spark's reader takes some of these its own way: a number as a
+  string, the last duplicate);
+- the bytes are UTF-8 (Spark reads others with replacement characters; pyarrow's JSON
+  reader does not check);
 - every line starts with ``{`` and no byte is ``\\r`` (a blank line, a byte order mark, or
   Spark's other line ends would count lines differently), and the rows number the lines
   (two objects on one line are one corrupt line to Spark);
-- no ``sent`` or ``received`` is NaN or infinite (the two readers' non-numeric tokens
-  differ).
+- no non-numeric number (``NaN``, ``Inf``...) where a value starts, in any member, and no
+  ``sent`` or ``received`` that is -0.0 (the readers take different spellings and signs);
+- no line long enough to hold what Jackson's limits refuse and pyarrow takes: lines past
+  1,000 bytes are checked for a number past 1,000 characters or more than 1,000 brackets,
+  and lines past 50,000 bytes declined (a name past 50,000 characters).
 
 A declined unit costs a read of its bytes.  ``tests/test_pipeline_arrow.py`` compares both
 converters' output on journals the writer made and on hostile lines.
