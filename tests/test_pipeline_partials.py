@@ -21,6 +21,7 @@ from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
 from raetlike.journal import Endpoint, JournalWriter
 from raetlike.pipeline import PipelineOptions, run_pipeline
+from raetlike.pipeline import _store as store_module
 from raetlike.pipeline import _tables as tables
 from raetlike.pipeline._audit import SUMMARY_SCHEMA, SourceSpan, audit, clean_pairs
 from raetlike.pipeline._frames import find_journals, hour_directories, normalise, read_json_journal
@@ -191,6 +192,28 @@ def test_a_journal_given_twice_is_counted_once(journals: tuple[Path, ...], tmp_p
         assert _written(spark, out) == full
     # the CLI's journal list: a journal given and inside a directory given is listed once
     assert find_journals([main.parent, main, other]) == [main, other]
+
+
+def test_an_hour_read_as_many_small_units_gives_the_tables_of_a_full_read(
+        tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """The pyarrow converter reads a busy hour as units of at most ``UNIT_BYTES`` each
+    (here a few segments): late arrivals and duplicates across those units still give
+    the tables a pass over every record gives."""
+    journal = tmp_path / "journals" / "main"
+    with JournalWriter(journal, "main", max_bytes=2_000) as writer:  # a segment each ~5 lines
+        _deliver(writer, "main", "minion1", [n for n in range(1, 41) if n != 30],
+                 start=H0 + 10, step=10)
+        _deliver(writer, "main", "minion1", [30, 12, *range(41, 51)], start=H0 + 1000, step=5)
+        _deliver(writer, "main", "minion2", list(range(1, 21)), start=H0 + 2000, step=3)
+    [hour] = hour_directories([journal])
+    assert len(list(Path(hour).glob("*.jsonl"))) > 6
+    monkeypatch.setattr(store_module, "UNIT_BYTES", 4_000)
+    out = tmp_path / "out"
+    result = run_pipeline(PipelineOptions((journal,), out), spark)
+    assert result.records == 39 + 12 + 20
+    units = json.loads((out / "manifest.json").read_text())["units"]
+    assert len(units) > 3
+    assert _written(spark, out) == _full_read(spark, (journal,), _window(out))
 
 
 def test_a_receive_time_that_is_not_finite_is_a_skipped_line(tmp_path: Path,

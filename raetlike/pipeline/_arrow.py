@@ -63,7 +63,9 @@ __all__ = ["MOST_BITMAPS", "MOST_BYTES", "RECORDS_SCHEMA", "convert_unit", "read
 
 MOST_BYTES = 512 << 20
 """The most bytes of JSON a unit converted here has: it is read whole into memory (about
-twice its size at most); a larger unit is left to Spark's reader, which streams it."""
+three times its size at most); a larger unit is left to Spark's reader, which streams it.
+``_store`` makes units of at most 256 MiB (``UNIT_BYTES``) for this converter, so only a
+segment file past this alone is left to Spark."""
 MOST_BITMAPS = 16_384
 """The most ``sequences`` rows (4 KiB bitmaps: 64 MiB) a unit converted here has."""
 BITMAP_BITS = 32_768  # numbers a bitmap of Spark's bitmap_construct_agg holds
