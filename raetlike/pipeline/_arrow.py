@@ -135,8 +135,26 @@ _LONGEST_LINE = 50_000
 50,000 characters, which pyarrow takes; the journal writer's lines are far shorter."""
 _LONG_NUMBER = re.compile(rb"[-+0-9.eE]{1000}")
 """A number Jackson may refuse (past 1,000 characters), which pyarrow takes."""
-_NON_NUMBER = re.compile(rb"[:,\[]\s*[-+]?(?:NaN|Inf)")
-"""A non-numeric number where a value starts: the readers take different spellings."""
+_SPACE = b" \t\n"
+
+
+def _non_number(data: bytes) -> bool:
+    """Whether ``data`` may hold a non-numeric number (``NaN``, ``Inf``, with a sign or
+    not) where a value starts, in any member: the two readers take different spellings.
+    Only the few places that spell one are looked at (a ``memchr`` finds none in the
+    writer's lowercase keys and kinds)."""
+    for token, initial in ((b"NaN", b"N"), (b"Inf", b"I")):
+        if initial not in data:
+            continue
+        at = data.find(token)
+        while at >= 0:
+            before = data[max(0, at - 64):at].rstrip(_SPACE).rstrip(b"+-").rstrip(_SPACE)
+            if len(before) == 0 and at >= 64:
+                return True  # a long run of space: take it as a value's start
+            if not before or before[-1:] in (b":", b",", b"["):
+                return True
+            at = data.find(token, at + 1)
+    return False
 
 
 def _lines(data: bytes) -> int | None:
@@ -156,7 +174,7 @@ def _lines(data: bytes) -> int | None:
             pa.py_buffer(data)]).validate(full=True)
     except pa.ArrowInvalid:
         return None
-    if (b"NaN" in data or b"Inf" in data) and _NON_NUMBER.search(data):
+    if _non_number(data):
         return None
     raw = np.frombuffer(data, np.uint8)
     ends = np.flatnonzero(raw == _NEWLINE)
