@@ -58,8 +58,8 @@ from raetlike.pipeline._bounds import (
     fine_step,
 )
 
-__all__ = ["MOST_BITMAPS", "MOST_BYTES", "RECORDS_SCHEMA", "convert_unit", "read_stored",
-           "write_rows"]
+__all__ = ["MOST_BITMAPS", "MOST_BYTES", "PART_FILE", "RECORDS_SCHEMA", "convert_unit",
+           "read_stored", "write_rows"]
 
 MOST_BYTES = 512 << 20
 """The most bytes of JSON a unit converted here has: it is read whole into memory (about
@@ -69,6 +69,9 @@ segment file past this alone is left to Spark."""
 MOST_BITMAPS = 16_384
 """The most ``sequences`` rows (4 KiB bitmaps: 64 MiB) a unit converted here has."""
 BITMAP_BITS = 32_768  # numbers a bitmap of Spark's bitmap_construct_agg holds
+PART_FILE = "part-00000-arrow.snappy.parquet"
+"""The one Parquet file of each directory written here (Spark's have a UUID in theirs): an
+operator, and the cluster test, can tell which converter made a unit."""
 RECORDS = "records"  # _store.RECORDS
 DONE = "_DONE"  # _store.DONE
 CORRUPT = "_corrupt_record"  # _frames.CORRUPT_COLUMN, always null here
@@ -227,7 +230,7 @@ def _timestamps(micros: np.ndarray) -> pa.Array:
 
 def _write(table: pa.Table, directory: Path) -> None:
     directory.mkdir(parents=True)
-    pq.write_table(table, directory / "part-00000.snappy.parquet", compression="snappy")
+    pq.write_table(table, directory / PART_FILE, compression="snappy")
     (directory / "_SUCCESS").touch()
 
 
