@@ -59,7 +59,7 @@ from raetlike.pipeline._bounds import (
 )
 
 __all__ = ["MOST_BITMAPS", "MOST_BYTES", "PART_FILE", "RECORDS_SCHEMA", "convert_unit",
-           "read_stored", "write_rows"]
+           "read_stored", "try_unit", "write_rows"]
 
 MOST_BYTES = 512 << 20
 """The most bytes of JSON a unit converted here has: it is read whole into memory (about
@@ -424,6 +424,18 @@ def write_rows(directory: Path, rows: list[tuple[Any, ...]],
               for index, field in enumerate(schema)]
     shutil.rmtree(directory, ignore_errors=True)
     _write(pa.Table.from_arrays(arrays, schema=schema), directory)
+
+
+def try_unit(hour: str, names: list[str], part: str) -> tuple[dict[str, Any] | None, str | None]:
+    """:func:`convert_unit` as a Spark task runs it: its result, or (None, what failed)
+    when it raised, with nothing left under ``part``.  A failure (a bug here, memory or
+    disk it lacked) leaves the unit to Spark's reader rather than failing the job: Spark
+    would retry the task, then end every unit's conversion with it."""
+    try:
+        return convert_unit(hour, names, part), None
+    except Exception as error:  # noqa: BLE001 - reported, and the unit goes to Spark
+        shutil.rmtree(part, ignore_errors=True)
+        return None, f"{type(error).__name__}: {error}"[:500]
 
 
 def _rows_in(directory: Path) -> int:
