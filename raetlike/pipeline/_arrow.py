@@ -93,7 +93,7 @@ _ENDS = ("source_estate", "source_yard", "source_share", "destination_yard",
 _FINE_KEYS = ("window_start", "node", "kind", "topic", *_ENDS, "destination_estate")
 _LATENCY_KEYS = ("kind", "topic", *_ENDS, "destination_estate")
 _SOURCE = ("source_estate", "source_yard", "source_share")
-_NEWLINE, _BRACE = ord("\n"), ord("{")
+_NEWLINE, _BRACE, _CLOSE = ord("\n"), ord("{"), ord("}")
 _ONE = pa.scalar(1, pa.int8())
 _NO_ONE = pa.scalar(None, pa.int8())
 
@@ -139,6 +139,9 @@ _LONGEST_LINE = 50_000
 _LONG_NUMBER = re.compile(rb"[-+0-9.eE]{1000}")
 """A number Jackson may refuse (past 1,000 characters), which pyarrow takes."""
 _SPACE = b" \t\n"
+_AFTER_VALUE = (b",", b"}", b"]", b" ", b"\t", b"\n", b"")
+"""What may follow a value in JSON: a token followed by anything else is no value, and
+pyarrow refuses the line (so ``"log:Info"`` or ``"[Infra]"`` in a text is not looked at)."""
 _MOST_SPELLED = 10_000
 """Past this many ``NaN`` or ``Inf`` in a file, it is declined without a look at each: the
 cost of a hostile file's byte stays what a normal byte costs."""
@@ -156,11 +159,13 @@ def _non_number(data: bytes) -> bool:
         if data.count(token) > _MOST_SPELLED:
             return True  # text full of them: not worth a look at each (Spark reads it)
         while at >= 0:
-            before = data[max(0, at - 64):at].rstrip(_SPACE).rstrip(b"+-").rstrip(_SPACE)
-            if len(before) == 0 and at >= 64:
-                return True  # a long run of space: take it as a value's start
-            if not before or before[-1:] in (b":", b",", b"["):
-                return True
+            after = at + len(token) + (5 if data.startswith(b"inity", at + 3) else 0)
+            if data[after:after + 1] in _AFTER_VALUE:  # else no value: pyarrow refuses it
+                before = data[max(0, at - 64):at].rstrip(_SPACE).rstrip(b"+-").rstrip(_SPACE)
+                if len(before) == 0 and at >= 64:
+                    return True  # a long run of space: take it as a value's start
+                if not before or before[-1:] in (b":", b",", b"["):
+                    return True
             at = data.find(token, at + 1)
     return False
 
@@ -189,7 +194,10 @@ def _lines(data: bytes) -> int | None:
     if not data.endswith(b"\n"):
         ends = np.append(ends, len(data))
     starts = np.concatenate(([0], ends[:-1] + 1))
-    if not bool((raw[starts[1:]] == _BRACE).all()):
+    # every line one object: it starts with { and ends with } (pyarrow reads a newline
+    # inside an object as a space, so an object across lines would count as one row of
+    # lines Spark reads as torn ones; JSON text cannot hold a raw newline)
+    if not bool((raw[starts[1:]] == _BRACE).all()) or not bool((raw[ends - 1] == _CLOSE).all()):
         return None
     for at in np.flatnonzero(ends - starts > _LONG_LINE):
         line = data[starts[at]:ends[at]]
