@@ -234,10 +234,12 @@ def _records(start: float) -> list[JournalRecord]:
         received=start + 0.72 + n / 1000, session_id=1) for n in (4, 3)]
     made += [record(n, source="edges", received=at, sent=at - 0.001)
              for n, at in enumerate(_edge_times(3, start, 100_000), start=1)]
-    made += [record((1 << 62) + 1, source="skipped"), record(1, source="skipped", segments=-1),
-             record(1, source="skipped", body_bytes=(1 << 32) + 1),
-             record(1, source="skipped", topic="t" * 1025),
-             record(1, source="ok", topic="😀" * 1024)]
+    late = start + 0.8
+    made += [record((1 << 62) + 1, source="skipped", received=late),
+             record(1, source="skipped", segments=-1, received=late),
+             record(1, source="skipped", body_bytes=(1 << 32) + 1, received=late),
+             record(1, source="skipped", topic="t" * 1025, received=late),
+             record(1, source="kept", topic="😀" * 1024, received=late)]
     return made
 
 
@@ -289,8 +291,11 @@ def test_the_real_writers_journals_are_converted_alike(tmp_path: Path,
         path.read_bytes() for path in short) + nowhere))
     assert len(units[0].names) > 2
     made = _convert_both(spark, units)
-    assert all(made.values()), made
-    assert made["short"]["step"] < made["long"]["step"] == 60.0, made
+    spans = {case: (result["last"] - result["first"], result["step"], result["skipped"])
+             for case, result in made.items() if result is not None}
+    assert spans["short"][0] < 1, spans
+    assert spans["long"][0] > 3600, spans
+    assert (spans["short"][1:], spans["long"][1:]) == ((0.01, 4), (60.0, 12)), spans
 
 
 # -- hand-written lines, each case a unit of its own ---------------------------------------
@@ -322,6 +327,8 @@ _ODD: list[tuple[str, str, bytes]] = [
     ("invalid-utf8", DECLINES, GOOD + GOOD.replace(b'"ping"', b'"p\xffng"')),
     ("surrogate-in-utf8", DECLINES, GOOD + GOOD.replace(b'"ping"', b'"p\xed\xa0\x80g"')),
     ("overlong-utf8", DECLINES, GOOD + GOOD.replace(b'"ping"', b'"p\xc0\xafg"')),
+    ("utf8-past-u10ffff", DECLINES, GOOD + GOOD.replace(b'"ping"', b'"p\xf4\x90\x80\x80g"')),
+    ("utf8-cut-short", DECLINES, GOOD + GOOD.replace(b'"ping"', b'"p\xc3"')),
     ("raw-control-character", DECLINES, GOOD + GOOD.replace(b'"ping"', b'"pi\tng"')),
     ("single-quotes", DECLINES, GOOD + GOOD.replace(b'"', b"'")),
     ("top-level-array", DECLINES, b"[" + GOOD[:-1] + b"," + GOOD[:-1] + b"]\n"),
@@ -341,7 +348,11 @@ _ODD: list[tuple[str, str, bytes]] = [
         _raw(received="1.767264239e9", sent="17672642385E-1"),  # numbers written otherwise
         _raw(sent="4.9e-324"), _raw(sent="2.2250738585072011e-308"),  # denormals
         _raw(sent="1767264238.12345678901234567890"),  # more digits than a double holds
-        _raw(sent="1e-400"), _raw(sent="-1e-400"), _raw(sent="1.7976931348623157e308")])),
+        _raw(sent="1e-400"), _raw(sent="-1e-400"), _raw(sent="1.7976931348623157e308"),
+        _raw('"_corrupt_record":"x"'),  # a member named as Spark's column of torn lines
+        GOOD.replace(b'"ping"', b'"p\x7f\xef\xbf\xbeg"'),  # DEL and U+FFFE as they are
+        _raw(topic='"none"', body_bytes="null", segments="null", resends="null")])),
+    ("only-skipped-lines", SAME, b"{}\n{ }\n" + _raw(version="2")),
     ("skipped-records", SAME, b"".join([
         _raw(topic="null", sequence="null", sent="null", destination_estate="null",
              source_yard="null"),
@@ -389,6 +400,9 @@ _ODD: list[tuple[str, str, bytes]] = [
     ("nan-in-an-unknown-member", EITHER, _raw('"extra":NaN', '"more":-Infinity') + GOOD),
     ("invalid-utf8-in-an-unknown-member", EITHER, GOOD + _raw('"extra":"\xff"').replace(
         b"\\xff", b"\xff")),
+    ("invalid-utf8-in-a-key", EITHER, GOOD + _raw('"x":1').replace(b'"x"', b'"\xff"')),
+    ("utf8-cut-short-in-an-unknown-member", EITHER,
+     GOOD + _raw('"extra":"x"').replace(b'"x"', b'"\xc3"')),
     ("duplicate-unknown-member", EITHER, _raw('"extra":1', '"extra":"x"') + GOOD),
     ("nul-after-the-object", EITHER, GOOD + GOOD[:-1] + b"\x00\n"),
     ("utf16-line", EITHER, GOOD + GOOD[:-1].decode().encode("utf-16-le") + b"\n"),
