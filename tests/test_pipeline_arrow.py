@@ -367,7 +367,9 @@ _ODD: list[tuple[str, str, bytes]] = [
         _raw(received="100000000000"), _raw(received="0"), _raw(received="99999999999.99998"),
         _raw(received="-1e-300"),
         _raw(source_yard='""', sequence="2"), _raw(source_share='"s"', sequence="1"),
-        _raw(source_yard='"s"', sequence="0"), _raw(destination_estate='"relay"')])),
+        _raw(source_yard='"s"', sequence="0"), _raw(destination_estate='"relay"'),
+        _raw(source_yard='"s"', sequence="9", received=repr(H + 0.5)),  # late: the parts
+        _raw(source_share='"s"', sequence="8")])),  # join to one source
     ("window-edges", SAME, b"".join(_raw(sequence=str(n), received=repr(at), sent=repr(at - 1))
                                      for n, at in enumerate(_edge_times(4), start=1))),
     ("signed-zero-receive-times", SAME, _raw(received="0.0", sent="0.0", sequence="5")
@@ -439,7 +441,7 @@ def _quoted(texts: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
 
 _NAMES = _quoted(st.sampled_from(["main", "relay", "é", "", "Main", "😀"]))
 _OPTIONAL = st.one_of(st.just("null"), _NAMES)
-_TIMES = st.floats(H, H + 3600).map(repr)
+_TIMES = st.one_of(st.floats(H, H + 0.05), st.floats(H, H + 3600)).map(repr)
 _ANY = st.one_of(
     st.integers(-(1 << 65), 1 << 65).map(str), st.floats().map(_number),
     _quoted(st.text(max_size=6)),
@@ -453,7 +455,8 @@ _VALID = st.fixed_dictionaries({
     "kind": st.sampled_from(KINDS).map(json.dumps), "topic": _OPTIONAL,
     "transaction_id": st.integers(0, 1 << 63).map(str),
     "request_id": st.one_of(st.just("null"), st.integers(-5, 5).map(str)),
-    "sequence": st.one_of(st.just("null"), st.integers(-40_000, 70_000).map(str)),
+    "sequence": st.one_of(st.just("null"), st.integers(0, 6).map(str),
+                          st.integers(-40_000, 70_000).map(str)),
     "body_bytes": st.integers(0, 10).map(str), "segments": st.integers(0, 3).map(str),
     "resends": st.integers(0, 2).map(str), "sent": st.one_of(st.just("null"), _TIMES),
     "received": _TIMES, "session_id": st.integers(0, 9).map(str)})
@@ -465,19 +468,20 @@ _JUNK = st.one_of(st.sampled_from([b"\n", b"\r", b" ", b"\x00", b"\xff", b"\xef\
 
 
 @st.composite
-def _line(draw: st.DrawFn) -> bytes:
-    """A valid record's line, often changed: members given values of any type, dropped,
-    added (unknown or known again), reordered, the line cut or given junk."""
+def _line(draw: st.DrawFn, *, changed: bool) -> bytes:
+    """A valid record's line, reordered; ``changed``, often changed more: members given values
+    of any type, dropped, added (unknown or known again), the line cut or given junk."""
     members = draw(_VALID)
-    if draw(st.booleans()):
-        for name in draw(st.lists(st.sampled_from(sorted(members)), max_size=2)):
-            members[name] = draw(_ANY)
-    dropped = draw(st.sets(st.sampled_from(sorted(members)), max_size=1))
-    pairs = [(json.dumps(key), value) for key, value in members.items() if key not in dropped]
-    pairs += draw(st.lists(st.tuples(_KEYS, _ANY), max_size=2))
+    pairs = [(json.dumps(key), value) for key, value in members.items()]
+    if changed:
+        for index in draw(st.lists(st.integers(0, len(pairs) - 1), max_size=2)):
+            pairs[index] = (pairs[index][0], draw(_ANY))
+        dropped = draw(st.sets(st.sampled_from(sorted(members)), max_size=1))
+        pairs = [(key, value) for key, value in pairs if json.loads(key) not in dropped]
+        pairs += draw(st.lists(st.tuples(_KEYS, _ANY), max_size=2))
     text = "{" + ",".join(f"{key}:{value}" for key, value in draw(st.permutations(pairs))) + "}"
     data = text.encode("utf-8", "surrogatepass")
-    damage = draw(st.sampled_from(["none"] * 6 + ["cut", "junk"]))
+    damage = draw(st.sampled_from(["none"] * 6 + ["cut", "junk"])) if changed else "none"
     at = draw(st.integers(0, len(data) - 1))
     if damage == "cut":
         return data[:at]
@@ -485,8 +489,11 @@ def _line(draw: st.DrawFn) -> bytes:
 
 
 _SEGMENTS = st.builds(lambda lines, end: b"\n".join(lines) + end,
-                      st.lists(_line(), min_size=1, max_size=5),
+                      st.one_of(st.lists(_line(changed=False), min_size=1, max_size=12),
+                                st.lists(_line(changed=True), min_size=1, max_size=5)),
                       st.sampled_from([b"\n"] * 4 + [b"", b"\r\n", b"\n\n"]))
+"""A segment: valid records only (numbers, times and names from small sets, so that they
+share windows, streams and numbers), or lines of which most are changed."""
 
 
 @settings(max_examples=8, deadline=None, derandomize=True,
