@@ -21,9 +21,11 @@ from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
 from raetlike.journal import Endpoint, JournalWriter
 from raetlike.pipeline import PipelineOptions, run_pipeline
+from raetlike.pipeline import _store as store_module
 from raetlike.pipeline import _tables as tables
 from raetlike.pipeline._audit import SUMMARY_SCHEMA, SourceSpan, audit, clean_pairs
 from raetlike.pipeline._frames import find_journals, hour_directories, normalise, read_json_journal
+from raetlike.pipeline._job import DRIVER_ROWS
 from raetlike.pipeline._store import MANIFEST
 from raetlike.pipeline._tables import TABLES, WINDOW_STEPS, choose_window, fine_step
 from tests.journalkit import HOUR_START, record
@@ -192,6 +194,28 @@ def test_a_journal_given_twice_is_counted_once(journals: tuple[Path, ...], tmp_p
     assert find_journals([main.parent, main, other]) == [main, other]
 
 
+def test_an_hour_read_as_many_small_units_gives_the_tables_of_a_full_read(
+        tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """The pyarrow converter reads a busy hour as units of at most ``UNIT_BYTES`` each
+    (here a few segments): late arrivals and duplicates across those units still give
+    the tables a pass over every record gives."""
+    journal = tmp_path / "journals" / "main"
+    with JournalWriter(journal, "main", max_bytes=2_000) as writer:  # a segment each ~5 lines
+        _deliver(writer, "main", "minion1", [n for n in range(1, 41) if n != 30],
+                 start=H0 + 10, step=10)
+        _deliver(writer, "main", "minion1", [30, 12, *range(41, 51)], start=H0 + 1000, step=5)
+        _deliver(writer, "main", "minion2", list(range(1, 21)), start=H0 + 2000, step=3)
+    [hour] = hour_directories([journal])
+    assert len(list(Path(hour).glob("*.jsonl"))) > 6
+    monkeypatch.setattr(store_module, "UNIT_BYTES", 4_000)
+    out = tmp_path / "out"
+    result = run_pipeline(PipelineOptions((journal,), out), spark)
+    assert result.records == 39 + 12 + 20
+    units = json.loads((out / "manifest.json").read_text())["units"]
+    assert len(units) > 3
+    assert _written(spark, out) == _full_read(spark, (journal,), _window(out))
+
+
 def test_a_receive_time_that_is_not_finite_is_a_skipped_line(tmp_path: Path,
                                                              spark: Any) -> None:  # noqa: F811
     journals = _journals(tmp_path / "journals")
@@ -228,7 +252,8 @@ def test_sources_joined_alike_are_one_source_for_late_arrivals(
     assert [row[:4] for row in written["audit_out_of_order"]] == [("a/b", "main", 3, 5)]
 
 
-def _jobs_of_a_second_run(spark: Any, root: Path, hours: int) -> int:  # noqa: F811
+def _jobs_of_a_second_run(spark: Any, root: Path, hours: int,  # noqa: F811
+                          driver_rows: int = DRIVER_ROWS) -> int:
     """Spark jobs of a run over ``hours`` hours of journal when nothing is new."""
     journal, out = root / "journal", root / "out"
     with JournalWriter(journal, "main") as writer:
@@ -241,7 +266,7 @@ def _jobs_of_a_second_run(spark: Any, root: Path, hours: int) -> int:  # noqa: F
     context = spark.sparkContext
     context.setJobGroup(group, group)
     try:
-        result = run_pipeline(PipelineOptions((journal,), out), spark)
+        result = run_pipeline(PipelineOptions((journal,), out, driver_rows=driver_rows), spark)
     finally:
         context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
         context.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
@@ -251,8 +276,9 @@ def _jobs_of_a_second_run(spark: Any, root: Path, hours: int) -> int:  # noqa: F
 
 def test_a_second_run_with_nothing_new_costs_no_spark_job_per_hour(
         tmp_path: Path, spark: Any) -> None:  # noqa: F811
-    two = _jobs_of_a_second_run(spark, tmp_path / "two", 2)
-    eight = _jobs_of_a_second_run(spark, tmp_path / "eight", 8)
+    """When Spark computes the tables (``driver_rows`` 0), a fixed number of jobs."""
+    two = _jobs_of_a_second_run(spark, tmp_path / "two", 2, driver_rows=0)
+    eight = _jobs_of_a_second_run(spark, tmp_path / "eight", 8, driver_rows=0)
     assert two > 0
     assert eight <= two + 2, (two, eight)
 
@@ -279,8 +305,9 @@ def test_every_window_a_longer_run_chooses_is_a_multiple_of_the_fine_step(
 
 
 def test_a_second_run_collects_and_writes_in_few_jobs(tmp_path: Path, spark: Any) -> None:  # noqa: F811
-    """The tables are computed on the driver from the collected partials (``_rows``) and
-    Spark only writes them: a second run over two hours costs 19 Spark jobs (28 when Spark
+    """The stored partials are read, the tables and the audit computed (``_rows``,
+    ``audit_rows``) and every table written on the driver with pyarrow: a second run over
+    two or eight hours costs no Spark job (19 when Spark wrote the tables, 28 when Spark
     computed them, 29 before the report's totals came with the audit's spans)."""
-    jobs = _jobs_of_a_second_run(spark, tmp_path, 2)
-    assert jobs <= 19, jobs
+    assert _jobs_of_a_second_run(spark, tmp_path / "two", 2) == 0
+    assert _jobs_of_a_second_run(spark, tmp_path / "eight", 8) == 0

@@ -16,14 +16,19 @@ file is lines that pyarrow parses one row each, strictly:
 
 - pyarrow raises on anything it does not take as JSON of the schema's types: a torn or cut
   line, a duplicate key, a string where a number belongs or the reverse, a number past a
-  long or a double, invalid UTF-8, an unpaired surrogate escape, an unescaped control
-  character, an object spread over lines (Spark's reader takes some of these its own way:
-  a number as a string, text with replacement characters, the last duplicate);
+  long or a double, an unpaired surrogate escape, an unescaped control character, an
+  object spread over lines (Spark's reader takes some of these its own way: a number as a
+  string, the last duplicate);
+- the bytes are UTF-8 (Spark reads others with replacement characters; pyarrow's JSON
+  reader does not check);
 - every line starts with ``{`` and no byte is ``\\r`` (a blank line, a byte order mark, or
   Spark's other line ends would count lines differently), and the rows number the lines
   (two objects on one line are one corrupt line to Spark);
-- no ``sent`` or ``received`` is NaN or infinite (the two readers' non-numeric tokens
-  differ).
+- no non-numeric number (``NaN``, ``Inf``...) where a value starts, in any member, and no
+  ``sent`` or ``received`` that is -0.0 (the readers take different spellings and signs);
+- no line long enough to hold what Jackson's limits refuse and pyarrow takes: lines past
+  1,000 bytes are checked for a number past 1,000 characters or more than 1,000 brackets,
+  and lines past 50,000 bytes declined (a name past 50,000 characters).
 
 A declined unit costs a read of its bytes.  ``tests/test_pipeline_arrow.py`` compares both
 converters' output on journals the writer made and on hostile lines.
@@ -32,6 +37,7 @@ converters' output on journals the writer made and on hostile lines.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -52,11 +58,14 @@ from raetlike.pipeline._bounds import (
     fine_step,
 )
 
-__all__ = ["MOST_BITMAPS", "MOST_BYTES", "RECORDS_SCHEMA", "convert_unit", "write_rows"]
+__all__ = ["MOST_BITMAPS", "MOST_BYTES", "RECORDS_SCHEMA", "convert_unit", "read_stored",
+           "write_rows"]
 
 MOST_BYTES = 512 << 20
 """The most bytes of JSON a unit converted here has: it is read whole into memory (about
-twice its size at most); a larger unit is left to Spark's reader, which streams it."""
+three times its size at most); a larger unit is left to Spark's reader, which streams it.
+``_store`` makes units of at most 256 MiB (``UNIT_BYTES``) for this converter, so only a
+segment file past this alone is left to Spark."""
 MOST_BITMAPS = 16_384
 """The most ``sequences`` rows (4 KiB bitmaps: 64 MiB) a unit converted here has."""
 BITMAP_BITS = 32_768  # numbers a bitmap of Spark's bitmap_construct_agg holds
@@ -81,6 +90,7 @@ _ENDS = ("source_estate", "source_yard", "source_share", "destination_yard",
 _FINE_KEYS = ("window_start", "node", "kind", "topic", *_ENDS, "destination_estate")
 _LATENCY_KEYS = ("kind", "topic", *_ENDS, "destination_estate")
 _SOURCE = ("source_estate", "source_yard", "source_share")
+_NEWLINE, _BRACE = ord("\n"), ord("{")
 _ONE = pa.scalar(1, pa.int8())
 _NO_ONE = pa.scalar(None, pa.int8())
 
@@ -97,8 +107,8 @@ def _read(path: str) -> pa.Table:
         raise Declined(path) from None
     if not data:
         return _LINE.empty_table()
-    lines = data.count(b"\n") + (not data.endswith(b"\n"))
-    if b"\r" in data or data.count(b"\n{") + data.startswith(b"{") != lines:
+    lines = _lines(data)
+    if lines is None:
         raise Declined(path)
     try:
         table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(
@@ -112,9 +122,55 @@ def _read(path: str) -> pa.Table:
         raise Declined(path)
     table = table.select(_LINE.names).cast(_LINE)
     for name in _DOUBLES:
-        if pc.any(pc.invert(pc.is_finite(table[name]))).as_py():  # nulls are skipped
-            raise Declined(path)
+        values = np.asarray(pc.fill_null(table[name], 1.0).to_numpy(), np.float64)
+        if not np.isfinite(values).all() or (np.signbit(values) & (values == 0)).any():
+            raise Declined(path)  # NaN, infinite, or -0.0 (which Spark may read as 0.0)
     return table
+
+
+_LONG_LINE = 1_000
+"""Lines longer than this (bytes) are looked at more closely (:func:`_lines`)."""
+_LONGEST_LINE = 50_000
+"""Lines longer than this are declined: Jackson (Spark's parser) refuses a name past
+50,000 characters, which pyarrow takes; the journal writer's lines are far shorter."""
+_LONG_NUMBER = re.compile(rb"[-+0-9.eE]{1000}")
+"""A number Jackson may refuse (past 1,000 characters), which pyarrow takes."""
+_NON_NUMBER = re.compile(rb"[:,\[]\s*[-+]?(?:NaN|Inf)")
+"""A non-numeric number where a value starts: the readers take different spellings."""
+
+
+def _lines(data: bytes) -> int | None:
+    """How many lines ``data`` (not empty) holds, or None when pyarrow might read any
+    differently from Spark: not UTF-8 (Spark reads it with replacement characters,
+    pyarrow does not look), a line that does not start with ``{`` or a ``\r`` (Spark's
+    line ends and blank lines differ from pyarrow's), a non-numeric number anywhere
+    (even in a member neither reads), or a line long enough to hold what Jackson's
+    limits refuse and pyarrow takes (a number past 1,000 characters, nesting past 1,000
+    levels, a name past 50,000 characters).  Each check is a C-speed pass over the
+    bytes; only the rare lines past :data:`_LONG_LINE` bytes are looked at in Python."""
+    if b"\r" in data or not data.startswith(b"{"):
+        return None
+    try:  # Arrow's validator: overlong forms, surrogates, past U+10FFFF, cut short
+        pa.Array.from_buffers(pa.large_string(), 1, [
+            None, pa.py_buffer(np.array([0, len(data)], np.int64)),
+            pa.py_buffer(data)]).validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    if (b"NaN" in data or b"Inf" in data) and _NON_NUMBER.search(data):
+        return None
+    raw = np.frombuffer(data, np.uint8)
+    ends = np.flatnonzero(raw == _NEWLINE)
+    if not data.endswith(b"\n"):
+        ends = np.append(ends, len(data))
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    if not bool((raw[starts[1:]] == _BRACE).all()):
+        return None
+    for at in np.flatnonzero(ends - starts > _LONG_LINE):
+        line = data[starts[at]:ends[at]]
+        if len(line) > _LONGEST_LINE or _LONG_NUMBER.search(line) \
+                or line.count(b"{") + line.count(b"[") > 1_000:
+            return None
+    return len(starts)
 
 
 def _between(column: pa.ChunkedArray, low: float, high: float) -> pa.ChunkedArray:
@@ -297,7 +353,8 @@ def convert_unit(hour: str, names: list[str], part: str) -> dict[str, Any] | Non
     except (Declined, FileNotFoundError):
         return None
     lines = pa.concat_tables(tables) if tables else _LINE.empty_table()
-    records = lines.filter(_valid(lines))
+    valid = _valid(lines)
+    records = lines if pc.all(valid).as_py() is not False else lines.filter(valid)
     count = records.num_rows
     first = pc.min(records["received"]).as_py() if count else None
     last = pc.max(records["received"]).as_py() if count else None
@@ -306,7 +363,8 @@ def convert_unit(hour: str, names: list[str], part: str) -> dict[str, Any] | Non
     at_destination = pc.fill_null(pc.or_kleene(pc.is_null(destination),
                                                pc.equal(node, destination)), False)
     numbered = pc.if_else(at_destination, records["sequence"], pa.scalar(None, pa.int64()))
-    deliveries = records.filter(pc.is_valid(numbered))
+    delivered = pc.is_valid(numbered)
+    deliveries = records if pc.all(delivered).as_py() is not False else records.filter(delivered)
     latency = _latency(records)
     try:
         sequences = _sequences(deliveries)
@@ -329,7 +387,7 @@ def convert_unit(hour: str, names: list[str], part: str) -> dict[str, Any] | Non
 
 _TYPES = {"string": pa.string(), "bigint": pa.int64(), "int": pa.int32(),
           "double": pa.float64(), "boolean": pa.bool_(), "binary": pa.binary(),
-          "timestamp": _TIME}
+          "timestamp": _TIME, "array<string>": pa.list_(pa.string())}
 
 
 def write_rows(directory: Path, rows: list[tuple[Any, ...]],
@@ -345,3 +403,64 @@ def write_rows(directory: Path, rows: list[tuple[Any, ...]],
               for index, field in enumerate(schema)]
     shutil.rmtree(directory, ignore_errors=True)
     _write(pa.Table.from_arrays(arrays, schema=schema), directory)
+
+
+def _rows_in(directory: Path) -> int:
+    """The rows of the Parquet files in ``directory`` (from their footers)."""
+    return sum(pq.read_metadata(path).num_rows for path in _parts(directory))
+
+
+def _parts(directory: Path) -> list[Path]:
+    """The Parquet files Spark would read in ``directory`` (not ``_`` or ``.`` files)."""
+    return sorted(path for path in directory.iterdir()
+                  if path.is_file() and not path.name.startswith(("_", ".")))
+
+
+def _read_table(path: Path) -> pa.Table:
+    """A Parquet file, Spark's INT96 timestamps read as microseconds (as nanoseconds they
+    overflow past the year 2262; Spark's reach the year 294247)."""
+    return pq.read_table(path, coerce_int96_timestamp_unit="us")
+
+
+def _read_part(directories: list[Path], name: str, unit: bool = False) -> pa.Table:
+    """Every file of the partial ``name`` of ``directories``, their timestamps as µs since
+    the epoch (:func:`_as_micros`), and with ``unit`` each row's directory's name."""
+    tables = []
+    for directory in directories:
+        for path in _parts(directory / name):
+            table = _as_micros(_read_table(path))
+            if unit:
+                table = table.append_column("unit", pa.array([directory.name] * table.num_rows,
+                                                             pa.string()))
+            tables.append(table)
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def _as_micros(table: pa.Table) -> pa.Table:
+    """Every timestamp column of ``table`` as µs since the epoch: what a ``collect`` of
+    ``unix_micros`` gives, whichever converter wrote it (Spark's INT96 has no zone, ours
+    is UTC: the same instants)."""
+    for index, column in enumerate(table.schema):
+        if pa.types.is_timestamp(column.type):
+            micros = table[column.name].cast(pa.timestamp("us", tz=column.type.tz))
+            table = table.set_column(index, column.name, micros.cast(pa.int64()))
+    return table
+
+
+def read_stored(directories: list[Path], most: int, most_bitmaps: int
+                ) -> dict[str, list[dict[str, Any]]] | None:
+    """The ``fine``, ``latency``, ``sequences`` and ``late`` partials of the stored units in
+    ``directories`` as rows, read here (no Spark job): what the pipeline's ``_collect``
+    collects through Spark, ``fine``'s ``window_start`` and ``late``'s ``received_at`` in
+    µs and each ``sequences`` row with its ``unit`` (the directory's name).  None when a
+    kind has more than ``most`` rows (``sequences``: ``most_bitmaps``); counted from the
+    files' footers first, so nothing past the bounds is read."""
+    bounds = {"fine": most, "latency": most, "sequences": min(most, most_bitmaps),
+              "late": most}
+    if any(sum(_rows_in(directory / name) for directory in directories) > bound
+           for name, bound in bounds.items()):
+        return None
+    return {"fine": _read_part(directories, "fine").to_pylist(),
+            "latency": _read_part(directories, "latency").to_pylist(),
+            "sequences": _read_part(directories, "sequences", unit=True).to_pylist(),
+            "late": _read_part(directories, "late").to_pylist()}

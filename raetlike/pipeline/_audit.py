@@ -30,7 +30,7 @@ from raetlike.pipeline._tables import at_destination
 
 __all__ = ["BITMAP_BITS", "MOST_BITMAPS", "MOST_GAPS", "Audit", "Folded", "SourceSpan", "audit",
            "audit_duplicates", "audit_missing", "audit_out_of_order", "audit_partials",
-           "clean_pairs", "fold_sequences"]
+           "audit_rows", "clean_pairs", "fold_sequences"]
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +61,18 @@ class Audit:
     """The audit's tables, and the per-source summary already on the driver."""
 
     summary: list[dict[str, Any]]
-    missing: DataFrame
-    duplicates: DataFrame
-    out_of_order: DataFrame
+    missing: DataFrame | None
+    """None when ``rows`` holds the table (:func:`audit_rows`), as for the next two."""
+    duplicates: DataFrame | None
+    out_of_order: DataFrame | None
     """Persisted (its rows were counted): the caller unpersists it when written."""
     twice: list[str] = field(default_factory=list)
     """Sources that delivered a number more than once (``duplicates`` has rows of these)."""
     missing_rows: list[tuple[str, int, int, int]] | None = None
     """``missing``'s rows when the driver found the gaps (None: Spark sorted them)."""
+    rows: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
+    """Every table's rows, by name (``missing``, ``duplicates``, ``out_of_order``), when the
+    driver made them all (:func:`audit_rows`; timestamps in µs); else empty."""
 
 
 def _sequenced(records: DataFrame) -> DataFrame:
@@ -202,7 +206,7 @@ def audit(records: DataFrame, spans: Mapping[str, SourceSpan], *,
     out_of_order = audit_out_of_order(
         records, [source for source in spans if source not in twice]).persist(
         StorageLevel.MEMORY_AND_DISK)
-    return Audit(_summary(spans, distinct, missing_counts, out_of_order),
+    return Audit(_summary(spans, distinct, missing_counts, _late_counts(out_of_order)),
                  missing, duplicates, out_of_order, twice,
                  gap_rows if found is not None else None)
 
@@ -336,8 +340,42 @@ def audit_partials(records: DataFrame, spans: Mapping[str, SourceSpan],
         out_of_order = out_of_order.unionByName(audit_out_of_order(
             again, [source for source, _node in dirty]))
     out_of_order = out_of_order.persist(StorageLevel.MEMORY_AND_DISK)
-    return Audit(_summary(spans, distinct, missing_counts, out_of_order),
+    return Audit(_summary(spans, distinct, missing_counts, _late_counts(out_of_order)),
                  missing, duplicates, out_of_order, twice, gap_rows)
+
+
+def audit_rows(spans: Mapping[str, SourceSpan], folded: Folded,
+               late: Iterable[Mapping[str, Any]], *, most_bitmaps: int = MOST_BITMAPS,
+               most_gaps: int = MOST_GAPS) -> Audit | None:
+    """:func:`audit_partials` on the driver alone, from rows already here: the folded
+    ``sequences`` and the units' ``late`` rows (``received_at`` in µs).  It gives the
+    same tables in the usual case, none of which needs a record: every source's numbers
+    from 1 within :data:`MOST_BITMAPS` bitmaps, at most :data:`MOST_GAPS` gaps, no number
+    delivered twice, and every (source, node)'s units in order (:func:`clean_pairs`).
+    Otherwise None: :func:`audit_partials` reads the records it needs."""
+    spans = {source: span for source, span in spans.items() if span.records > 0}
+    buckets = sum(_bucket(span.last) - _bucket(span.first) + 1 for span in spans.values())
+    if not all(span.first >= 1 for span in spans.values()) or buckets > most_bitmaps:
+        return None
+    found = _gaps(spans, folded.bitmaps, most_gaps)
+    if found is None:
+        return None
+    gap_rows, distinct = found
+    if any(span.records > distinct.get(source, 0) for source, span in spans.items()):
+        return None  # duplicates: which, and where, only the records tell
+    clean, dirty = clean_pairs(row[1:] for row in folded.ranges)
+    if dirty:
+        return None
+    out_of_order = [(row["source"], row["node"], row["sequence"], row["highest_before"],
+                     row["received_at"]) for row in late if (row["source"], row["node"]) in clean]
+    missing_counts: dict[str, int] = {}
+    for source, _first, _last, count in gap_rows:
+        missing_counts[source] = missing_counts.get(source, 0) + count
+    late_counts: dict[str, int] = {}
+    for row in out_of_order:
+        late_counts[row[0]] = late_counts.get(row[0], 0) + 1
+    return Audit(_summary(spans, distinct, missing_counts, late_counts), None, None, None, [],
+                 gap_rows, {"missing": gap_rows, "duplicates": [], "out_of_order": out_of_order})
 
 
 def _ranges(sequences: DataFrame) -> DataFrame:
@@ -348,10 +386,13 @@ def _ranges(sequences: DataFrame) -> DataFrame:
                  F.max("received_max").alias("latest")))
 
 
+def _late_counts(out_of_order: DataFrame) -> dict[str, int]:
+    return _by_source(out_of_order.groupBy("source").agg(F.count("*").alias("n")).collect())
+
+
 def _summary(spans: Mapping[str, SourceSpan], distinct: Mapping[str, int],
-             missing_counts: Mapping[str, int], out_of_order: DataFrame) -> list[dict[str, Any]]:
+             missing_counts: Mapping[str, int], late: Mapping[str, int]) -> list[dict[str, Any]]:
     """The audit_summary rows: one per source with sequence numbers."""
-    late = _by_source(out_of_order.groupBy("source").agg(F.count("*").alias("n")).collect())
     summary = []
     for source, span in sorted(spans.items()):
         copies = span.records - distinct.get(source, 0)

@@ -21,11 +21,14 @@ from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 from raetlike.pipeline import _rows as rows
 from raetlike.pipeline import _tables as tables
 from raetlike.pipeline._audit import (
+    DUPLICATES_SCHEMA,
+    MISSING_SCHEMA,
     MOST_BITMAPS,
     SUMMARY_SCHEMA,
     Audit,
     SourceSpan,
     audit_partials,
+    audit_rows,
     fold_sequences,
 )
 from raetlike.pipeline._frames import (
@@ -35,7 +38,7 @@ from raetlike.pipeline._frames import (
     refuse_pattern,
     stream_json_journal,
 )
-from raetlike.pipeline._partials import Partials, compute_partials
+from raetlike.pipeline._partials import PARTIAL_SCHEMAS, Partials, compute_partials
 from raetlike.pipeline._progress import Progress
 from raetlike.pipeline._report import REPORT_ROWS, ReportData, write_report
 from raetlike.pipeline._session import inheriting, spark_session
@@ -138,8 +141,9 @@ class _Input:
     ``--since`` or ``--until`` cut, or all of them (``follow``)."""
     records: Callable[[list[StoredUnit]], DataFrame]
     """The valid records inside [since, until) of stored units (one read over all)."""
-    everything: DataFrame
-    """Every valid record inside [since, until) (read only for what partials cannot tell)."""
+    everything: Callable[[], DataFrame]
+    """Every valid record inside [since, until) (read only for what partials cannot tell;
+    planned only then, too: a cold driver takes a third of a second to plan the read)."""
 
 
 def _in_range(options: PipelineOptions) -> Column:
@@ -171,7 +175,8 @@ def _store_input(spark: SparkSession, units: list[StoredUnit],
     def records(chosen: list[StoredUnit]) -> DataFrame:
         return stored_records(spark, chosen).where(_in_range(options))
 
-    return _Input(whole, records(cut) if cut else None, records, records(whole + cut))
+    return _Input(whole, records(cut) if cut else None, records,
+                  functools.cache(lambda: records(whole + cut)))
 
 
 _Frame = Callable[[], DataFrame]
@@ -296,6 +301,9 @@ class _Collected:
     fine: list[dict[str, Any]]
     latency: list[dict[str, Any]]
     sequences: list[dict[str, Any]]
+    late: list[dict[str, Any]] | None = None
+    """The units' ``late`` rows (``received_at`` in µs), when read with the rest
+    (:func:`_collect_stored`): then the audit needs no Spark job either."""
 
 
 def _collect(spark: SparkSession, every: list[Partials], most: int) -> _Collected | None:
@@ -314,6 +322,26 @@ def _collect(spark: SparkSession, every: list[Partials], most: int) -> _Collecte
         log.info("pipeline: partials past %d rows: Spark computes the tables", most)
         return None
     return _Collected(*got)
+
+
+def _collect_stored(given: _Input, window: float, most: int) -> _Collected | None:
+    """The stored units' partials read on the driver by pyarrow (no Spark job:
+    :func:`raetlike.pipeline._arrow.read_stored`), when the run is whole stored units
+    only, each of whose ``fine`` width divides ``window``; None otherwise, past ``most``
+    rows, or without pyarrow (then :func:`_collect` asks Spark)."""
+    width = round(window * 1000)
+    if most <= 0 or given.live is not None or not given.whole \
+            or any(width % round(unit.step * 1000) for unit in given.whole):
+        return None
+    try:
+        from raetlike.pipeline._arrow import read_stored  # noqa: PLC0415 - pyarrow is optional
+    except ImportError:
+        return None
+    found = read_stored([unit.path for unit in given.whole], most, DRIVER_BITMAPS)
+    if found is None:
+        log.info("pipeline: partials past %d rows: Spark computes the tables", most)
+        return None
+    return _Collected(found["fine"], found["latency"], found["sequences"], found["late"])
 
 
 @dataclass(slots=True)
@@ -346,7 +374,7 @@ def _spark_tables(given: _Input, every: list[Partials], window: float,
         F.max("sequence_max").alias("last"), F.sum("timed").alias("messages"),
         F.max("max_ms").alias("max_ms"), F.sum("resends").alias("resends"),
         F.sum("messages_with_resends").alias("with_resends")).collect()
-    checked = audit_partials(given.everything, _spans(sums), sequences,
+    checked = audit_partials(given.everything(), _spans(sums), sequences,
                              _union([p.late for p in every]))
     frames: dict[str, _Frame] = {
         "traffic": functools.partial(tables.traffic, counts, window),
@@ -362,18 +390,23 @@ def _spark_tables(given: _Input, every: list[Partials], window: float,
                    sums, checked)
 
 
-def _driver_tables(spark: SparkSession, given: _Input, every: list[Partials], window: float,
-                   collected: _Collected) -> _Tables:
+def _driver_tables(spark: SparkSession, given: _Input, every: Callable[[], list[Partials]],
+                   window: float, collected: _Collected) -> _Tables:
     """Every table computed here from the collected partials (:mod:`_rows`); Spark writes
     them, and reads records only for the duplicates and out-of-order arrivals the partials
-    cannot tell (:func:`~raetlike.pipeline._audit.audit_partials`)."""
+    cannot tell (:func:`~raetlike.pipeline._audit.audit_partials`).  With the ``late`` rows
+    collected too, the audit is made here as well when it can be
+    (:func:`~raetlike.pipeline._audit.audit_rows`)."""
     counts = rows.roll_up(collected.fine, window)
     latencies = rows.merge_latency(collected.latency)
     sums = rows.source_sums(counts)
-    checked = audit_partials(given.everything, _spans(sums),
-                             _union([p.sequences for p in every]),
-                             _union([p.late for p in every]),
-                             folded=fold_sequences(collected.sequences))
+    folded = fold_sequences(collected.sequences)
+    checked = None if collected.late is None else audit_rows(_spans(sums), folded,
+                                                             collected.late)
+    if checked is None:
+        checked = audit_partials(given.everything(), _spans(sums),
+                                 _union([p.sequences for p in every()]),
+                                 _union([p.late for p in every()]), folded=folded)
     made = {
         "traffic": rows.traffic(counts, window),
         "rate": rows.rate_over_time(counts, window),
@@ -421,13 +454,15 @@ def _analyse(spark: SparkSession, given: _Input, skipped: int,  # noqa: PLR0917
         window = options.window_seconds or tables.choose_window(span)
         if progress is not None:
             progress.records = total
-        every = _partials(spark, given, window)
-        collected = _collect(spark, every, options.driver_rows)
-        made = (_spark_tables(given, every, window, keep) if collected is None
+        every = functools.cache(lambda: _partials(spark, given, window))
+        collected = (_collect_stored(given, window, options.driver_rows)
+                     or _collect(spark, every(), options.driver_rows))
+        made = (_spark_tables(given, every(), window, keep) if collected is None
                 else _driver_tables(spark, given, every, window, collected))
         checked, sums = made.checked, made.sums
         out_of_order = checked.out_of_order
-        cached.append(out_of_order)
+        if out_of_order is not None:
+            cached.append(out_of_order)
         highest = [row["max_ms"] for row in sums if row["max_ms"] is not None]
         overall: dict[str, Any] = {
             "messages": sum(int(row["messages"] or 0) for row in sums), "p50_ms": None,
@@ -435,28 +470,31 @@ def _analyse(spark: SparkSession, given: _Input, skipped: int,  # noqa: PLR0917
         resent = {"resends": sum(int(row["resends"] or 0) for row in sums),
                   "messages_with_resends": sum(int(row["with_resends"] or 0) for row in sums)}
         frames = made.frames | {
-            "audit_missing": lambda: checked.missing,
-            "audit_duplicates": lambda: checked.duplicates,
-            "audit_out_of_order": lambda: out_of_order,
+            "audit_missing": lambda: _present(checked.missing),
+            "audit_duplicates": lambda: _present(checked.duplicates),
+            "audit_out_of_order": lambda: _present(out_of_order),
             "audit_summary": lambda: spark.createDataFrame(
                 [tuple(row.values()) for row in checked.summary], SUMMARY_SCHEMA),
         }
         paths = {name: options.out / "tables" / name for name in frames}
         reads, known = dict(made.reads), dict(made.shown)
         if checked.missing_rows is None:  # Spark sorted the gaps: the first ones read
-            reads["missing"] = lambda: checked.missing.orderBy("source", "first_missing").limit(
-                REPORT_ROWS)
+            reads["missing"] = lambda: _present(checked.missing).orderBy(
+                "source", "first_missing").limit(REPORT_ROWS)
         else:
             known["missing"] = [
                 dict(zip(("source", "first_missing", "last_missing", "missing"), gap,
                          strict=True)) for gap in sorted(checked.missing_rows)[:REPORT_ROWS]]
         if checked.twice:
-            reads["duplicates"] = lambda: checked.duplicates.orderBy("source", "sequence").limit(
-                REPORT_ROWS)
+            reads["duplicates"] = lambda: _present(checked.duplicates).orderBy(
+                "source", "sequence").limit(REPORT_ROWS)
         summary = [tuple(row.values()) for row in checked.summary]
+        audited = {f"audit_{name}": (found, _AUDIT_SCHEMAS[name])
+                   for name, found in checked.rows.items()}
         shown = known | _write_tables(
             spark, frames, paths, reads, set(known),
-            made.made | {"audit_summary": (summary, tables.declared_schema(SUMMARY_SCHEMA))})
+            made.made | audited
+            | {"audit_summary": (summary, tables.declared_schema(SUMMARY_SCHEMA))})
         for row in shown["quantiles"]:
             overall.update(row)
         data = ReportData(
@@ -484,6 +522,18 @@ def _analyse(spark: SparkSession, given: _Input, skipped: int,  # noqa: PLR0917
     log.info("pipeline: %d records (%d skipped lines) in %.1f s; report %s",
              total, skipped, seconds, report)
     return PipelineResult(report, total, skipped, paths, seconds)
+
+
+def _present(frame: DataFrame | None) -> DataFrame:
+    """An audit table Spark made (the ones made on the driver are never asked for)."""
+    assert frame is not None  # noqa: S101 - audit_rows leaves none of its tables to Spark
+    return frame
+
+
+_AUDIT_SCHEMAS = {"missing": tables.declared_schema(MISSING_SCHEMA),
+                  "duplicates": tables.declared_schema(DUPLICATES_SCHEMA),
+                  "out_of_order": PARTIAL_SCHEMAS["late"]}
+"""The audit tables' schemas, for those :func:`~raetlike.pipeline._audit.audit_rows` made."""
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:
@@ -546,6 +596,10 @@ def _ingest(session: SparkSession, options: PipelineOptions) -> None:
     query.awaitTermination()
 
 
+def _same(frame: DataFrame) -> DataFrame:
+    return frame
+
+
 def _no_units(_units: list[StoredUnit]) -> DataFrame:
     raise AssertionError("follow_journals analyses no stored units")  # pragma: no cover
 
@@ -578,7 +632,7 @@ def _follow(session: SparkSession, options: PipelineOptions, rounds: int | None,
             normalised = normalise(session.createDataFrame([], JOURNAL_SCHEMA))
         skipped = normalised.where(~F.col("valid")).count()
         live = normalised.where(_in_range(options))
-        result = _analyse(session, _Input([], live, _no_units, live),
+        result = _analyse(session, _Input([], live, _no_units, functools.partial(_same, live)),
                           skipped, options, started)
         if on_round is not None:
             on_round(result)

@@ -29,21 +29,39 @@ class Progress:
         self.context = context
         self.stream = stream
         self.input_bytes = input_bytes
-        self.records: int | None = None
+        self._records: int | None = None
         self.stages_done: set[int] = set()
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # one writer of the line at a time
         self._width = 0
         self._thread = threading.Thread(target=self._run, name="pipeline progress", daemon=True)
         self._thread.start()
 
+    @property
+    def records(self) -> int | None:
+        """The run's record count, once known (shown at once: the rest of a run may take
+        less than a poll)."""
+        return self._records
+
+    @records.setter
+    def records(self, count: int | None) -> None:
+        self._records = count
+        self._refresh()
+
     def _run(self) -> None:
         while not self._stop.wait(POLL):
-            try:
-                line = self.line()
-            except Exception:  # noqa: BLE001 - the context may be stopping; stop showing
+            if not self._refresh():
                 return
-            if line:
-                self._show(line)
+
+    def _refresh(self) -> bool:
+        """Show the current line; False when Spark cannot be asked any more."""
+        try:
+            line = self.line()
+        except Exception:  # noqa: BLE001 - the context may be stopping; stop showing
+            return False
+        if line and not self._stop.is_set():
+            self._show(line)
+        return True
 
     def line(self) -> str:
         """The current line (also what a test reads)."""
@@ -65,25 +83,27 @@ class Progress:
         if active:
             stage_id, done, total = max(active)
             parts.append(f"stage {stage_id}: {done}/{total} tasks")
-        if self.records is not None:
-            parts.append(f"{self.records:,} records")
+        if self._records is not None:
+            parts.append(f"{self._records:,} records")
         elif self.input_bytes:
             parts.append(f"reading {_size(self.input_bytes)} of journal")
         return "pipeline: " + "; ".join(parts)
 
     def _show(self, line: str) -> None:
-        padding = " " * max(0, self._width - len(line))
-        self._width = len(line)
-        self.stream.write(f"\r{line}{padding}")
-        self.stream.flush()
+        with self._lock:
+            padding = " " * max(0, self._width - len(line))
+            self._width = len(line)
+            self.stream.write(f"\r{line}{padding}")
+            self.stream.flush()
 
     def close(self) -> None:
         """Stop polling and clear the line."""
         self._stop.set()
         self._thread.join(timeout=5)
-        if self._width:
-            self.stream.write("\r" + " " * self._width + "\r")
-            self.stream.flush()
+        with self._lock:
+            if self._width:
+                self.stream.write("\r" + " " * self._width + "\r")
+                self.stream.flush()
 
 
 def _size(count: int) -> str:

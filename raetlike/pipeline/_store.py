@@ -371,7 +371,7 @@ def _refresh(spark: SparkSession, hours: list[str], store: Path,  # noqa: PLR091
                             "read it; its newest records wait for the next run",
                             safe_name(hour))
             elif group:
-                todo.append((hour, group))
+                todo += [(hour, part) for part in (_parted(group) if arrow else [group])]
     gone = sorted({entry["hour"] for entry in units.values() if not Path(entry["hour"]).is_dir()})
     removed += gone
     dropped += [key for key, entry in units.items() if entry["hour"] in gone]
@@ -404,6 +404,28 @@ def _refresh(spark: SparkSession, hours: list[str], store: Path,  # noqa: PLR091
             _save(manifest_path, units)  # each unit as soon as its Parquet is whole
             read += [os.path.join(hour, name) for name in sorted(files)]
     return sorted(set(vanished))
+
+
+UNIT_BYTES = 256 << 20
+"""With the pyarrow converter, an hour's new segment files are read as units of at most
+this many bytes of JSON (a file larger alone), each in a task that holds it in memory:
+units are any sets of an hour's files (the analysis merges them, ``_audit.clean_pairs``),
+so a busy hour is many tasks at once, not one that Spark's reader must take."""
+
+
+def _parted(files: Files) -> list[Files]:
+    """``files`` in parts of at most :data:`UNIT_BYTES` (a larger file alone), in name
+    order: a node's segments in the order it wrote them, so a part's records follow the
+    part before in time."""
+    parts: list[Files] = []
+    size = 0
+    for name in sorted(files):
+        if not parts or size + files[name][0] > UNIT_BYTES:
+            parts.append({})
+            size = 0
+        parts[-1][name] = files[name]
+        size += files[name][0]
+    return parts
 
 
 def _arrow_units(spark: SparkSession, units: list[tuple[str, list[str], str]]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     BooleanType,
     DataType,
@@ -283,7 +284,8 @@ TABLES = ("traffic", "rate", "latency", "latency_histogram", "remotes", "estates
 _TYPES: dict[str, DataType] = {"timestamp": TimestampType(), "string": StringType(),
                                "bigint": LongType(), "double": DoubleType(),
                                "int": IntegerType(), "binary": BinaryType(),
-                               "long": LongType(), "boolean": BooleanType()}
+                               "long": LongType(), "boolean": BooleanType(),
+                               "array<string>": ArrayType(StringType())}
 
 
 def declared_schema(columns: str) -> StructType:
