@@ -7,6 +7,7 @@ lines, and lines a grammar makes and mutates, are declined or converted alike.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import Counter
@@ -66,17 +67,18 @@ class _Unit:
         return self.out / f"{self.case}.spark"
 
 
-def _unit(root: Path, case: str, *files: bytes) -> _Unit:
-    """A unit of ``files`` (each a segment) in a fresh hour directory under ``root``, beside a
-    segment the unit does not name (both converters must leave it out)."""
+def _unit(root: Path, case: str, *files: bytes, names: tuple[str, ...] = ()) -> _Unit:
+    """A unit of ``files`` (each a segment, named by ``names`` or as the writer names them)
+    in a fresh hour directory under ``root``, beside a segment the unit does not name (both
+    converters must leave it out)."""
     hour = root / case / HOUR
     hour.mkdir(parents=True)
-    names = []
-    for index, data in enumerate(files):
-        names.append(f"main.20260101T100000000000.1.{index + 1}.jsonl")
-        (hour / names[-1]).write_bytes(data)
+    names = names or tuple(f"main.20260101T100000000000.1.{index + 1}.jsonl"
+                           for index in range(len(files)))
+    for name, data in zip(names, files, strict=True):
+        (hour / name).write_bytes(data)
     (hour / "main.20260101T100000000000.1.99.jsonl").write_bytes(_raw(node='"decoy"'))
-    return _Unit(case, str(hour), names, root / "out")
+    return _Unit(case, str(hour), list(names), root / "out")
 
 
 def _exact(value: Any) -> Any:
@@ -214,7 +216,9 @@ def _records(start: float) -> list[JournalRecord]:
         topic="tópico 漢字 😀", transaction_id=(1 << 63) - 1, request_id=12, sequence=3,
         body_bytes=1 << 32, segments=9, resends=4, sent=start, received=start + 0.25,
         session_id=(1 << 63) - 1)
-    made = [yards, record(None, received=start + 0.3, sent=None, topic=None)]
+    made = [yards, record(None, received=start + 0.3, sent=None, topic=None),
+             record(2, received=start + 0.3, topic="log:Info,NaN"),  # text like JSON's tokens
+             dataclasses.replace(yards, destination=Endpoint("main", "[Infra]", "-Inf"))]
     made += [record(n, kind=kind, received=start + 0.31 + index / 100, topic="",
                     segments=1 + index, resends=index % 2)
              for index, (n, kind) in enumerate(zip((4, 5, 6, 7, 8, 9), RecordKind, strict=True))]
@@ -277,9 +281,9 @@ def _journal(directory: Path, starts: tuple[float, ...]) -> list[Path]:
 
 def test_the_real_writers_journals_are_converted_alike(tmp_path: Path,
                                                         spark: Any) -> None:  # noqa: F811
-    """Three units: one spanning under a second, one of two hours' segments moved into one
+    """Four units: one spanning under a second, one of two hours' segments moved into one
     hour directory (a span over an hour: a wider fine step), one with a record without a
-    destination estate (the writer's own encoder)."""
+    destination estate (the writer's own encoder), one of segments with odd names."""
     short = _journal(tmp_path / "short", (H + 5.0,))
     long = _journal(tmp_path / "long", (H + 5.0, H + 3600 + 1800, H + 7000))
     assert len({path.parent for path in long}) == 2
@@ -289,8 +293,12 @@ def test_the_real_writers_journals_are_converted_alike(tmp_path: Path,
     nowhere = encode_fields({**json.loads(GOOD), "destination_estate": None, "sequence": 5})
     units.append(_unit(tmp_path / "units", "nowhere", b"".join(
         path.read_bytes() for path in short) + nowhere))
+    odd = ("main 1.jsonl", "m%20ä#1.jsonl", "a+b=c;d.jsonl", "ü.jsonl.open", "x[1]{a,b}*?.jsonl")
+    units.append(_unit(tmp_path / "units", "names", *[path.read_bytes() for path in short[:5]],
+                       names=odd))  # names Hadoop encodes in the paths Spark filters by
     assert len(units[0].names) > 2
     made = _convert_both(spark, units)
+    assert all(made.values()), [case for case, result in made.items() if result is None]
     spans = {case: (result["last"] - result["first"], result["step"], result["skipped"])
              for case, result in made.items() if result is not None}
     assert spans["short"][0] < 1, spans
