@@ -355,6 +355,26 @@ class _Collector(Collector):
         return self.watch.collect()
 
 
+class _ServerCollector(Collector):
+    """The endpoint's own counters: connections it refused, timed out or failed."""
+
+    def __init__(self, server: MetricsServer) -> None:
+        self.server = server
+
+    def collect(self) -> Iterator[Metric]:
+        server = self.server
+        for name, value, what in (
+                ("refused", server.refused,
+                 "connections closed at once: past the endpoint's or one address's bound"),
+                ("timed_out", server.timed_out,
+                 "connections that did not send their request within the timeout"),
+                ("failed", server.failed, "connections that ended in another error")):
+            family = CounterMetricFamily(f"raetlike_metrics_connections_{name}",
+                                         f"metrics endpoint: {what}")
+            family.add_metric([], value)
+            yield family
+
+
 class _DeadlineReader(io.RawIOBase):
     """Reads a socket until a deadline: each read waits only for the time left, then
     TimeoutError, so a client trickling its request a byte at a time gains nothing.
@@ -534,6 +554,7 @@ def serve_metrics(address: tuple[str, int], watch: Watch, *,
                                timeout=timeout)
     except OSError as exc:
         raise OSError(exc.errno, f"--metrics {host}:{port}: cannot bind: {exc.strerror}") from None
+    registry.register(_ServerCollector(server))
     server.set_app(make_wsgi_app(registry))
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     bound = server.server_address

@@ -132,10 +132,12 @@ def test_prometheus_scrape_reads_the_counters_the_stacks_keep() -> None:
     assert _value(samples, "raetlike_road_remotes", estate="main") == 1
 
 
-def test_a_watch_with_no_stacks_yet_scrapes_empty() -> None:
+def test_a_watch_with_no_stacks_yet_scrapes_only_the_endpoint_s_counters() -> None:
     server, (host, port) = serve_metrics(("127.0.0.1", 0), Watch())
     try:
-        assert _scrape(f"http://{host}:{port}/metrics") == {}
+        assert _scrape(f"http://{host}:{port}/metrics") == {
+            (f"raetlike_metrics_connections_{name}_total", ()): 0.0
+            for name in ("refused", "timed_out", "failed")}
     finally:
         server.shutdown()
         server.server_close()

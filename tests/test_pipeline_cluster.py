@@ -21,6 +21,7 @@ pytest.importorskip("pyspark")
 
 import pyspark
 
+from raetlike.pipeline._arrow import PART_FILE
 from tests.test_cli import ROOT, _env
 from tests.test_pipeline_inputs import _journal
 
@@ -114,4 +115,10 @@ def test_a_standalone_cluster_gives_the_same_figures_as_local_mode(
         assert on_cluster[key] == local[key], key
     # the work really ran on the worker: it made an application directory for its executor
     assert any((cluster["root"] / "work").glob("app-*")), "no executor ran on the worker"
+    # and pyarrow converted the segments there, in Python workers (it falls back to Spark's
+    # reader with only a warning, which -q hides)
+    store = tmp_path / "on-cluster" / "store"
+    units = list(store.iterdir())
+    assert units
+    assert all((unit / "records" / PART_FILE).is_file() for unit in units), units
     print(f"pipeline on the standalone cluster: {seconds:.1f} s")  # noqa: T201 - in -s output

@@ -4,6 +4,7 @@ exits 1 with the reason, -q leaves stderr empty, a terminal shows progress."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import select
@@ -65,6 +66,28 @@ def test_a_directory_without_segments_exits_1_naming_it(
     assert line == (f"raetlike pipeline: error: {tmp_path / 'empty'}: no journal segments "
                     "(no date=YYYY-MM-DD/hour=HH/*.jsonl in it or in its subdirectories)")
     assert not (tmp_path / "r").exists()
+
+
+def test_the_converter_is_chosen_by_name_and_spark_s_reader_makes_the_same_report(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], spark: Any) -> None:  # noqa: F811
+    _journal(tmp_path / "j", "alpha", 6)
+    with pytest.raises(SystemExit) as exited:
+        main(["pipeline", str(tmp_path / "j"), "--out", str(tmp_path / "r"),
+              "--converter", "duckdb"])
+    assert exited.value.code == 2
+    assert "--converter: invalid choice: 'duckdb'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="converter must be one of arrow, spark, not 'duckdb'"):
+        PipelineOptions((tmp_path / "j",), tmp_path / "r", converter="duckdb")
+    for converter in ("arrow", "spark"):
+        out = tmp_path / converter
+        assert main(["-q", "pipeline", str(tmp_path / "j"), "--out", str(out),
+                     "--converter", converter]) == 0
+        assert capsys.readouterr().out.startswith("6 records (0 skipped lines)")
+    summaries = [json.loads((tmp_path / name / "summary.json").read_text())
+                 for name in ("arrow", "spark")]
+    for summary in summaries:
+        summary.pop("generated", None)
+    assert summaries[0] == summaries[1]
 
 
 def test_zero_records_exit_1_and_the_report_shows_no_green_verdict(

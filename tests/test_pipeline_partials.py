@@ -123,10 +123,13 @@ def journals(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ...]:
     return _journals(tmp_path_factory.mktemp("partials"))
 
 
+@pytest.mark.parametrize("converter", ["arrow", "spark"])
 def test_merged_partials_give_the_tables_of_a_full_read(
-        journals: tuple[Path, ...], tmp_path: Path, spark: Any) -> None:  # noqa: F811
+        journals: tuple[Path, ...], tmp_path: Path, spark: Any,  # noqa: F811
+        converter: str) -> None:
+    """Whichever converter made the store (pyarrow, or Spark's reader)."""
     out = tmp_path / "out"
-    first = run_pipeline(PipelineOptions(journals, out), spark)
+    first = run_pipeline(PipelineOptions(journals, out, converter=converter), spark)
     written = _written(spark, out)
     assert written == _full_read(spark, journals, _window(out))
     late = {(row[0], row[1], row[2], row[3]) for row in written["audit_out_of_order"]}
@@ -134,7 +137,7 @@ def test_merged_partials_give_the_tables_of_a_full_read(
     assert {(row[0], row[1], row[2]) for row in written["audit_duplicates"]} == {
         ("minion2", 10, 2), ("minion2", 15, 2)}
     # a second run reads no JSON, only the partials, and writes the same tables
-    again = run_pipeline(PipelineOptions(journals, out), spark)
+    again = run_pipeline(PipelineOptions(journals, out, converter=converter), spark)
     assert again.records == first.records == 70 + 35 + 20 + 11
     assert _written(spark, out) == written
 

@@ -389,3 +389,22 @@ def test_a_segment_sealed_on_every_read_leaves_no_unit_behind(
     assert all(path.endswith(".jsonl") for path in run.read)
     monkeypatch.undo()
     assert _refresh(spark, journal, out, converter)[0] == len(writers)
+
+
+def test_a_unit_pyarrow_fails_on_is_reported_and_left_whole_for_spark(tmp_path: Path) -> None:
+    """A failure inside the pyarrow converter (here: its output directory cannot be made)
+    is the task's answer, not an exception that ends the job; nothing is left behind."""
+    from raetlike.pipeline._arrow import try_unit  # noqa: PLC0415 - pyarrow: the spark extra
+
+    journal = tmp_path / "journal"
+    _write(journal, 1, 10)
+    [hour] = hour_directories([journal])
+    names = sorted(path.name for path in Path(hour).iterdir())
+    (tmp_path / "file").write_text("not a directory")
+    made, failure = try_unit(hour, names, str(tmp_path / "file" / "unit"))
+    assert made is None
+    assert str(failure).startswith(("NotADirectoryError", "FileExistsError")), failure
+    made, failure = try_unit(hour, names, str(tmp_path / "unit"))
+    assert failure is None
+    assert made is not None
+    assert made["records"] == 10

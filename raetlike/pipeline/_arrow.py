@@ -58,8 +58,8 @@ from raetlike.pipeline._bounds import (
     fine_step,
 )
 
-__all__ = ["MOST_BITMAPS", "MOST_BYTES", "RECORDS_SCHEMA", "convert_unit", "read_stored",
-           "write_rows"]
+__all__ = ["MOST_BITMAPS", "MOST_BYTES", "PART_FILE", "RECORDS_SCHEMA", "convert_unit",
+           "read_stored", "try_unit", "write_rows"]
 
 MOST_BYTES = 512 << 20
 """The most bytes of JSON a unit converted here has: it is read whole into memory (about
@@ -69,6 +69,9 @@ segment file past this alone is left to Spark."""
 MOST_BITMAPS = 16_384
 """The most ``sequences`` rows (4 KiB bitmaps: 64 MiB) a unit converted here has."""
 BITMAP_BITS = 32_768  # numbers a bitmap of Spark's bitmap_construct_agg holds
+PART_FILE = "part-00000-arrow.snappy.parquet"
+"""The one Parquet file of each directory written here (Spark's have a UUID in theirs): an
+operator, and the cluster test, can tell which converter made a unit."""
 RECORDS = "records"  # _store.RECORDS
 DONE = "_DONE"  # _store.DONE
 CORRUPT = "_corrupt_record"  # _frames.CORRUPT_COLUMN, always null here
@@ -135,8 +138,31 @@ _LONGEST_LINE = 50_000
 50,000 characters, which pyarrow takes; the journal writer's lines are far shorter."""
 _LONG_NUMBER = re.compile(rb"[-+0-9.eE]{1000}")
 """A number Jackson may refuse (past 1,000 characters), which pyarrow takes."""
-_NON_NUMBER = re.compile(rb"[:,\[]\s*[-+]?(?:NaN|Inf)")
-"""A non-numeric number where a value starts: the readers take different spellings."""
+_SPACE = b" \t\n"
+_MOST_SPELLED = 10_000
+"""Past this many ``NaN`` or ``Inf`` in a file, it is declined without a look at each: the
+cost of a hostile file's byte stays what a normal byte costs."""
+
+
+def _non_number(data: bytes) -> bool:
+    """Whether ``data`` may hold a non-numeric number (``NaN``, ``Inf``, with a sign or
+    not) where a value starts, in any member: the two readers take different spellings.
+    Only the few places that spell one are looked at (a ``memchr`` finds none in the
+    writer's lowercase keys and kinds)."""
+    for token, initial in ((b"NaN", b"N"), (b"Inf", b"I")):
+        if initial not in data:
+            continue
+        at = data.find(token)
+        if data.count(token) > _MOST_SPELLED:
+            return True  # text full of them: not worth a look at each (Spark reads it)
+        while at >= 0:
+            before = data[max(0, at - 64):at].rstrip(_SPACE).rstrip(b"+-").rstrip(_SPACE)
+            if len(before) == 0 and at >= 64:
+                return True  # a long run of space: take it as a value's start
+            if not before or before[-1:] in (b":", b",", b"["):
+                return True
+            at = data.find(token, at + 1)
+    return False
 
 
 def _lines(data: bytes) -> int | None:
@@ -156,7 +182,7 @@ def _lines(data: bytes) -> int | None:
             pa.py_buffer(data)]).validate(full=True)
     except pa.ArrowInvalid:
         return None
-    if (b"NaN" in data or b"Inf" in data) and _NON_NUMBER.search(data):
+    if _non_number(data):
         return None
     raw = np.frombuffer(data, np.uint8)
     ends = np.flatnonzero(raw == _NEWLINE)
@@ -209,7 +235,7 @@ def _timestamps(micros: np.ndarray) -> pa.Array:
 
 def _write(table: pa.Table, directory: Path) -> None:
     directory.mkdir(parents=True)
-    pq.write_table(table, directory / "part-00000.snappy.parquet", compression="snappy")
+    pq.write_table(table, directory / PART_FILE, compression="snappy")
     (directory / "_SUCCESS").touch()
 
 
@@ -403,6 +429,18 @@ def write_rows(directory: Path, rows: list[tuple[Any, ...]],
               for index, field in enumerate(schema)]
     shutil.rmtree(directory, ignore_errors=True)
     _write(pa.Table.from_arrays(arrays, schema=schema), directory)
+
+
+def try_unit(hour: str, names: list[str], part: str) -> tuple[dict[str, Any] | None, str | None]:
+    """:func:`convert_unit` as a Spark task runs it: its result, or (None, what failed)
+    when it raised, with nothing left under ``part``.  A failure (a bug here, memory or
+    disk it lacked) leaves the unit to Spark's reader rather than failing the job: Spark
+    would retry the task, then end every unit's conversion with it."""
+    try:
+        return convert_unit(hour, names, part), None
+    except Exception as error:  # noqa: BLE001 - reported, and the unit goes to Spark
+        shutil.rmtree(part, ignore_errors=True)
+        return None, f"{type(error).__name__}: {error}"[:500]
 
 
 def _rows_in(directory: Path) -> int:

@@ -436,25 +436,34 @@ def _arrow_units(spark: SparkSession, units: list[tuple[str, list[str], str]]
     out, and so is every unit when pyarrow is missing or the tasks fail (an executor
     without pyarrow or raetlike), with a warning: Spark's reader converts those."""
     try:
-        from raetlike.pipeline._arrow import convert_unit  # noqa: PLC0415 - pyarrow is optional
+        from raetlike.pipeline._arrow import try_unit  # noqa: PLC0415 - pyarrow is optional
     except ImportError as error:
         log.warning("pipeline: pyarrow is missing (%s); Spark's JSON reader converts the "
                     "segments (slower; pip install pyarrow)", error)
         return {}
     tasks = spark.sparkContext.parallelize(units, len(units))
     try:
-        made = tasks.map(lambda unit: convert_unit(*unit)).collect()
+        made = tasks.map(lambda unit: try_unit(*unit)).collect()
     except Exception as error:  # noqa: BLE001 - any failure of the tasks: Spark converts
         log.warning("pipeline: converting with pyarrow failed on the executors (%s); "
                     "Spark's JSON reader converts the segments",
-                    str(error).strip().splitlines()[0] if str(error).strip() else error)
+                    safe_name(str(error).strip().splitlines()[0]) if str(error).strip()
+                    else type(error).__name__)
         return {}
-    declined = [hour for (hour, _, _), result in zip(units, made, strict=True) if result is None]
-    if declined:
+    declined = [hour for (hour, _, _), (result, _) in zip(units, made, strict=True)
+                if result is None]
+    failed = [(hour, failure) for (hour, _, _), (_, failure) in zip(units, made, strict=True)
+              if failure is not None]
+    if failed:  # a bug in the converter, or a resource it lacked: never the run's end
+        log.warning("pipeline: pyarrow failed on %d unit(s), which Spark's JSON reader "
+                    "converts instead: %s", len(failed),
+                    "; ".join(f"{safe_name(hour)}: {safe_name(failure)}"
+                              for hour, failure in failed[:3]))
+    if len(declined) > len(failed):
         log.info("pipeline: %d unit(s) left to Spark's JSON reader (a torn line, or text "
-                 "pyarrow might read otherwise): %s", len(declined),
+                 "pyarrow might read otherwise): %s", len(declined) - len(failed),
                  ", ".join(safe_name(hour) for hour in declined[:5]))
-    return {Path(part).name: result for (_, _, part), result in zip(units, made, strict=True)
+    return {Path(part).name: result for (_, _, part), (result, _) in zip(units, made, strict=True)
             if result is not None}
 
 
