@@ -216,9 +216,7 @@ def _records(start: float) -> list[JournalRecord]:
         topic="tópico 漢字 😀", transaction_id=(1 << 63) - 1, request_id=12, sequence=3,
         body_bytes=1 << 32, segments=9, resends=4, sent=start, received=start + 0.25,
         session_id=(1 << 63) - 1)
-    made = [yards, record(None, received=start + 0.3, sent=None, topic=None),
-             record(2, received=start + 0.3, topic="log:Info,NaN"),  # text like JSON's tokens
-             dataclasses.replace(yards, destination=Endpoint("main", "[Infra]", "-Inf"))]
+    made = [yards, record(None, received=start + 0.3, sent=None, topic=None)]
     made += [record(n, kind=kind, received=start + 0.31 + index / 100, topic="",
                     segments=1 + index, resends=index % 2)
              for index, (n, kind) in enumerate(zip((4, 5, 6, 7, 8, 9), RecordKind, strict=True))]
@@ -281,9 +279,10 @@ def _journal(directory: Path, starts: tuple[float, ...]) -> list[Path]:
 
 def test_the_real_writers_journals_are_converted_alike(tmp_path: Path,
                                                         spark: Any) -> None:  # noqa: F811
-    """Four units: one spanning under a second, one of two hours' segments moved into one
-    hour directory (a span over an hour: a wider fine step), one with a record without a
-    destination estate (the writer's own encoder), one of segments with odd names."""
+    """Units: one spanning under a second, one of two hours' segments moved into one hour
+    directory (a span over an hour: a wider fine step), one with a record without a
+    destination estate (the writer's own encoder), one of text that looks like JSON's
+    tokens, one of segments with odd names."""
     short = _journal(tmp_path / "short", (H + 5.0,))
     long = _journal(tmp_path / "long", (H + 5.0, H + 3600 + 1800, H + 7000))
     assert len({path.parent for path in long}) == 2
@@ -293,17 +292,26 @@ def test_the_real_writers_journals_are_converted_alike(tmp_path: Path,
     nowhere = encode_fields({**json.loads(GOOD), "destination_estate": None, "sequence": 5})
     units.append(_unit(tmp_path / "units", "nowhere", b"".join(
         path.read_bytes() for path in short) + nowhere))
+    with JournalWriter(tmp_path / "tokens", "main", clock=lambda: H) as writer:
+        writer.append(record(2, topic="log:Info,NaN"))  # text like JSON's tokens
+        writer.append(record(3, topic="[NaN]"))
+        writer.append(dataclasses.replace(record(4), destination=Endpoint("main", "[Infra]",
+                                                                           "-Inf")))
+    [tokens] = (tmp_path / "tokens").rglob("*.jsonl")
+    units.append(_unit(tmp_path / "units", "tokens", tokens.read_bytes()))
     odd = ("main 1.jsonl", "m%20ä#1.jsonl", "a+b=c;d.jsonl", "ü.jsonl.open", "x[1]{a,b}*?.jsonl")
     units.append(_unit(tmp_path / "units", "names", *[path.read_bytes() for path in short[:5]],
                        names=odd))  # names Hadoop encodes in the paths Spark filters by
     assert len(units[0].names) > 2
     made = _convert_both(spark, units)
-    assert all(made.values()), [case for case, result in made.items() if result is None]
+    declined = [case for case, result in made.items() if result is None]
     spans = {case: (result["last"] - result["first"], result["step"], result["skipped"])
              for case, result in made.items() if result is not None}
+    assert {"short", "long"} <= set(spans), declined
     assert spans["short"][0] < 1, spans
     assert spans["long"][0] > 3600, spans
     assert (spans["short"][1:], spans["long"][1:]) == ((0.01, 4), (60.0, 12)), spans
+    assert not declined, declined
 
 
 # -- hand-written lines, each case a unit of its own ---------------------------------------
