@@ -21,9 +21,10 @@ file is lines that pyarrow parses one row each, strictly:
   string, the last duplicate);
 - the bytes are UTF-8 (Spark reads others with replacement characters; pyarrow's JSON
   reader does not check);
-- every line starts with ``{`` and no byte is ``\\r`` (a blank line, a byte order mark, or
-  Spark's other line ends would count lines differently), and the rows number the lines
-  (two objects on one line are one corrupt line to Spark);
+- every line starts with ``{`` and ends with ``}`` and no byte is ``\\r`` (a blank line, a
+  byte order mark, Spark's other line ends, or an object across lines, which pyarrow
+  reads as one, would count lines differently), and the rows number the lines (two
+  objects on one line are one corrupt line to Spark);
 - no non-numeric number (``NaN``, ``Inf``...) where a value starts, in any member, and no
   ``sent`` or ``received`` that is -0.0 (the readers take different spellings and signs);
 - no line long enough to hold what Jackson's limits refuse and pyarrow takes: lines past
@@ -160,13 +161,47 @@ def _non_number(data: bytes) -> bool:
             return True  # text full of them: not worth a look at each (Spark reads it)
         while at >= 0:
             after = at + len(token) + (5 if data.startswith(b"inity", at + 3) else 0)
-            if data[after:after + 1] in _AFTER_VALUE:  # else no value: pyarrow refuses it
-                before = data[max(0, at - 64):at].rstrip(_SPACE).rstrip(b"+-").rstrip(_SPACE)
-                if len(before) == 0 and at >= 64:
-                    return True  # a long run of space: take it as a value's start
-                if not before or before[-1:] in (b":", b",", b"["):
-                    return True
+            if data[after:after + 1] in _AFTER_VALUE and _value_starts(data, at):
+                return True
             at = data.find(token, at + 1)
+    return False
+
+
+_VALUE_END = frozenset(b'"}]0123456789elNyf')
+"""The last byte of a JSON value (a string, object, array, number, ``true``, ``false``,
+``null``, ``NaN``, ``Infinity``, ``Inf``)."""
+
+
+def _back(data: bytes, at: int) -> int:
+    """The index of the last byte before ``at`` that is not space (-1: none; -2: a run of
+    more than 64, which the caller takes as a value's start)."""
+    index = at - 1
+    while index >= 0 and data[index] in _SPACE:
+        index -= 1
+        if at - index > 64:
+            return -2
+    return index
+
+
+def _value_starts(data: bytes, at: int, depth: int = 0) -> bool:
+    """Whether a JSON value may start at ``at`` (after an optional sign): after a key's
+    ``:``, after a value's ``,``, after a ``[`` where a value may start, or at the start.
+    A byte of text (``"x:Inf"``, ``"[NaN]"`` in a topic) is not one; what this cannot tell
+    (deep nesting, long runs of space) it takes as one."""
+    index = _back(data, at)
+    while index >= 0 and data[index] in b"+-":
+        index = _back(data, index)
+    if index < 0 or depth > 64:
+        return True
+    mark = data[index]
+    if mark == ord(":"):
+        key = _back(data, index)
+        return key < 0 or data[key] == ord('"')
+    if mark == ord(","):
+        value = _back(data, index)
+        return value < 0 or data[value] in _VALUE_END
+    if mark == ord("["):
+        return _value_starts(data, index, depth + 1)
     return False
 
 
