@@ -529,3 +529,26 @@ def test_lines_of_a_grammar_are_declined_or_converted_alike(
     root = tmp_path_factory.mktemp("grammar")
     _convert_both(spark, [_unit(root, f"unit{index}", data)
                           for index, data in enumerate(segments)])
+
+
+def test_a_unit_past_its_lines_or_a_file_longer_than_its_length_is_declined(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memory grows with lines as well as bytes (``MOST_LINES``), and a file is read by
+    its length as Spark's reader reads it: a link to a /proc file (length 0, text in it)
+    is declined, not read as lines Spark never sees."""
+    from raetlike.pipeline import _arrow  # noqa: PLC0415 - its bound, patched
+
+    ten = _unit(tmp_path / "units", "ten", GOOD * 10)
+    monkeypatch.setattr(_arrow, "MOST_LINES", 10)
+    made = convert_unit(ten.hour, list(ten.names), str(tmp_path / "ten"))
+    assert made is not None
+    assert made["records"] == 10
+    eleven = _unit(tmp_path / "units", "eleven", GOOD * 6, GOOD * 5)  # the bound spans files
+    assert convert_unit(eleven.hour, list(eleven.names), str(tmp_path / "eleven")) is None
+    assert not (tmp_path / "eleven").exists()
+    proc = _unit(tmp_path / "units", "proc", GOOD)
+    link = Path(proc.hour) / "main.9.jsonl"
+    link.symlink_to("/proc/self/comm")  # stat says 0 bytes; reading gives the name
+    assert link.stat().st_size == 0
+    assert link.read_bytes()
+    assert convert_unit(proc.hour, [*proc.names, link.name], str(tmp_path / "proc")) is None

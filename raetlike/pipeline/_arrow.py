@@ -40,6 +40,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
+from raetlike.errors import RaetError
 from raetlike.pipeline._bounds import (
     KINDS,
     MOST_COUNT,
@@ -62,11 +64,16 @@ from raetlike.pipeline._bounds import (
 __all__ = ["MOST_BITMAPS", "MOST_BYTES", "PART_FILE", "RECORDS_SCHEMA", "convert_unit",
            "read_stored", "try_unit", "write_rows"]
 
-MOST_BYTES = 512 << 20
-"""The most bytes of JSON a unit converted here has: it is read whole into memory (about
-three times its size at most); a larger unit is left to Spark's reader, which streams it.
-``_store`` makes units of at most 256 MiB (``UNIT_BYTES``) for this converter, so only a
-segment file past this alone is left to Spark."""
+MOST_BYTES = 256 << 20
+"""The most bytes of JSON a unit converted here has: it is read whole into memory; a
+larger unit is left to Spark's reader, which streams it.  ``_store`` makes units of at
+most 128 MiB (``UNIT_BYTES``) for this converter, so only a segment file past this alone
+is left to Spark.  With :data:`MOST_LINES`, what a task holds stays under about 2 GiB
+(docs/pipeline.md, "Converting a unit")."""
+MOST_LINES = 2_000_000
+"""The most lines a unit converted here has: memory grows with lines as well as bytes (a
+file of ``{}`` lines costs about 50 times its size), so a unit of more is left to Spark's
+reader.  The writer's lines are about 350 bytes: a 128 MiB unit holds about 380,000."""
 MOST_BITMAPS = 16_384
 """The most ``sequences`` rows (4 KiB bitmaps: 64 MiB) a unit converted here has."""
 BITMAP_BITS = 32_768  # numbers a bitmap of Spark's bitmap_construct_agg holds
@@ -99,20 +106,30 @@ _ONE = pa.scalar(1, pa.int8())
 _NO_ONE = pa.scalar(None, pa.int8())
 
 
-class Declined(Exception):  # noqa: N818 - not an error: the unit goes to Spark
-    """A file holds something pyarrow might not read as Spark does."""
+class Declined(RaetError):  # noqa: N818 - not an error: the unit goes to Spark
+    """A file holds something pyarrow might not read as Spark does, or more than a
+    unit's bounds (:data:`MOST_BYTES`, :data:`MOST_LINES`); never leaves this module."""
 
 
-def _read(path: str) -> pa.Table:
-    """One segment file's lines, or :class:`Declined`."""
+def _read(path: str, most_bytes: int, most_lines: int) -> tuple[pa.Table, int]:
+    """One segment file's lines and its size, or :class:`Declined`: past ``most_bytes`` or
+    ``most_lines``, or lines pyarrow might read otherwise (:func:`_lines`).  The file is
+    read as Spark's reader would, by its length when opened: a file whose content is not
+    that long (a link to ``/proc``), or that is no regular file, is declined."""
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as file:
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > most_bytes:
+                raise Declined(path)
+            data = file.read(info.st_size + 1)
     except FileNotFoundError:  # sealed or removed meanwhile: Spark's path notices and retries
         raise Declined(path) from None
+    if len(data) != info.st_size:
+        raise Declined(path)
     if not data:
-        return _LINE.empty_table()
+        return _LINE.empty_table(), 0
     lines = _lines(data)
-    if lines is None:
+    if lines is None or lines > most_lines:
         raise Declined(path)
     try:
         table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(
@@ -129,7 +146,7 @@ def _read(path: str) -> pa.Table:
         values = np.asarray(pc.fill_null(table[name], 1.0).to_numpy(), np.float64)
         if not np.isfinite(values).all() or (np.signbit(values) & (values == 0)).any():
             raise Declined(path)  # NaN, infinite, or -0.0 (which Spark may read as 0.0)
-    return table
+    return table, len(data)
 
 
 _LONG_LINE = 1_000
@@ -137,8 +154,9 @@ _LONG_LINE = 1_000
 _LONGEST_LINE = 50_000
 """Lines longer than this are declined: Jackson (Spark's parser) refuses a name past
 50,000 characters, which pyarrow takes; the journal writer's lines are far shorter."""
-_LONG_NUMBER = re.compile(rb"[-+0-9.eE]{1000}")
-"""A number Jackson may refuse (past 1,000 characters), which pyarrow takes."""
+_LONG_NUMBER = re.compile(rb"(?<![-+0-9.eE])[-+0-9.eE]{1000}")
+"""A number Jackson may refuse (past 1,000 characters), which pyarrow takes; looked for
+only at the start of a run (else a long run costs a thousand steps a byte)."""
 _SPACE = b" \t\n"
 _AFTER_VALUE = (b",", b"}", b"]", b" ", b"\t", b"\n", b"")
 """What may follow a value in JSON: a token followed by anything else is no value, and
@@ -412,14 +430,17 @@ def _late(numbered: pa.Table) -> pa.Table:
 def convert_unit(hour: str, names: list[str], part: str) -> dict[str, Any] | None:
     """The segment files ``names`` of ``hour`` -> ``part/records`` and the partials, as
     ``_store._convert`` makes them; what the manifest notes of the unit, or None (nothing
-    written) when the unit is larger than :data:`MOST_BYTES` or a file holds what this
-    reader declines (module docstring)."""
-    paths = [os.path.join(hour, name) for name in names]
+    written) when the unit is larger than :data:`MOST_BYTES` or :data:`MOST_LINES`, or a
+    file holds what this reader declines (module docstring)."""
+    tables: list[pa.Table] = []
+    size = count = 0
     try:
-        if sum(os.path.getsize(path) for path in paths) > MOST_BYTES:
-            return None
-        tables = [_read(path) for path in paths]
-    except (Declined, FileNotFoundError):
+        for name in names:
+            table, read = _read(os.path.join(hour, name), MOST_BYTES - size, MOST_LINES - count)
+            tables.append(table)
+            size += read
+            count += table.num_rows
+    except (Declined, OSError):
         return None
     lines = pa.concat_tables(tables) if tables else _LINE.empty_table()
     valid = _valid(lines)

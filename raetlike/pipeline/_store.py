@@ -406,7 +406,7 @@ def _refresh(spark: SparkSession, hours: list[str], store: Path,  # noqa: PLR091
     return sorted(set(vanished))
 
 
-UNIT_BYTES = 256 << 20
+UNIT_BYTES = 128 << 20
 """With the pyarrow converter, an hour's new segment files are read as units of at most
 this many bytes of JSON (a file larger alone), each in a task that holds it in memory:
 units are any sets of an hour's files (the analysis merges them, ``_audit.clean_pairs``),
