@@ -16,9 +16,11 @@ files on disk with the manifest:
 - the units of an hour that is gone from disk are dropped; those of an hour
   outside ``--since``/``--until`` are kept, unused, for a later run.
 
-When a unit is read from JSON, its partial aggregates (``_partials``) are
-computed from its fresh Parquet and kept beside it (``store/KEY/records`` and
-``store/KEY/fine``, ``latency``, ``sequences``, ``late``), and the manifest
+When a unit is read from JSON (by pyarrow in a Spark task, ``_arrow``, or by
+Spark's JSON reader for the units pyarrow declines or ``converter="spark"``), its
+partial aggregates (``_partials``) are computed and kept beside its Parquet
+(``store/KEY/records`` and ``store/KEY/fine``, ``latency``, ``sequences``,
+``late``), and the manifest
 notes the unit's record count, skipped lines, first and last receive time
 and the width of its fine windows.  So a second run over the same journals
 reads only the segments that are new or changed since the first, and the
