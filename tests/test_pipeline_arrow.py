@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -535,7 +536,8 @@ def test_a_unit_past_its_lines_or_a_file_longer_than_its_length_is_declined(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Memory grows with lines as well as bytes (``MOST_LINES``), and a file is read by
     its length as Spark's reader reads it: a link to a /proc file (length 0, text in it)
-    is declined, not read as lines Spark never sees."""
+    is declined, not read as lines Spark never sees, and a FIFO is declined at once (an
+    open that waited for a writer would hang the run)."""
     from raetlike.pipeline import _arrow  # noqa: PLC0415 - its bound, patched
 
     ten = _unit(tmp_path / "units", "ten", GOOD * 10)
@@ -552,3 +554,6 @@ def test_a_unit_past_its_lines_or_a_file_longer_than_its_length_is_declined(
     assert link.stat().st_size == 0
     assert link.read_bytes()
     assert convert_unit(proc.hour, [*proc.names, link.name], str(tmp_path / "proc")) is None
+    fifo = Path(proc.hour) / "main.10.jsonl"  # put in a segment's place after the listing
+    os.mkfifo(fifo)
+    assert convert_unit(proc.hour, [*proc.names, fifo.name], str(tmp_path / "fifo")) is None

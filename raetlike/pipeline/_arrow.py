@@ -116,14 +116,15 @@ def _read(path: str, most_bytes: int, most_lines: int) -> tuple[pa.Table, int]:
     ``most_lines``, or lines pyarrow might read otherwise (:func:`_lines`).  The file is
     read as Spark's reader would, by its length when opened: a file whose content is not
     that long (a link to ``/proc``), or that is no regular file, is declined."""
-    try:
-        with open(path, "rb") as file:
-            info = os.fstat(file.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size > most_bytes:
-                raise Declined(path)
-            data = file.read(info.st_size + 1)
+    try:  # without blocking: a FIFO put in the file's place since it was listed
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:  # sealed or removed meanwhile: Spark's path notices and retries
         raise Declined(path) from None
+    with open(fd, "rb") as file:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > most_bytes:
+            raise Declined(path)
+        data = file.read(info.st_size + 1)
     if len(data) != info.st_size:
         raise Declined(path)
     if not data:
