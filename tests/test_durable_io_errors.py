@@ -176,18 +176,27 @@ def test_a_dedup_store_fault_holds_the_round_and_the_marks_wait(
                    for seq in range(1, 21))
 
 
+def _restarted(tmp_path: Path, seed: int, config: DurableConfig) -> tuple[SimNet, Any, Any,
+                                                                     DurableRoad]:
+    """A joined pair whose minion restarts with ``config`` and is allowed again: the net,
+    both sides and the minion's new road."""
+    net = SimNet(seed=seed)
+    main, minion = _pair(tmp_path, net, fast=True)
+    minion.crash()
+    minion.config = config
+    road = minion.start()
+    assert net.run_until(lambda: bool(net.of_type(MINION, events.Allowed)), timeout=30)
+    return net, main, minion, road
+
+
 @pytest.mark.parametrize("fault", ["removed", "fallocate-eio", "open-erofs"])
 def test_transmit_refuses_a_message_the_store_cannot_write_as_backpressure(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
     """Before, a put that needed a new segment raised the raw error (FileNotFoundError,
     a StoreError, PermissionError-like OSError) out of transmit: not a BackpressureError,
     so the estate's echo and the bus did not take it and the estate died."""
-    net = SimNet(seed=3)
-    main, minion = _pair(tmp_path, net, fast=True)
-    minion.crash()
-    minion.config = DurableConfig(fsync=FsyncPolicy.NEVER, segment_bytes=4096)
-    road = minion.start()
-    assert net.run_until(lambda: bool(net.of_type(MINION, events.Allowed)), timeout=30)
+    net, main, _minion, road = _restarted(
+        tmp_path, 3, DurableConfig(fsync=FsyncPolicy.NEVER, segment_bytes=4096))
     end = FAULTS[fault](monkeypatch, tmp_path / "minion" / "durable" / "outbox")
     accepted: set[int] = set()
     refused = 0
@@ -222,12 +231,8 @@ class _FailingMap(mmap.mmap):
 def test_an_interval_fsync_that_fails_is_counted_and_tried_again_later(
         tmp_path: Path) -> None:
     """Before, the interval msync's EIO was raised out of handle_timer."""
-    net = SimNet(seed=4)
-    _main, minion = _pair(tmp_path, net, fast=True)
-    minion.crash()
-    minion.config = DurableConfig(fsync=FsyncPolicy.INTERVAL, fsync_interval=0.01)
-    road = minion.start()
-    assert net.run_until(lambda: bool(net.of_type(MINION, events.Allowed)), timeout=30)
+    net, _main, _minion, road = _restarted(
+        tmp_path, 4, DurableConfig(fsync=FsyncPolicy.INTERVAL, fsync_interval=0.01))
     log = road.outbox.log
     real = log._map
     assert real is not None
@@ -253,12 +258,8 @@ def test_closing_over_a_failing_disk_does_not_raise_and_releases_the_store(
         caplog: pytest.LogCaptureFixture) -> None:
     """Before, close() raised the fdatasync's EIO (the store was left locked and its
     descriptors open, and the estate's shutdown stopped there)."""
-    net = SimNet(seed=5)
-    _main, minion = _pair(tmp_path, net, fast=True)
-    minion.crash()
-    minion.config = DurableConfig(fsync=FsyncPolicy.INTERVAL, fsync_interval=60.0)
-    road = minion.start()
-    assert net.run_until(lambda: bool(net.of_type(MINION, events.Allowed)), timeout=30)
+    net, _main, minion, road = _restarted(
+        tmp_path, 5, DurableConfig(fsync=FsyncPolicy.INTERVAL, fsync_interval=60.0))
     for n in range(5):
         road.transmit({"n": n}, to="main")
     end = _fdatasync_eio(monkeypatch, tmp_path)
