@@ -52,23 +52,27 @@ import pyarrow.parquet as pq
 
 from raetlike.errors import RaetError
 from raetlike.pipeline._bounds import (
+    CORRUPT_COLUMN,
+    DOUBLE_FIELDS,
     KINDS,
+    LONG_FIELDS,
     MOST_COUNT,
     MOST_MS,
     MOST_SEQUENCE,
     MOST_TEXT,
     RECEIVED_RANGE,
+    STRING_FIELDS,
     fine_step,
 )
 
-__all__ = ["MOST_BITMAPS", "MOST_BYTES", "PART_FILE", "RECORDS_SCHEMA", "convert_unit",
+__all__ = ["MOST_BITMAPS", "MOST_BYTES", "PART_FILE", "convert_unit",
            "read_stored", "try_unit", "write_rows"]
 
 MOST_BYTES = 256 << 20
 """The most bytes of JSON a unit converted here has: it is read whole into memory; a
 larger unit is left to Spark's reader, which streams it.  ``_store`` makes units of at
 most 128 MiB (``UNIT_BYTES``) for this converter, so only a segment file past this alone
-is left to Spark.  With :data:`MOST_LINES`, what a task holds stays under about 2 GiB
+is left to Spark.  With :data:`MOST_LINES`, what a task holds stays under about 1 GiB
 (docs/pipeline.md, "Converting a unit")."""
 MOST_LINES = 2_000_000
 """The most lines a unit converted here has: memory grows with lines as well as bytes (a
@@ -82,18 +86,10 @@ PART_FILE = "part-00000-arrow.snappy.parquet"
 operator, and the cluster test, can tell which converter made a unit."""
 RECORDS = "records"  # _store.RECORDS
 DONE = "_DONE"  # _store.DONE
-CORRUPT = "_corrupt_record"  # _frames.CORRUPT_COLUMN, always null here
 
-_STRINGS = ("node", "source_estate", "source_yard", "source_share", "destination_estate",
-            "destination_yard", "destination_share", "kind", "topic")
-_LONGS = ("version", "transaction_id", "request_id", "sequence", "body_bytes", "segments",
-          "resends", "session_id")
-_DOUBLES = ("sent", "received")
-_LINE = pa.schema([*[(name, pa.string()) for name in _STRINGS],
-                   *[(name, pa.int64()) for name in _LONGS],
-                   *[(name, pa.float64()) for name in _DOUBLES]])
-RECORDS_SCHEMA = _LINE.append(pa.field(CORRUPT, pa.string()))
-"""``_frames.JOURNAL_SCHEMA`` in Arrow's types (a test checks they agree)."""
+_LINE = pa.schema([*[(name, pa.string()) for name in STRING_FIELDS],
+                   *[(name, pa.int64()) for name in LONG_FIELDS],
+                   *[(name, pa.float64()) for name in DOUBLE_FIELDS]])
 
 _TIME = pa.timestamp("us", tz="UTC")
 _ENDS = ("source_estate", "source_yard", "source_share", "destination_yard",
@@ -143,7 +139,7 @@ def _read(path: str, most_bytes: int, most_lines: int) -> tuple[pa.Table, int]:
     if table.num_rows != lines:
         raise Declined(path)
     table = table.select(_LINE.names).cast(_LINE)
-    for name in _DOUBLES:
+    for name in DOUBLE_FIELDS:
         values = np.asarray(pc.fill_null(table[name], 1.0).to_numpy(), np.float64)
         if not np.isfinite(values).all() or (np.signbit(values) & (values == 0)).any():
             raise Declined(path)  # NaN, infinite, or -0.0 (which Spark may read as 0.0)
@@ -277,8 +273,8 @@ def _valid(table: pa.Table) -> pa.ChunkedArray:
                for name in ("body_bytes", "segments", "resends")]
     checks.append(_between(table["sequence"], -MOST_SEQUENCE, MOST_SEQUENCE))
     checks += [pc.or_kleene(pc.is_null(table[name]),
-                      pc.less_equal(pc.utf8_length(table[name]), MOST_TEXT))
-               for name in _STRINGS]
+                            pc.less_equal(pc.utf8_length(table[name]), MOST_TEXT))
+               for name in STRING_FIELDS]
     checks.append(pc.or_kleene(pc.is_null(table["kind"]), pc.is_in(table["kind"], pa.array(KINDS))))
     valid = checks[0]
     for check in checks[1:]:
@@ -463,7 +459,7 @@ def convert_unit(hour: str, names: list[str], part: str) -> dict[str, Any] | Non
         return None
     directory = Path(part)
     shutil.rmtree(directory, ignore_errors=True)
-    _write(lines.append_column(CORRUPT, pa.nulls(lines.num_rows, pa.string())),
+    _write(lines.append_column(CORRUPT_COLUMN, pa.nulls(lines.num_rows, pa.string())),
            directory / RECORDS)
     _write(_fine(records, _micros(records["received"]), latency, numbered, step),
            directory / "fine")

@@ -1,4 +1,5 @@
-"""What a valid journal record is bounded by, and the windows the tables are cut into.
+"""A journal line's fields, what a valid record is bounded by, and the windows the tables
+are cut into.
 
 Plain Python, no PySpark: :mod:`raetlike.pipeline._frames` and ``_tables`` use these in
 Spark's expressions, and :mod:`raetlike.pipeline._arrow` in a Spark task's worker, which
@@ -12,9 +13,18 @@ import math
 from raetlike.journal import RecordKind
 from raetlike.journal._delivery import MAX_TEXT
 
-__all__ = ["KINDS", "MOST_COUNT", "MOST_MS", "MOST_SEQUENCE", "MOST_TEXT", "MOST_WINDOWS",
-           "RECEIVED_RANGE", "WINDOW_STEPS", "choose_window", "fine_step"]
+__all__ = ["CORRUPT_COLUMN", "DOUBLE_FIELDS", "KINDS", "LONG_FIELDS", "MOST_COUNT", "MOST_MS",
+           "MOST_SEQUENCE", "MOST_TEXT", "MOST_WINDOWS", "RECEIVED_RANGE", "STRING_FIELDS",
+           "WINDOW_STEPS", "choose_window", "fine_step"]
 
+STRING_FIELDS = ("node", "source_estate", "source_yard", "source_share",
+                 "destination_estate", "destination_yard", "destination_share", "kind", "topic")
+LONG_FIELDS = ("version", "transaction_id", "request_id", "sequence", "body_bytes",
+               "segments", "resends", "session_id")
+DOUBLE_FIELDS = ("sent", "received")
+"""A journal line's fields by type (docs/journal.md), in the order the pipeline reads them."""
+CORRUPT_COLUMN = "_corrupt_record"
+"""Where Spark's JSON reader puts a line it cannot parse (always null from pyarrow)."""
 RECEIVED_RANGE = (0.0, 1e11)
 """Receive times (epoch seconds) a valid record has: from 1970 to about the year 5138.
 Times outside (a clock's garbage or a forged line) would overflow the report's dates."""

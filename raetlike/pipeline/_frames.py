@@ -15,7 +15,17 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from raetlike.errors import RaetError
 from raetlike.names import safe_name
-from raetlike.pipeline._bounds import KINDS, MOST_COUNT, MOST_SEQUENCE, MOST_TEXT, RECEIVED_RANGE
+from raetlike.pipeline._bounds import (
+    CORRUPT_COLUMN,
+    DOUBLE_FIELDS,
+    KINDS,
+    LONG_FIELDS,
+    MOST_COUNT,
+    MOST_SEQUENCE,
+    MOST_TEXT,
+    RECEIVED_RANGE,
+    STRING_FIELDS,
+)
 
 __all__ = ["ALL_GLOB", "CORRUPT_COLUMN", "JOURNAL_SCHEMA", "KINDS", "MOST_COUNT", "MOST_SEQUENCE",
            "MOST_TEXT", "RECEIVED_RANGE", "SEALED_GLOB", "NoJournalError", "find_journals",
@@ -24,20 +34,13 @@ __all__ = ["ALL_GLOB", "CORRUPT_COLUMN", "JOURNAL_SCHEMA", "KINDS", "MOST_COUNT"
 
 log = logging.getLogger(__name__)
 
-CORRUPT_COLUMN = "_corrupt_record"
 SEALED_GLOB = "*.jsonl"
 ALL_GLOB = "*.jsonl{,.open}"
 
-_STRINGS = ("node", "source_estate", "source_yard", "source_share", "destination_estate",
-            "destination_yard", "destination_share", "kind", "topic")
-_LONGS = ("version", "transaction_id", "request_id", "sequence", "body_bytes", "segments",
-          "resends", "session_id")
-_DOUBLES = ("sent", "received")
-
 JOURNAL_SCHEMA = StructType(
-    [StructField(name, StringType()) for name in _STRINGS]
-    + [StructField(name, LongType()) for name in _LONGS]
-    + [StructField(name, DoubleType()) for name in _DOUBLES]
+    [StructField(name, StringType()) for name in STRING_FIELDS]
+    + [StructField(name, LongType()) for name in LONG_FIELDS]
+    + [StructField(name, DoubleType()) for name in DOUBLE_FIELDS]
     + [StructField(CORRUPT_COLUMN, StringType())]
 )
 """What Spark reads from journal segments (docs/journal.md); torn lines land in the last."""
@@ -189,7 +192,7 @@ def valid_line() -> Column:
                for name in ("body_bytes", "segments", "resends")]
     bounded.append(F.col("sequence").isNull()
                    | F.col("sequence").between(-MOST_SEQUENCE, MOST_SEQUENCE))
-    bounded += [F.col(name).isNull() | (F.length(name) <= MOST_TEXT) for name in _STRINGS]
+    bounded += [F.col(name).isNull() | (F.length(name) <= MOST_TEXT) for name in STRING_FIELDS]
     bounded.append(F.col("kind").isNull() | F.col("kind").isin(*KINDS))
     valid = (F.col(CORRUPT_COLUMN).isNull() & (F.col("version") == 1) & F.col("node").isNotNull()
              & received.isNotNull() & _finite(received) & (received >= low) & (received < high)
@@ -210,7 +213,7 @@ def normalise(raw: DataFrame) -> DataFrame:
     latency = (F.col("received") - F.col("sent")) * 1000.0
     return raw.select(
         valid_line().alias("valid"),
-        *[F.col(name) for name in (*_STRINGS, *_LONGS, *_DOUBLES)],
+        *[F.col(name) for name in (*STRING_FIELDS, *LONG_FIELDS, *DOUBLE_FIELDS)],
         _endpoint("source").alias("source"),
         _endpoint("destination").alias("destination"),
         F.timestamp_seconds(F.col("received")).alias("received_at"),

@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -393,8 +394,10 @@ def _refresh(spark: SparkSession, hours: list[str], store: Path,  # noqa: PLR091
                    for hour, files in todo if _key(hour, files) not in converted}
         done = [(converted[_key(hour, files)], (hour, files)) for hour, files in todo
                 if _key(hour, files) in converted]
-        for made, (hour, files) in [*done, *((future.result(), futures[future])
-                                             for future in as_completed(futures))]:
+        # (those pyarrow made first, then Spark's as each completes: each unit is in the
+        # manifest as soon as its Parquet is whole)
+        for made, (hour, files) in itertools.chain(
+                done, ((future.result(), futures[future]) for future in as_completed(futures))):
             key = _key(hour, files)
             if any(not os.path.isfile(os.path.join(hour, name)) for name in files):
                 log.info("pipeline: a segment of %s was sealed or removed while it was read; "
